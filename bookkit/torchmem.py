@@ -1,0 +1,335 @@
+"""Measuring what a PyTorch training step keeps in memory, with or without a GPU.
+
+Part II of the book measures torch the way Part I measured minigrad. Three meters,
+from the narrowest to the broadest:
+
+``SavedTensorMeter`` / ``saved_bytes``
+    Counts the bytes autograd *saves for backward* (``ctx.save_for_backward`` and the
+    built-in ops' saved inputs/outputs), through
+    ``torch.autograd.graph.saved_tensors_hooks``. Each distinct storage is counted once,
+    whole (a saved view costs its entire storage, because that is what stays allocated),
+    and storages that belong to parameters are excluded (they live anyway). This is the
+    "activation memory" of the papers. It does not see temporaries, gradients, optimizer
+    state, nor what a checkpointed region rebuilds during backward (those tensors are
+    saved through ``torch.utils.checkpoint``'s own inner hooks, which take precedence
+    over ours).
+
+``tracker_peaks``
+    torch's own ``torch.distributed._tools.mem_tracker.MemTracker``, a dispatch mode that
+    sees every tensor an op creates and files its storage under a category: Parameter,
+    Buffer, Gradient, Activation (created in forward, or in a checkpoint's recomputation),
+    Temp (created in backward outside recomputation, e.g. activation gradients), Optstate,
+    Other (tensors passed in from outside). It reports the breakdown at the moment the
+    total peaked. Works on CPU.
+
+``cuda_peak_bytes``
+    The CUDA caching allocator's ``max_memory_allocated`` over a call, minus what was
+    allocated before it. Everything, rounded up to the allocator's 512-byte blocks.
+    ``None`` on a machine without a GPU.
+
+``record`` appends figures to the file named by ``BOOK_MEASUREMENTS`` so that
+``scripts/gpu_check.sh`` can compare CPU and GPU figures; ``step_time`` times a step.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+
+__all__ = [
+    "SavedTensorMeter",
+    "saved_bytes",
+    "tracker_peaks",
+    "TRACKER_CATEGORIES",
+    "cuda_peak_bytes",
+    "record",
+    "step_time",
+    "storage_key",
+]
+
+# MemTracker's category names (the values of its private ``_MemRefType`` enum, copied
+# here so that notebooks can print them in a fixed order) plus its total.
+TRACKER_CATEGORIES = ("Parameter", "Buffer", "Gradient", "Activation", "Temp",
+                      "Optstate", "Other", "Total")
+
+
+def storage_key(t: torch.Tensor) -> tuple[str, int]:
+    """Identity of the memory behind ``t``: (device, address of its storage).
+
+    Two views of one tensor share a key. Two live storages never do (an address is
+    reused only after its storage is freed, and the meter keeps saved storages alive
+    for as long as it counts them).
+    """
+    st = t.untyped_storage()
+    return (str(t.device), st.data_ptr())
+
+
+def _param_tensors(params) -> list[torch.Tensor]:
+    if params is None:
+        return []
+    if isinstance(params, torch.nn.Module):
+        return list(params.parameters()) + list(params.buffers())
+    if isinstance(params, torch.Tensor):
+        return [params]
+    out = []
+    for p in params:
+        if isinstance(p, torch.nn.Module):
+            out.extend(_param_tensors(p))
+        elif isinstance(p, torch.Tensor):
+            out.append(p)
+        else:
+            raise TypeError(f"params must hold tensors or modules, got {type(p).__name__}")
+    return out
+
+
+class _Packed:
+    """What autograd stores in place of a saved tensor while the meter is on.
+
+    It holds the tensor itself (so nothing about memory changes); a finalizer on this
+    object tells the meter when autograd lets go of the saved tensor (after the
+    backward that used it, or when the graph is dropped).
+    """
+
+    __slots__ = ("tensor", "__weakref__")
+
+    def __init__(self, tensor: torch.Tensor):
+        self.tensor = tensor
+
+
+class SavedTensorMeter(torch.autograd.graph.saved_tensors_hooks):
+    """Context manager that counts the bytes autograd saves for backward.
+
+    Inside ``with SavedTensorMeter(params=model.parameters()) as m:`` every tensor an op
+    saves for backward passes through the meter. A storage is counted once, by its full
+    size in bytes (``untyped_storage().nbytes()``), however many ops save it or views
+    of it; storages of ``params`` (tensors or modules: their parameters and buffers) are
+    not counted. A storage stops being *live* when autograd has released every saved
+    reference to it: after the backward that consumed it, or when the graph is dropped.
+
+    Attributes (all in bytes unless said otherwise):
+        live_bytes: bytes of distinct saved storages autograd still holds now.
+        peak_bytes: the largest ``live_bytes`` seen so far (between forward and backward
+            this is the activation memory of a step; checkpointed regions contribute
+            only what ``torch.utils.checkpoint`` saves outside them, i.e. their inputs).
+        total_bytes: bytes of every distinct storage saved while the meter was on,
+            released or not.
+        n_saved: number of distinct storages saved (parameters excluded).
+        n_packed: number of times autograd saved a tensor (views and repeats included).
+
+    The meter only observes saves made while it is the innermost active hook: inside a
+    non-reentrant ``torch.utils.checkpoint`` region checkpoint's own hooks replace it.
+    Leaving the ``with`` block stops new saves from being counted; releases of tensors
+    saved inside it are still tracked afterwards (e.g. ``loss.backward()`` outside).
+    """
+
+    def __init__(self, params=()):
+        self._param_keys = {storage_key(p) for p in _param_tensors(params)}
+        self._lock = threading.Lock()
+        # storage key -> [bytes, number of live saved references, shape, dtype]
+        self._live: dict[tuple[str, int], list] = {}
+        self._seen: dict[tuple[str, int], tuple[int, tuple[int, ...], str]] = {}
+        self.live_bytes = 0
+        self.peak_bytes = 0
+        self.total_bytes = 0
+        self.n_packed = 0
+        super().__init__(self._pack, self._unpack)
+
+    # -- hooks ------------------------------------------------------------------
+    def _pack(self, t: torch.Tensor):
+        key = storage_key(t)
+        if key in self._param_keys:
+            return t  # a parameter: lives anyway, not an activation
+        nbytes = t.untyped_storage().nbytes()
+        packed = _Packed(t)
+        with self._lock:
+            self.n_packed += 1
+            entry = self._live.get(key)
+            if entry is None:
+                self._live[key] = [nbytes, 1]
+                self.live_bytes += nbytes
+                self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+                if key not in self._seen:
+                    self._seen[key] = (nbytes, tuple(t.shape), str(t.dtype).replace("torch.", ""))
+                    self.total_bytes += nbytes
+            else:
+                entry[1] += 1
+        weakref.finalize(packed, self._release, key)
+        return packed
+
+    @staticmethod
+    def _unpack(packed):
+        return packed.tensor if isinstance(packed, _Packed) else packed
+
+    def _release(self, key) -> None:
+        with self._lock:
+            entry = self._live[key]
+            entry[1] -= 1
+            if entry[1] == 0:
+                del self._live[key]
+                self.live_bytes -= entry[0]
+
+    # -- reports ----------------------------------------------------------------
+    @property
+    def n_saved(self) -> int:
+        """Number of distinct storages saved while the meter was on."""
+        return len(self._seen)
+
+    @property
+    def n_live(self) -> int:
+        """Number of distinct saved storages autograd still holds."""
+        return len(self._live)
+
+    def by_shape(self) -> dict[tuple[tuple[int, ...], str], tuple[int, int]]:
+        """Every distinct saved storage grouped by (shape, dtype) of the first tensor
+        saved from it: ``{(shape, dtype): (count, bytes)}``, largest bytes first.
+
+        The shape is that of the saved tensor (for a view, the view's shape) while the
+        bytes are the whole storage's.
+        """
+        groups: dict[tuple[tuple[int, ...], str], list[int]] = {}
+        for nbytes, shape, dtype in self._seen.values():
+            g = groups.setdefault((shape, dtype), [0, 0])
+            g[0] += 1
+            g[1] += nbytes
+        return {k: (c, b) for k, (c, b) in sorted(groups.items(), key=lambda kv: -kv[1][1])}
+
+    def __repr__(self) -> str:
+        return (f"SavedTensorMeter(live_bytes={self.live_bytes}, peak_bytes={self.peak_bytes}, "
+                f"n_saved={self.n_saved})")
+
+
+def saved_bytes(fn: Callable, *args, params=None) -> int:
+    """Bytes autograd keeps for backward after ``out = fn(*args)``, while ``out`` is alive.
+
+    ``params``: tensors or modules whose storages are not counted; by default, when
+    ``fn`` is an ``nn.Module``, its parameters and buffers. Returns an int (bytes).
+    """
+    if params is None:
+        params = fn if isinstance(fn, torch.nn.Module) else ()
+    with SavedTensorMeter(params=params) as meter:
+        out = fn(*args)
+        kept = meter.live_bytes
+    del out
+    return kept
+
+
+def tracker_peaks(module: torch.nn.Module | None, step_fn: Callable[[], Any],
+                  optimizer: torch.optim.Optimizer | None = None,
+                  inputs: Iterable[torch.Tensor] = ()) -> dict[str, int]:
+    """Run ``step_fn()`` under torch's ``MemTracker`` and return its peak breakdown.
+
+    Returns ``{category: bytes}`` for the categories in ``TRACKER_CATEGORIES``: the
+    snapshot taken at the moment the *total* peaked (so the categories add up to
+    "Total"; each one is not its own maximum). ``module``, ``optimizer`` and ``inputs``
+    (tensors created before the step) are registered with ``track_external`` so that
+    their memory counts from the start; tensors created outside and not passed are
+    invisible to the tracker. On a GPU, sizes are rounded up to 512-byte blocks as the
+    caching allocator does; on a CPU they are exact.
+
+    Categories: Parameter and Buffer (the module's), Gradient (``.grad`` of parameters),
+    Activation (tensors created in forward or while a checkpoint recomputes), Temp
+    (created in backward: activation gradients and scratch), Optstate (optimizer
+    state, created lazily on the first ``step``), Other (``inputs``).
+    """
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    if not callable(step_fn):
+        raise TypeError(f"step_fn must be callable, got {type(step_fn).__name__}")
+    mt = MemTracker()
+    external = [x for x in (module, optimizer) if x is not None] + list(inputs)
+    if external:
+        mt.track_external(*external)
+    with mt:
+        step_fn()
+    snap = mt.get_tracker_snapshot("peak")
+    if not snap:
+        return dict.fromkeys(TRACKER_CATEGORIES, 0)
+    # One device in the book's uses; with several, report the one that peaked highest.
+    dev_snap = max(snap.values(), key=lambda d: d["Total"])
+    out = dict.fromkeys(TRACKER_CATEGORIES, 0)
+    for k, v in dev_snap.items():
+        name = getattr(k, "value", k)  # enum member -> its string
+        out[str(name)] = int(v)
+    return out
+
+
+def cuda_peak_bytes(fn: Callable[[], Any], device=None) -> int | None:
+    """Peak bytes the CUDA allocator held during ``fn()`` beyond what it held before.
+
+    ``torch.cuda.reset_peak_memory_stats``, run ``fn``, ``max_memory_allocated`` minus
+    the ``memory_allocated`` before the call. Includes everything the call allocates
+    (activations, temporaries, gradients, optimizer state, workspaces) in the
+    allocator's 512-byte blocks. Returns ``None`` when CUDA is not available.
+    """
+    if not torch.cuda.is_available():
+        return None
+    torch.cuda.synchronize(device)
+    base = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    fn()
+    torch.cuda.synchronize(device)
+    return int(torch.cuda.max_memory_allocated(device) - base)
+
+
+def _jsonable(key: str, name: str, value):
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"record({key!r}): figure {name!r} is not finite: {value}")
+        return value
+    if hasattr(value, "item") and getattr(value, "ndim", getattr(value, "dim", lambda: 0)) in (0, ()):
+        return _jsonable(key, name, value.item())
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(key, name, v) for v in value]
+    raise TypeError(f"record({key!r}): figure {name!r} has type {type(value).__name__}; "
+                    "expected a number, string, None or a list of those")
+
+
+def record(key: str, **figures) -> dict | None:
+    """Append ``{"key": key, "device": ..., "figures": {...}}`` as one JSON line to the
+    file named by the environment variable ``BOOK_MEASUREMENTS``; do nothing (return
+    ``None``) when it is unset or empty. Returns the record written.
+
+    ``key`` names the measurement, starting with the chapter id (``"ch09_layer_bytes"``);
+    figures are numbers (bytes as ints), strings or None, e.g. ``cpu_saved=…, cuda_peak=…``.
+    """
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"record: key must be a non-empty string, got {key!r}")
+    clean = {name: _jsonable(key, name, v) for name, v in figures.items()}
+    path = os.environ.get("BOOK_MEASUREMENTS", "")
+    if not path:
+        return None
+    entry = {"key": key, "device": "cuda" if torch.cuda.is_available() else "cpu",
+             "figures": clean}
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(entry, sort_keys=True) + "\n")
+    return entry
+
+
+def step_time(fn: Callable[[], Any], repeats: int = 5, warmup: int = 1) -> float:
+    """Median wall-clock seconds of ``fn()`` over ``repeats`` runs after ``warmup`` runs.
+
+    On a GPU the device is synchronised around each run so that queued kernels count.
+    """
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"step_time: need repeats >= 1 and warmup >= 0, got {repeats}, {warmup}")
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        sync()
+        start = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)

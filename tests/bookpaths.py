@@ -1,0 +1,74 @@
+"""Paths and small parsers shared by the book-level tests."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+HTML = ROOT / "_build" / "html"
+
+
+def toc_files() -> list[str]:
+    """Every `file:` entry of _toc.yml (plus the root), without suffix, in order."""
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+
+    def walk(node):
+        if isinstance(node, dict):
+            if "file" in node:
+                files.append(node["file"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(toc.get("parts", []))
+    return files
+
+
+def source_for(docname: str) -> Path | None:
+    """The .md or .ipynb file behind a toc entry, or None if neither exists."""
+    for suffix in (".md", ".ipynb"):
+        path = ROOT / f"{docname}{suffix}"
+        if path.is_file():
+            return path
+    return None
+
+
+def notebook_paths() -> list[Path]:
+    return sorted(p for p in NOTEBOOKS.glob("*.ipynb"))
+
+
+def load_notebook(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def cell_source(cell: dict) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def config() -> dict:
+    import yaml
+
+    return yaml.safe_load((ROOT / "_config.yml").read_text())
+
+
+def setup_cell_text(repository_url: str) -> str:
+    """The canonical first code cell of every notebook (see CONTRIBUTING.md)."""
+    return (
+        "# Setup: works inside the book's repository and in a fresh Colab runtime.\n"
+        "try:\n"
+        "    import minigrad, bookkit\n"
+        "except ImportError:  # Colab: install minigrad and the book's helpers from the repository\n"
+        f'    %pip install --quiet "minigrad @ git+{repository_url}"\n'
+        "    import minigrad, bookkit"
+    )
+
+
+DOC_ROLE = re.compile(r"\{doc\}`(?:[^`<]*<)?([^`>]+)>?`")
