@@ -93,7 +93,7 @@ def _param_tensors(params) -> list[torch.Tensor]:
 class _Packed:
     """What autograd stores in place of a saved tensor while the meter is on.
 
-    It holds the tensor itself (so nothing about memory changes); a finalizer on this
+    It holds a detached alias of the tensor (so nothing about memory changes); a finalizer on this
     object tells the meter when autograd lets go of the saved tensor (after the
     backward that used it, or when the graph is dropped).
     """
@@ -148,7 +148,11 @@ class SavedTensorMeter(torch.autograd.graph.saved_tensors_hooks):
         if key in self._param_keys:
             return t  # a parameter: lives anyway, not an activation
         nbytes = t.untyped_storage().nbytes()
-        packed = _Packed(t)
+        # Keep a detached alias (same storage, same version counter): holding `t` itself
+        # would make a reference cycle through its grad_fn when an op saves its own
+        # output (ReLU does), and such a graph would never be freed when dropped.
+        # Autograd re-attaches the grad_fn on unpack.
+        packed = _Packed(t.detach())
         with self._lock:
             self.n_packed += 1
             entry = self._live.get(key)
@@ -175,6 +179,10 @@ class SavedTensorMeter(torch.autograd.graph.saved_tensors_hooks):
             if entry[1] == 0:
                 del self._live[key]
                 self.live_bytes -= entry[0]
+
+    def __enter__(self) -> "SavedTensorMeter":
+        super().__enter__()  # installs the hooks (and returns None, hence this override)
+        return self
 
     # -- reports ----------------------------------------------------------------
     @property

@@ -1,0 +1,227 @@
+"""bookkit.torchmem: each meter against a count made by hand from shapes and dtypes."""
+from __future__ import annotations
+
+import gc
+import json
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+from torch.utils.checkpoint import checkpoint  # noqa: E402
+
+from bookkit.torchmem import (  # noqa: E402
+    TRACKER_CATEGORIES,
+    SavedTensorMeter,
+    cuda_peak_bytes,
+    record,
+    saved_bytes,
+    step_time,
+    tracker_peaks,
+)
+
+
+def chain(widths, dtype=torch.float32):
+    """Linear(w0,w1)-ReLU-Linear(w1,w2)-ReLU-... with fixed weights."""
+    torch.manual_seed(0)
+    layers = []
+    for d_in, d_out in zip(widths[:-1], widths[1:]):
+        layers += [nn.Linear(d_in, d_out, dtype=dtype), nn.ReLU()]
+    return nn.Sequential(*layers)
+
+
+def chain_saved_by_hand(batch, widths, itemsize):
+    # Linear i saves its input (the first one: x; the others: the previous ReLU's
+    # output, which that ReLU also saves: one storage); the last ReLU saves its output.
+    # Weights are parameters, not counted.
+    return batch * sum(widths) * itemsize
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("batch,widths", [(3, [5, 7, 2]), (8, [16, 32, 32, 4])])
+def test_linear_relu_chain_matches_hand_count(dtype, batch, widths):
+    model = chain(widths, dtype)
+    x = torch.randn(batch, widths[0], dtype=dtype)
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    with SavedTensorMeter(params=model) as m:
+        y = model(x)
+    assert m.live_bytes == chain_saved_by_hand(batch, widths, itemsize)
+    assert m.peak_bytes == m.live_bytes
+    assert m.n_saved == len(widths)  # x, then one ReLU output per layer
+    assert saved_bytes(model, x) == m.live_bytes
+    # The meter only observes: gradients are those of a run without it.
+    y.float().sum().backward()
+    metered = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    model(x).float().sum().backward()
+    assert all(torch.equal(a, p.grad) for a, p in zip(metered, model.parameters()))
+
+
+def test_parameters_count_when_not_excluded():
+    widths, batch = [6, 10, 3], 4
+    model = chain(widths)
+    x = torch.randn(batch, widths[0])
+    w1, w2 = (layer.weight.numel() * 4 for layer in model if isinstance(layer, nn.Linear))
+    # Without `params` the weights count: addmm saves the weight (a transposed view)
+    # only when the gradient of its input is needed, so the first layer's weight is
+    # saved only once x requires grad. Biases are never saved.
+    assert saved_bytes(model, x, params=()) == chain_saved_by_hand(batch, widths, 4) + w2
+    x.requires_grad_()
+    assert saved_bytes(model, x, params=()) == chain_saved_by_hand(batch, widths, 4) + w1 + w2
+
+
+def test_views_of_one_storage_count_once():
+    class SaveViews(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            ctx.save_for_backward(a, a[1:3], a.t())
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            a, part, at = ctx.saved_tensors
+            assert part.shape == (2, 5) and at.shape == (5, 4)
+            return g * 2
+
+    a = torch.randn(4, 5, requires_grad=True)
+    with SavedTensorMeter() as m:
+        out = SaveViews.apply(a)
+    assert m.n_packed == 3 and m.n_saved == 1
+    assert m.live_bytes == 4 * 5 * 4
+    assert m.by_shape() == {((4, 5), "float32"): (1, 80)}
+    out.sum().backward()
+    assert torch.equal(a.grad, torch.full((4, 5), 2.0))
+
+
+def test_a_view_costs_its_whole_storage():
+    base = torch.randn(100, 10)
+    w = torch.randn(10, 3, requires_grad=True)
+    with SavedTensorMeter(params=[w]) as m:
+        y = base[:2] @ w  # mm saves the (2, 10) view of a (100, 10) storage
+    assert m.live_bytes == 100 * 10 * 4
+    assert list(m.by_shape()) == [((2, 10), "float32")]
+    del y
+
+
+def test_release_after_backward_and_when_graph_dropped():
+    widths, batch = [8, 16, 4], 5
+    model = chain(widths)
+    x = torch.randn(batch, widths[0])
+    expected = chain_saved_by_hand(batch, widths, 4)
+    with SavedTensorMeter(params=model) as m:
+        y1 = model(x)
+        y2 = model(x * 2)
+    # Two graphs alive at once: x, x*2 and both graphs' activations.
+    assert m.live_bytes == m.peak_bytes == 2 * expected
+    y1.sum().backward()
+    assert m.live_bytes == expected and m.peak_bytes == 2 * expected
+    del y2
+    gc.collect()
+    assert m.live_bytes == 0 and m.n_live == 0
+    assert m.total_bytes == 2 * expected and m.peak_bytes == 2 * expected
+
+
+def test_checkpoint_keeps_only_inputs_and_what_follows():
+    batch, d, hidden = 8, 32, 128
+    torch.manual_seed(0)
+    block = nn.Sequential(nn.Linear(d, hidden), nn.ReLU(), nn.Linear(hidden, d))
+    x = torch.randn(batch, d)
+    target = torch.zeros(batch, d)
+    runs = {}
+    for use_ckpt in (False, True):
+        with SavedTensorMeter(params=block) as m:
+            y = checkpoint(block, x, use_reentrant=False) if use_ckpt else block(x)
+            loss = nn.functional.mse_loss(y, target)
+        runs[use_ckpt] = m.live_bytes
+        loss.backward()
+        assert m.live_bytes == 0
+    # mse_loss saves y and the target; the plain block saves x and the ReLU output;
+    # checkpoint saves only the block input x.
+    assert runs[False] == 4 * (batch * d + batch * hidden + 2 * batch * d)
+    assert runs[True] == 4 * (batch * d + 2 * batch * d)
+
+
+def test_bad_params_raise():
+    with pytest.raises(TypeError, match="params"):
+        SavedTensorMeter(params=[3])
+
+
+def test_tracker_peaks_categories_against_hand_count():
+    widths, batch = [16, 64, 8], 4
+    model = chain(widths)
+    x = torch.randn(batch, widths[0])
+    n_param_bytes = sum(p.numel() * 4 for p in model.parameters())
+
+    def step():
+        model(x).square().mean().backward()
+
+    peaks = tracker_peaks(model, step, inputs=[x])
+    assert set(peaks) == set(TRACKER_CATEGORIES)
+    assert peaks["Parameter"] == n_param_bytes
+    assert peaks["Other"] == x.numel() * 4
+    assert peaks["Total"] == sum(v for k, v in peaks.items() if k != "Total")
+    # The peak is at least the parameters, the input and the activations kept for backward.
+    assert peaks["Total"] >= n_param_bytes + x.numel() * 4 + batch * sum(widths[1:]) * 4
+    model.zero_grad(set_to_none=True)
+
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    def step_opt():
+        step()
+        opt.step()
+
+    peaks = tracker_peaks(model, step_opt, optimizer=opt, inputs=[x])
+    # After backward every parameter has a gradient; SGD with momentum keeps one buffer
+    # per parameter (created in the first step).
+    assert peaks["Gradient"] == n_param_bytes
+    assert peaks["Optstate"] >= n_param_bytes
+
+
+def test_tracker_rejects_non_callable():
+    with pytest.raises(TypeError, match="step_fn"):
+        tracker_peaks(None, 3)
+
+
+def test_cuda_peak_bytes():
+    n = 1 << 20
+    got = cuda_peak_bytes(lambda: torch.empty(n, device="cuda").fill_(1.0)
+                          if torch.cuda.is_available() else None)
+    if not torch.cuda.is_available():
+        assert got is None
+    else:
+        assert got == 4 * n
+
+
+def test_record_appends_json_lines(tmp_path, monkeypatch):
+    path = tmp_path / "m.jsonl"
+    monkeypatch.delenv("BOOK_MEASUREMENTS", raising=False)
+    assert record("ch00_x", cpu=1) is None
+    assert not path.exists()
+    monkeypatch.setenv("BOOK_MEASUREMENTS", str(path))
+    record("ch00_x", cpu=123, ratio=0.5, cuda=None)
+    record("ch00_y", cpu=torch.tensor(7))
+    lines = [json.loads(s) for s in path.read_text().splitlines()]
+    assert [e["key"] for e in lines] == ["ch00_x", "ch00_y"]
+    assert lines[0]["figures"] == {"cpu": 123, "ratio": 0.5, "cuda": None}
+    assert lines[1]["figures"] == {"cpu": 7}
+    with pytest.raises(TypeError, match="'bad'"):
+        record("ch00_z", bad=object())
+    with pytest.raises(ValueError, match="not finite"):
+        record("ch00_z", bad=float("nan"))
+    with pytest.raises(ValueError, match="key"):
+        record("", cpu=1)
+
+
+def test_step_time_median_and_call_count():
+    calls = []
+
+    def fn():
+        calls.append(1)
+        time.sleep(0.01)
+
+    t = step_time(fn, repeats=3, warmup=2)
+    assert len(calls) == 5
+    assert 0.01 <= t < 0.5
+    with pytest.raises(ValueError, match="repeats"):
+        step_time(fn, repeats=0)
