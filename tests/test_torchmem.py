@@ -225,3 +225,91 @@ def test_step_time_median_and_call_count():
     assert 0.01 <= t < 0.5
     with pytest.raises(ValueError, match="repeats"):
         step_time(fn, repeats=0)
+
+
+# ---------------------------------------------------------------------------
+# bookkit.torchmodels: the GPT block the meters are used on in chapters 9 and 10.
+from bookkit.torchmodels import (  # noqa: E402
+    GPTBlock,
+    GPTStack,
+    korthikanti_layer_bytes,
+    layer_saved_terms,
+)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("attention", ["sdpa", "naive"])
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
+@pytest.mark.parametrize("b,s,h,a", [(2, 32, 64, 4), (1, 24, 48, 3)])
+def test_block_saves_what_the_term_by_term_count_says(dtype, attention, dropout, b, s, h, a):
+    torch.manual_seed(0)
+    block = GPTBlock(h, a, dropout=dropout, attention=attention, dtype=dtype)
+    x = torch.randn(b, s, h, dtype=dtype, requires_grad=True)
+    with SavedTensorMeter(params=block) as m:
+        y = block(x)
+    e = torch.empty((), dtype=dtype).element_size()
+    # CPU: masks and LayerNorm statistics in the activations' dtype, float32 logsumexp.
+    terms = layer_saved_terms(b, s, h, a, attention, dropout > 0, act_bytes=e,
+                              mask_bytes=e, stat_bytes=e, lse_bytes=4)
+    assert m.live_bytes == sum(terms.values())
+    y.float().square().mean().backward()
+    assert m.live_bytes == 0 and x.grad.shape == x.shape
+
+
+def test_layer_terms_reduce_to_korthikanti():
+    b, s, h, a = 2, 1024, 2048, 16
+    for attention in ("sdpa", "naive"):
+        assert sum(layer_saved_terms(b, s, h, a, attention).values()) == \
+            korthikanti_layer_bytes(b, s, h, a, attention)
+    assert korthikanti_layer_bytes(b, s, h, a) == 34 * b * s * h
+    assert korthikanti_layer_bytes(b, s, h, a, "naive") == 34 * b * s * h + 5 * a * s * s * b
+    with pytest.raises(ValueError, match="attention"):
+        korthikanti_layer_bytes(b, s, h, a, "flash")
+    with pytest.raises(ValueError, match="s must"):
+        layer_saved_terms(b, 0, h, a)
+
+
+def test_naive_and_sdpa_attention_agree():
+    torch.manual_seed(0)
+    block = GPTBlock(64, 4, dropout=0.0, attention="sdpa", dtype=torch.float64)
+    naive = GPTBlock(64, 4, dropout=0.0, attention="naive", dtype=torch.float64)
+    naive.load_state_dict(block.state_dict())
+    x = torch.randn(2, 16, 64, dtype=torch.float64)
+    torch.testing.assert_close(block(x), naive(x))
+    # Causal: changing the last position leaves the earlier outputs unchanged.
+    x2 = x.clone()
+    x2[:, -1] += 1.0
+    torch.testing.assert_close(naive(x2)[:, :-1], naive(x)[:, :-1])
+
+
+def test_block_rejects_bad_shapes_and_options():
+    with pytest.raises(ValueError, match="divisible"):
+        GPTBlock(10, 3)
+    with pytest.raises(ValueError, match="attention"):
+        GPTBlock(8, 2, attention="flash")
+    block = GPTBlock(8, 2, attention="naive", max_seq=4)
+    with pytest.raises(ValueError, match="expected input"):
+        block(torch.randn(2, 3, 9))
+    with pytest.raises(ValueError, match="max_seq"):
+        block(torch.randn(1, 5, 8))
+
+
+def test_checkpointed_stack_keeps_layer_inputs_and_same_gradients():
+    n, b, s, h, a = 3, 2, 16, 32, 4
+    grads = {}
+    for ckpt in (False, True):
+        torch.manual_seed(0)
+        stack = GPTStack(n, h, a, dropout=0.1, checkpoint=ckpt)
+        x = torch.randn(b, s, h, requires_grad=True)
+        with SavedTensorMeter(params=stack) as m:
+            y = stack(x)
+        if ckpt:  # each layer keeps only its input
+            assert m.live_bytes == n * b * s * h * 4
+        else:
+            one = sum(layer_saved_terms(b, s, h, a, "sdpa", True, 4, 4, 4, 4).values())
+            assert m.live_bytes == n * one
+        y.square().mean().backward()
+        grads[ckpt] = [p.grad for p in stack.parameters()] + [x.grad]
+    # Same dropout masks in the recomputation (RNG state preserved): same gradients.
+    for g0, g1 in zip(grads[False], grads[True]):
+        torch.testing.assert_close(g0, g1, rtol=0, atol=1e-6)
