@@ -1,0 +1,428 @@
+"""Where to checkpoint a chain of layers: uniform, sqrt(n), optimal and binomial plans.
+
+The planners here know nothing about arrays or modules. They work on a
+`ChainProfile`: for a chain ``x_0 -> layer_0 -> x_1 -> ... -> layer_{n-1} -> x_n``
+it lists, per layer, the bytes of its input ``x_i``, which of its input and
+output it saves for backward, the bytes of the other arrays it saves, and a
+forward cost. `profile_chain` measures such a profile from real minigrad
+layers with one taped dry run under the byte ledger; everything else is
+arithmetic that can be tested on numbers alone.
+
+The memory model (what `minigrad.checkpoint.checkpoint_sequential` does and the
+ledger's ``m.peak["activations"]`` measures). A one-level plan has segment
+starts ``0 = s_0 < s_1 < ... < s_{k-1} < n``; segment ``j`` is layers
+``s_j .. s_{j+1} - 1`` (``s_k = n``). Like torch, every segment but the last is
+checkpointed: its forward runs untaped and only its input ``x_{s_j}`` is kept;
+the last segment runs taped. Writing ``U(p, q)`` for the bytes of the union of
+the arrays that layers ``p .. q-1`` save (an array saved by two layers, such as
+layer ``i``'s output that is layer ``i+1``'s input, counts once), the saved
+activations peak at one of these moments:
+
+* end of the forward pass:
+  ``B_{k-2} + U(s_{k-1}, n)``, where ``B_j = |x_{s_0}| + ... + |x_{s_j}|`` is the
+  checkpointed inputs' bytes (``B_{-1} = 0``);
+* end of segment ``j``'s recomputation during backward (later segments are
+  already done and freed): ``B_{j-1} + |{x_{s_j}} ∪ U(s_j, s_{j+1})|``.
+
+``peak = max`` of those ``k`` terms; `predict_peak` evaluates it.
+
+Forward work. Each checkpointed layer runs its forward exactly once more
+during backward, so a plan's recomputed work is the summed cost of the layers
+before the last start ``s_{k-1}``. The cost `profile_chain` records is the
+number of op executions (``Function.apply`` calls) the layer's forward makes in
+the dry run, a deterministic count that equals what the ledger reports as
+recomputed ops; pass your own ``cost`` (FLOPs, measured seconds) to a
+`ChainProfile` for other units.
+
+`optimal_segments` minimises the peak by dynamic programming (Chen et al.
+2016 solved the uniform case in closed form; heterogeneous chains need the
+search): for a candidate peak ``M``, ``g(i)`` is the smallest ``B`` with which a
+plan can place a start at ``i`` while every finished term stays ``<= M``;
+keeping the smallest ``B`` is optimal for every continuation, so feasibility of
+``M`` is one ``O(n^2)`` pass, and a binary search over integer bytes finds the
+smallest feasible ``M``. With a budget, the least recomputation is simply the
+smallest feasible last start (its cost is a prefix sum); among plans with that
+last start the one with the smallest peak is returned.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from minigrad.multilevel import RevolvePlan, revolve  # noqa: F401  (re-exported: plan.revolve)
+
+__all__ = [
+    "SegmentPlan",
+    "ChainProfile",
+    "uniform",
+    "sqrt_segments",
+    "explicit",
+    "predict_peak",
+    "recompute_cost",
+    "optimal_segments",
+    "optimal_segments_from_profile",
+    "min_peak_for_each_last_start",
+    "profile_chain",
+    "revolve",
+    "RevolvePlan",
+]
+
+
+@dataclass(frozen=True)
+class SegmentPlan:
+    """A one-level checkpointing plan for ``n`` layers.
+
+    ``starts``: first layer of every segment (sorted, starting at 0); all
+    segments but the last are checkpointed. ``predicted_peak_activations``
+    (bytes) and ``recompute_cost`` (profile cost units, see the module
+    docstring) are filled in when the plan was computed from a profile.
+    Accepted by ``checkpoint_sequential`` through ``.starts``."""
+
+    n: int
+    starts: tuple[int, ...]
+    predicted_peak_activations: int | None = None
+    recompute_cost: int | None = None
+    kind: str = "segments"
+
+    @property
+    def segments(self) -> list[tuple[int, int]]:
+        """``[(start, stop), ...]`` half-open layer ranges, one per segment."""
+        bounds = list(self.starts) + [self.n]
+        return [(bounds[j], bounds[j + 1]) for j in range(len(self.starts))]
+
+    @property
+    def checkpointed_layers(self) -> int:
+        """Layers that are recomputed (all but the last segment's)."""
+        return self.starts[-1]
+
+    @property
+    def n_layer_calls(self) -> int:
+        """Layer calls over one forward and backward: ``n`` plus one recomputation
+        of every checkpointed layer."""
+        return self.n + self.starts[-1]
+
+    @property
+    def actions(self) -> tuple:
+        """What ``checkpoint_sequential`` does, in order, in the vocabulary of
+        `minigrad.multilevel.revolve_actions` plus ``("tape", i)`` (run layer
+        ``i`` with taping, keeping its saved arrays) and ``("reverse", i)``
+        (back-propagate through it, freeing them)."""
+        out = []
+        segs = self.segments
+        for a, b in segs[:-1]:
+            out += [("snapshot", a), ("advance", a, b)]
+        a, b = segs[-1]
+        out += [("tape", i) for i in range(a, b)]
+        out += [("reverse", i) for i in reversed(range(a, b))]
+        for a, b in reversed(segs[:-1]):
+            out.append(("restore", a))
+            out += [("tape", i) for i in range(a, b)]
+            out += [("reverse", i) for i in reversed(range(a, b))]
+            out.append(("free", a))
+        return tuple(out)
+
+
+def _check_int(name: str, value, lo: int, hi: int | None = None) -> int:
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
+    value = int(value)
+    if value < lo or (hi is not None and value > hi):
+        allowed = f"{lo} <= {name}" + (f" <= {hi}" if hi is not None else "")
+        raise ValueError(f"{name}={value} is out of range; allowed: {allowed}")
+    return value
+
+
+def _check_starts(starts: Sequence[int], n: int) -> tuple[int, ...]:
+    starts = tuple(int(s) for s in starts)
+    if not starts or starts[0] != 0:
+        raise ValueError(f"segment starts must begin with 0, got {list(starts)}")
+    if any(b <= a for a, b in zip(starts, starts[1:])):
+        raise ValueError(f"segment starts must be strictly increasing, got {list(starts)}")
+    if starts[-1] >= n:
+        raise ValueError(f"segment starts must be < n={n} (allowed 0 .. {n - 1}), got {list(starts)}")
+    return starts
+
+
+def uniform(n: int, segments: int) -> SegmentPlan:
+    """``segments`` segments of ``n // segments`` layers, the last taking the rest.
+
+    The same split as ``torch.utils.checkpoint.checkpoint_sequential(functions,
+    segments, input)``. ``1 <= segments <= n``."""
+    n = _check_int("n", n, 1)
+    segments = _check_int("segments", segments, 1, n)
+    size = n // segments
+    return SegmentPlan(n=n, starts=tuple(j * size for j in range(segments)))
+
+
+def sqrt_segments(n: int) -> SegmentPlan:
+    """Chen et al.'s rule: about ``sqrt(n)`` segments of about ``sqrt(n)`` layers
+    (``round(sqrt(n))`` segments, split as in `uniform`)."""
+    n = _check_int("n", n, 1)
+    return uniform(n, max(1, min(n, round(math.sqrt(n)))))
+
+
+def explicit(n: int, starts: Sequence[int]) -> SegmentPlan:
+    """A plan with the given segment starts (validated)."""
+    n = _check_int("n", n, 1)
+    return SegmentPlan(n=n, starts=_check_starts(starts, n))
+
+
+@dataclass(frozen=True)
+class ChainProfile:
+    """Sizes and costs of a chain ``x_0 -> layer_0 -> ... -> layer_{n-1} -> x_n``.
+
+    All sizes in bytes (ints), lists of length ``n`` unless noted:
+    ``input_bytes[i]`` = ``|x_i|``; ``output_bytes`` = ``|x_n|`` (one int);
+    ``saves_input[i]`` / ``saves_output[i]``: layer ``i`` saves ``x_i`` / ``x_{i+1}``
+    for backward; ``own_bytes[i]``: bytes of the other arrays it saves (each
+    counted once); ``cost[i]``: forward work of layer ``i`` (any non-negative unit).
+    """
+
+    input_bytes: tuple[int, ...]
+    output_bytes: int
+    saves_input: tuple[bool, ...]
+    saves_output: tuple[bool, ...]
+    own_bytes: tuple[int, ...]
+    cost: tuple[int, ...]
+
+    def __post_init__(self):
+        n = len(self.input_bytes)
+        if n < 1:
+            raise ValueError("a chain needs at least one layer")
+        for name in ("saves_input", "saves_output", "own_bytes", "cost"):
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"{name} has {len(getattr(self, name))} entries, expected n={n}")
+        if min(self.input_bytes) < 0 or min(self.own_bytes) < 0 or self.output_bytes < 0:
+            raise ValueError("byte counts must be non-negative")
+        if min(self.cost) < 0:
+            raise ValueError("costs must be non-negative")
+
+    @property
+    def n(self) -> int:
+        return len(self.input_bytes)
+
+    # --- the two quantities of the model, as (n+1) x (n+1) integer tables -----
+    def _tables(self):
+        """``V[p, q] = |{x_p} ∪ U(p, q)|`` and ``U[p, q]`` for ``0 <= p < q <= n``."""
+        n = self.n
+        a = np.array(list(self.input_bytes) + [self.output_bytes], dtype=np.int64)  # |x_0..x_n|
+        ki = np.array(self.saves_input, dtype=bool)
+        ko = np.array(self.saves_output, dtype=bool)
+        own = np.concatenate([[0], np.cumsum(np.array(self.own_bytes, dtype=np.int64))])
+        # x_b (0 < b < n) is saved by layer b (as input) and/or layer b-1 (as output).
+        # Inside a segment [p, q) an interior boundary b (p < b < q) has both
+        # candidate savers in the segment, so it counts when either saves it.
+        e = np.zeros(n + 1, dtype=np.int64)
+        e[1:n] = a[1:n] * (ki[1:] | ko[:-1])
+        ecum = np.concatenate([[0], np.cumsum(e)])  # ecum[b] = sum e[0..b-1]
+        p = np.arange(n + 1)[:, None]
+        q = np.arange(n + 1)[None, :]
+        valid = q > p
+        qm1 = np.clip(q - 1, 0, n - 1)
+        pc = np.clip(p, 0, n - 1)
+        interior = ecum[np.maximum(q, p + 1)] - ecum[np.minimum(p + 1, n + 1)]  # sum e[p+1 .. q-1]
+        interior = np.where(q > p + 1, interior, 0)
+        tail = a[q] * ko[qm1]  # x_q saved by layer q-1 as its output
+        body = own[q] - own[p] + interior + tail
+        U = np.where(valid, body + a[p] * ki[pc], 0)
+        V = np.where(valid, body + a[p], 0)
+        return U.astype(np.int64), V.astype(np.int64), a
+
+
+def predict_peak(profile: ChainProfile, starts: Sequence[int]) -> int:
+    """Peak saved-activation bytes of running the chain under ``starts`` (then
+    its backward), by the model in the module docstring."""
+    n = profile.n
+    starts = _check_starts(starts, n)
+    U, V, a = profile._tables()
+    bounds = list(starts) + [n]
+    terms = []
+    kept = 0  # B_{j-1}: checkpointed inputs held while segment j is live
+    for j in range(len(starts) - 1):
+        terms.append(kept + int(V[bounds[j], bounds[j + 1]]))
+        kept += int(a[bounds[j]])
+    terms.append(kept + int(U[starts[-1], n]))  # end of forward: last segment taped
+    return max(terms)
+
+
+def recompute_cost(profile: ChainProfile, starts: Sequence[int]) -> int:
+    """Forward work redone in backward: the cost of every layer before the last start."""
+    starts = _check_starts(starts, profile.n)
+    return int(sum(profile.cost[: starts[-1]]))
+
+
+_INF = np.iinfo(np.int64).max // 4
+
+
+class _Pass:
+    """The result of one DP pass for a candidate peak ``M`` (bytes).
+
+    ``before[i]``: the least checkpointed-input bytes kept *before* a start at
+    ``i`` over all partial plans whose finished terms are ``<= M`` (``_INF`` if
+    none); ``pred[i]``: that plan's previous start; ``last_term[p]``: the
+    end-of-forward term if the last segment starts at ``p``; ``next_value``:
+    the smallest term that was rejected. The pass is identical for every
+    candidate in ``[M, next_value)``, which lets the search jump over them."""
+
+    __slots__ = ("before", "pred", "last_term", "next_value")
+
+
+def _dp_pass(VT, Ulast, a, n, M):
+    r = _Pass()
+    before = np.full(n, _INF, dtype=np.int64)
+    pred = np.full(n, -1, dtype=np.int64)
+    before[0] = 0
+    g = np.full(n, _INF, dtype=np.int64)  # g[p] = before[p] + |x_p|: inputs kept once p is checkpointed
+    g[0] = a[0]
+    rejected = _INF
+    for i in range(1, n):
+        # segment [p, i) checkpointed: its term is (inputs kept before p) + V[p, i]
+        term = before[:i] + VT[i, :i]
+        ok = term <= M
+        if not ok.all():
+            rejected = min(rejected, int(term[~ok].min()))
+        cand = np.where(ok, g[:i], _INF)
+        p = int(np.argmin(cand))
+        if cand[p] < _INF:
+            before[i] = cand[p]
+            g[i] = cand[p] + a[i]
+            pred[i] = p
+    last_term = np.where(before < _INF, before + Ulast, _INF)
+    over = last_term[(last_term > M) & (last_term < _INF)]
+    if over.size:
+        rejected = min(rejected, int(over.min()))
+    r.before, r.pred, r.last_term, r.next_value = before, pred, last_term, rejected
+    return r
+
+
+def _path(pred, last):
+    starts = [int(last)]
+    while starts[-1] != 0:
+        starts.append(int(pred[starts[-1]]))
+    return tuple(reversed(starts))
+
+
+def _peak_of(U, V, a, n, starts):
+    bounds = list(starts) + [n]
+    kept, peak = 0, 0
+    for j in range(len(starts) - 1):
+        peak = max(peak, kept + int(V[bounds[j], bounds[j + 1]]))
+        kept += int(a[bounds[j]])
+    return max(peak, kept + int(U[starts[-1], n]))
+
+
+class _Solver:
+    """Binary search of the smallest feasible peak over DP passes."""
+
+    def __init__(self, profile: ChainProfile):
+        self.n = profile.n
+        self.U, self.V, self.a = profile._tables()
+        self.VT = np.ascontiguousarray(self.V.T)  # row i = V[:, i], contiguous for the pass
+        self.Ulast = np.ascontiguousarray(self.U[: self.n, self.n])
+
+    def run(self, M):
+        return _dp_pass(self.VT, self.Ulast, self.a, self.n, M)
+
+    def plan_at(self, M, last=None):
+        """``(peak, starts)`` of the pass's plan at ``M`` (None if infeasible);
+        with ``last`` the last start is fixed, otherwise the smallest last term wins."""
+        r = self.run(M)
+        if last is None:
+            last = int(np.argmin(r.last_term))
+        if r.last_term[last] > M:
+            return None, r
+        starts = _path(r.pred, last)
+        return (_peak_of(self.U, self.V, self.a, self.n, starts), starts), r
+
+    def min_peak(self, last=None, hi=None, lo=0):
+        """Smallest peak (bytes) of any plan (with last start ``last``) and the plan."""
+        n = self.n
+        if hi is None:
+            # every plan is within this: checkpoint every layer before `last`
+            starts = tuple(range((last or 0) + 1)) if last else (0,)
+            hi = _peak_of(self.U, self.V, self.a, n, starts)
+        best = self.plan_at(hi, last)[0]
+        if best is None:
+            return None
+        hi = best[0]
+        # every layer's own saved bytes are live at some moment of every plan
+        lo = max(lo, int(self.U[np.arange(n), np.arange(1, n + 1)].max()))
+        while lo < hi:
+            mid = (lo + hi) // 2
+            found, r = self.plan_at(mid, last)
+            if found is None:
+                lo = max(mid + 1, r.next_value)  # nothing changes below the next rejected term
+            else:
+                best = found
+                hi = found[0]  # the plan found may beat mid
+        return best
+
+
+def optimal_segments_from_profile(profile: ChainProfile, budget_bytes: int | None = None) -> SegmentPlan:
+    """The optimal one-level plan for ``profile`` (see `optimal_segments`)."""
+    n = profile.n
+    solver = _Solver(profile)
+    floor = 0  # a known lower bound on every plan's peak
+    if budget_bytes is None:
+        budget = floor = solver.min_peak()[0]
+    else:
+        budget = _check_int("budget_bytes", budget_bytes, 0)
+    r = solver.run(budget)
+    feasible = np.nonzero(r.last_term <= budget)[0]
+    if feasible.size == 0:
+        best = solver.min_peak()[0]
+        raise ValueError(
+            f"budget_bytes={budget} is infeasible: the smallest achievable peak of saved "
+            f"activations for this chain is {best} bytes; allowed: budget_bytes >= {best}")
+    # Least recomputation under the budget = the cheapest feasible last start.
+    prefix = np.concatenate([[0], np.cumsum(np.array(profile.cost, dtype=np.int64))])
+    cheapest = min(int(prefix[p]) for p in feasible)
+    # Among plans with that cost (several last starts when some layers cost 0),
+    # the smallest peak; remaining ties go to the earliest last start.
+    peak, starts = min(solver.min_peak(last=int(p), hi=budget, lo=floor)
+                       for p in feasible if prefix[p] == cheapest)
+    predicted = predict_peak(profile, starts)
+    assert predicted == peak <= budget, (predicted, peak, budget)
+    return SegmentPlan(n=n, starts=starts, predicted_peak_activations=predicted,
+                       recompute_cost=recompute_cost(profile, starts), kind="optimal")
+
+
+def min_peak_for_each_last_start(profile: ChainProfile) -> list[tuple[int, int, tuple[int, ...]]]:
+    """The memory–compute frontier's raw points: for each last start ``p``, the
+    plan with the smallest peak, as ``(recompute_cost, peak_bytes, starts)``.
+
+    One binary search per ``p``: meant for chains of up to a few hundred layers."""
+    solver = _Solver(profile)
+    out = []
+    for last in range(profile.n):
+        peak, starts = solver.min_peak(last=last)
+        out.append((recompute_cost(profile, starts), peak, starts))
+    return out
+
+
+def optimal_segments(layers, x=None, budget_bytes: int | None = None) -> SegmentPlan:
+    """The one-level segmentation of ``layers`` with the smallest peak of saved
+    activations (``m.peak["activations"]`` of forward + backward), or, with
+    ``budget_bytes``, the least recomputed forward work among plans whose peak
+    is within the budget (ties: the smaller peak).
+
+    ``layers``: a list of minigrad callables (profiled on ``x`` by
+    `profile_chain`) or a `ChainProfile`. Returns a `SegmentPlan` with
+    ``predicted_peak_activations`` (bytes) and ``recompute_cost`` (op executions).
+    Raises ValueError naming the smallest feasible budget if ``budget_bytes``
+    is below it."""
+    if isinstance(layers, ChainProfile):
+        profile = layers
+    else:
+        if x is None:
+            raise ValueError("optimal_segments(layers, x): x (the chain's input Tensor) is required")
+        profile = profile_chain(layers, x)
+    return optimal_segments_from_profile(profile, budget_bytes)
+
+
+def profile_chain(layers, x) -> ChainProfile:
+    """Measure a `ChainProfile` of ``layers`` on input ``x`` by one taped dry run."""
+    raise NotImplementedError("profile_chain needs the engine (minigrad.memory), which is not there yet")
