@@ -1,0 +1,212 @@
+"""Drawings of ledgers and plans (matplotlib, imported only when you draw).
+
+* `timeline` — live bytes by category over a training step (the sawtooth of
+  saved activations growing in forward and shrinking in backward);
+* `schedule_diagram` — which activations are alive at each step of a plan
+  (one-level segments or the binomial "revolve" schedule);
+* `frontier` — the memory–compute trade-off: peak bytes against recomputed work.
+
+Every function takes an optional matplotlib ``ax`` and returns the Axes it drew
+on; bytes are shown in KiB or MiB (whichever suits the largest value).
+``import minigrad`` never imports this module or matplotlib.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["timeline", "schedule_diagram", "schedule_steps", "frontier", "byte_unit"]
+
+# One colour per ledger category, stable across figures of the book.
+CATEGORY_COLORS = {
+    "parameters": "#4c72b0",
+    "buffers": "#8172b2",
+    "gradients": "#dd8452",
+    "optimizer": "#937860",
+    "activations": "#c44e52",
+    "temporaries": "#8c8c8c",
+}
+
+
+def byte_unit(max_bytes: float) -> tuple[str, float]:
+    """``(unit, divisor)`` for an axis whose largest value is ``max_bytes``:
+    bytes below 1 KiB, then KiB, then MiB, then GiB (powers of 1024)."""
+    for unit, div in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if max_bytes >= div:
+            return unit, float(div)
+    return "bytes", 1.0
+
+
+def _axes(ax, figsize):
+    import matplotlib.pyplot as plt  # lazy: only drawing needs matplotlib
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=figsize)
+    return ax
+
+
+def _timeline_rows(m):
+    """``(labels, categories, matrix)`` from a ledger: one row per timeline event,
+    one column per category, live bytes (ints)."""
+    from minigrad import memory
+
+    events = list(m.timeline)
+    if not events:
+        raise ValueError("the ledger's timeline is empty: run something inside `with memory.track() as m:`")
+    cats = [c for c in memory.CATEGORIES if c != "total"]
+    rows = np.array([[int(memory.event_live(ev)[c]) for c in cats] for ev in events], dtype=np.int64)
+    labels = [memory.event_label(ev) for ev in events]
+    return labels, cats, rows
+
+
+def timeline(m, ax=None, categories=None, title="Live memory over one step"):
+    """Stacked area of live bytes per category at every ledger event.
+
+    ``m``: the ledger from ``with minigrad.memory.track() as m:``;
+    ``categories``: subset/order to draw (default: all but ``total``).
+    x axis: event index (the ledger's clock); y axis: bytes in KiB/MiB."""
+    labels, cats, rows = _timeline_rows(m)
+    if categories is not None:
+        unknown = [c for c in categories if c not in cats]
+        if unknown:
+            raise ValueError(f"unknown categories {unknown}; allowed: {cats}")
+        idx = [cats.index(c) for c in categories]
+        cats, rows = list(categories), rows[:, idx]
+    ax = _axes(ax, (8, 3.5))
+    unit, div = byte_unit(max(int(rows.sum(axis=1).max()), 1))
+    x = np.arange(len(rows))
+    ax.stackplot(x, (rows / div).T, labels=cats, step="post",
+                 colors=[CATEGORY_COLORS.get(c, None) for c in cats], alpha=0.9)
+    ax.set_xlim(0, max(len(rows) - 1, 1))
+    ax.set_xlabel("ledger event (time order)")
+    ax.set_ylabel(f"live memory ({unit})")
+    ax.set_title(title)
+    ax.legend(loc="upper left", fontsize="small", ncol=2)
+    return ax
+
+
+def schedule_steps(plan):
+    """The per-step state of a plan, for drawing and testing.
+
+    Returns ``(kinds, layers, states)``: ``kinds[t]`` is ``"forward"`` (untaped),
+    ``"taped"`` (forward with taping) or ``"backward"``; ``layers[t]`` the layer
+    run; ``states`` an int array ``(steps, n)`` where entry ``[t, i]`` is 2 if
+    layer ``i``'s saved activations are alive during step ``t``, 1 if its input
+    is held as a checkpoint/snapshot, else 0."""
+    n = plan.n
+    snap: set[int] = set()
+    taped: set[int] = set()
+    kinds, layers, states = [], [], []
+
+    def step(kind, layer):
+        row = np.zeros(n, dtype=np.int8)
+        row[list(snap)] = 1
+        row[list(taped)] = 2
+        kinds.append(kind)
+        layers.append(layer)
+        states.append(row)
+
+    for act in plan.actions:
+        op = act[0]
+        if op == "snapshot":
+            snap.add(act[1])
+        elif op == "free":
+            snap.discard(act[1])
+        elif op == "advance":
+            for i in range(act[1], act[2]):
+                step("forward", i)
+        elif op == "tape":
+            taped.add(act[1])
+            step("taped", act[1])
+        elif op == "reverse":
+            step("backward", act[1])
+            taped.discard(act[1])
+        elif op == "taped":  # revolve: run taped, then reverse at once
+            taped.add(act[1])
+            step("taped", act[1])
+            step("backward", act[1])
+            taped.discard(act[1])
+        elif op == "restore":
+            pass  # no layer runs; the next advance/tape starts from the snapshot
+        else:
+            raise ValueError(f"unknown action {act!r}")
+    return kinds, layers, np.array(states, dtype=np.int8).reshape(len(states), n)
+
+
+def schedule_diagram(plan, ax=None, title=None):
+    """Grid of layers (rows) by steps (columns): red where a layer's saved
+    activations are alive, blue where its input is held as a checkpoint; a
+    marker shows the layer that runs at each step (dot: untaped forward,
+    triangle: taped forward, cross: backward)."""
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+    from matplotlib.lines import Line2D
+
+    kinds, layers, states = schedule_steps(plan)
+    ax = _axes(ax, (max(6, min(16, len(kinds) * 0.12)), max(2.5, min(8, plan.n * 0.3))))
+    cmap = ListedColormap(["#f4f4f4", "#4c72b0", "#c44e52"])
+    ax.imshow(states.T, aspect="auto", cmap=cmap, vmin=0, vmax=2, origin="lower",
+              interpolation="nearest")
+    marks = {"forward": ("o", "black"), "taped": ("^", "black"), "backward": ("x", "white")}
+    t = np.arange(len(kinds))
+    for kind, (marker, color) in marks.items():
+        sel = [i for i, k in enumerate(kinds) if k == kind]
+        ax.scatter(t[sel], np.array(layers)[sel], marker=marker, s=10, c=color, linewidths=0.8)
+    ax.set_xlabel("step")
+    ax.set_ylabel("layer")
+    kind = getattr(plan, "kind", "segments")
+    if title is None:
+        if kind == "revolve":
+            title = f"Binomial schedule: {plan.n} layers, {plan.slots} slots"
+        else:
+            title = f"{plan.n} layers, segments start at {list(plan.starts)}"
+    ax.set_title(title)
+    handles = [Patch(color="#c44e52", label="saved activations"),
+               Patch(color="#4c72b0", label="checkpointed input"),
+               Line2D([], [], marker="o", ls="", c="black", ms=4, label="forward (untaped)"),
+               Line2D([], [], marker="^", ls="", c="black", ms=4, label="forward (taped)"),
+               Line2D([], [], marker="x", ls="", c="gray", ms=4, label="backward")]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    return ax
+
+
+def frontier(points, ax=None, labels=None, xlabel="recomputed forward work (op executions)",
+             title="Memory–compute frontier"):
+    """Peak memory against recomputation for a set of plans, with the Pareto front.
+
+    ``points``: iterable of ``(recompute_cost, peak_bytes)`` (extra items in each
+    tuple, such as the plan's starts, are ignored); ``labels``: optional text per
+    point. The front (no other point is both cheaper and smaller) is drawn as a
+    step line."""
+    pts = [(float(p[0]), float(p[1])) for p in points]
+    if not pts:
+        raise ValueError("frontier needs at least one (recompute_cost, peak_bytes) point")
+    ax = _axes(ax, (6, 4))
+    unit, div = byte_unit(max(y for _, y in pts))
+    xs = np.array([p[0] for p in pts])
+    ys = np.array([p[1] for p in pts]) / div
+    ax.scatter(xs, ys, s=14, color="#8c8c8c", label="plans")
+    front = pareto_front(pts)
+    fx = [p[0] for p in front]
+    fy = [p[1] / div for p in front]
+    ax.step(fx, fy, where="post", color="#c44e52", lw=1.5, label="Pareto front")
+    ax.scatter(fx, fy, s=22, color="#c44e52", zorder=3)
+    if labels is not None:
+        for x, y, text in zip(xs, ys, labels):
+            ax.annotate(str(text), (x, y), textcoords="offset points", xytext=(4, 4), fontsize="x-small")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(f"peak saved activations ({unit})")
+    ax.set_title(title)
+    ax.legend()
+    return ax
+
+
+def pareto_front(points):
+    """The points not dominated by any other (cheaper or equal cost and smaller or
+    equal peak, one of them strictly), sorted by cost."""
+    pts = sorted({(float(p[0]), float(p[1])) for p in points})
+    front, best = [], float("inf")
+    for x, y in pts:
+        if y < best:
+            front.append((x, y))
+            best = y
+    return front

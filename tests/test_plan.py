@@ -1,0 +1,205 @@
+"""minigrad.plan on numbers alone: plans, the memory model, the DP against brute force.
+
+The engine-level checks (a plan executed for real gives the predicted peak)
+live in tests/test_exhaustive.py.
+"""
+import itertools
+import math
+import random
+import time
+
+import pytest
+
+from minigrad import plan as P
+from minigrad.plan import ChainProfile
+
+
+# --- uniform / sqrt / explicit -------------------------------------------------------
+
+def test_uniform_matches_torch_split():
+    # torch.utils.checkpoint.checkpoint_sequential: segment_size = n // segments,
+    # checkpointed segments start at 0, size, 2*size, ...; the last one takes the rest.
+    for n in range(1, 40):
+        for k in range(1, n + 1):
+            plan = P.uniform(n, k)
+            size = n // k
+            assert plan.starts == tuple(range(0, size * k, size))[:k]
+            assert len(plan.starts) == k and plan.n == n
+            assert sum(b - a for a, b in plan.segments) == n
+
+
+def test_sqrt_segments_has_about_sqrt_n_segments():
+    for n in (1, 2, 4, 9, 10, 16, 100, 1000):
+        plan = P.sqrt_segments(n)
+        assert len(plan.starts) == max(1, round(math.sqrt(n)))
+        assert plan.starts[0] == 0 and plan.starts[-1] < n
+
+
+@pytest.mark.parametrize("k", [0, -1, 11])
+def test_uniform_rejects_bad_segment_counts(k):
+    with pytest.raises(ValueError, match=r"1 <= segments <= 10"):
+        P.uniform(10, k)
+
+
+@pytest.mark.parametrize("starts,msg", [([], "begin with 0"), ([1, 3], "begin with 0"),
+                                        ([0, 3, 3], "strictly increasing"), ([0, 10], "< n=10")])
+def test_explicit_rejects_bad_starts(starts, msg):
+    with pytest.raises(ValueError, match=msg):
+        P.explicit(10, starts)
+
+
+def test_segment_plan_actions_count_calls():
+    plan = P.explicit(7, [0, 2, 5])
+    acts = plan.actions
+    advanced = sum(a[2] - a[1] for a in acts if a[0] == "advance")
+    taped = sum(1 for a in acts if a[0] == "tape")
+    # layers 0..4 run untaped in forward and taped in their recomputation; 5, 6 taped once
+    assert advanced == 5 and taped == 7
+    assert plan.n_layer_calls == advanced + taped == 12
+    assert [a for a in acts if a[0] == "reverse"] == [("reverse", i) for i in (6, 5, 4, 3, 2, 1, 0)]
+
+
+# --- the memory model against a set-based evaluation --------------------------------
+
+def _random_profile(rng, n):
+    return ChainProfile(
+        input_bytes=tuple(rng.choice([4, 8, 16, 64, 100, 256, 1024]) for _ in range(n)),
+        output_bytes=rng.choice([4, 64, 512]),
+        saves_input=tuple(rng.random() < 0.6 for _ in range(n)),
+        saves_output=tuple(rng.random() < 0.4 for _ in range(n)),
+        own_bytes=tuple(rng.choice([0, 0, 8, 128, 512, 4096]) for _ in range(n)),
+        cost=tuple(rng.randint(0, 5) for _ in range(n)),
+    )
+
+
+def _reference_peak(pr, starts):
+    """Same model, written with explicit sets of named arrays (the union is literal)."""
+    n = pr.n
+    size = {("x", b): pr.input_bytes[b] for b in range(n)}
+    size[("x", n)] = pr.output_bytes
+    size.update({("own", i): pr.own_bytes[i] for i in range(n)})
+
+    def saved(i):
+        s = {("own", i)}
+        if pr.saves_input[i]:
+            s.add(("x", i))
+        if pr.saves_output[i]:
+            s.add(("x", i + 1))
+        return s
+
+    bounds = list(starts) + [n]
+    kept, terms = set(), []
+    for j in range(len(starts) - 1):  # recomputation of checkpointed segment j
+        live = kept | {("x", bounds[j])}
+        for i in range(bounds[j], bounds[j + 1]):
+            live |= saved(i)
+        terms.append(sum(size[k] for k in live))
+        kept.add(("x", bounds[j]))
+    live = set(kept)  # end of forward: last segment taped
+    for i in range(starts[-1], n):
+        live |= saved(i)
+    terms.append(sum(size[k] for k in live))
+    return max(terms)
+
+
+def _all_segmentations(n):
+    for mask in range(2 ** (n - 1)):
+        yield (0,) + tuple(i for i in range(1, n) if mask >> (i - 1) & 1)
+
+
+def test_predict_peak_equals_set_model():
+    rng = random.Random(1)
+    for _ in range(60):
+        pr = _random_profile(rng, rng.randint(1, 8))
+        for starts in _all_segmentations(pr.n):
+            assert P.predict_peak(pr, starts) == _reference_peak(pr, starts)
+
+
+def test_no_checkpointing_keeps_everything_saved():
+    pr = ChainProfile(input_bytes=(10, 20, 30), output_bytes=40, saves_input=(True, True, True),
+                      saves_output=(False, False, True), own_bytes=(1, 2, 3), cost=(1, 1, 1))
+    assert P.predict_peak(pr, [0]) == 10 + 20 + 30 + 40 + 1 + 2 + 3
+    # checkpoint layer 0 alone: forward ends with x_0 kept + layers 1,2 taped;
+    # its recomputation holds x_0 + layer 0's arrays only.
+    assert P.predict_peak(pr, [0, 1]) == max(10 + (20 + 30 + 40 + 2 + 3), 10 + 1)
+    assert P.recompute_cost(pr, [0, 1]) == 1 and P.recompute_cost(pr, [0]) == 0
+
+
+# --- the DP against brute force ------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(8))
+def test_optimal_segments_is_minimal(seed):
+    rng = random.Random(seed)
+    for _ in range(25):
+        pr = _random_profile(rng, rng.randint(1, 9))
+        table = [(P.predict_peak(pr, s), P.recompute_cost(pr, s), s) for s in _all_segmentations(pr.n)]
+        best = min(t[0] for t in table)
+        plan = P.optimal_segments(pr)
+        assert plan.predicted_peak_activations == best
+        assert plan.predicted_peak_activations == P.predict_peak(pr, plan.starts)
+        # among the minimal-peak plans, the least recomputation
+        assert plan.recompute_cost == min(c for p, c, _ in table if p == best)
+
+        budget = rng.choice([t[0] for t in table]) + rng.choice([0, 0, 3])
+        within = [(c, p) for p, c, _ in table if p <= budget]
+        pb = P.optimal_segments(pr, budget_bytes=budget)
+        assert pb.predicted_peak_activations <= budget
+        assert pb.recompute_cost == min(c for c, _ in within)
+        assert pb.predicted_peak_activations == min(p for c, p in within if c == pb.recompute_cost)
+
+
+def test_infeasible_budget_names_the_smallest_feasible_one():
+    rng = random.Random(7)
+    pr = _random_profile(rng, 8)
+    best = min(P.predict_peak(pr, s) for s in _all_segmentations(8))
+    with pytest.raises(ValueError, match=rf"budget_bytes >= {best}\b"):
+        P.optimal_segments(pr, budget_bytes=best - 1)
+    assert P.optimal_segments(pr, budget_bytes=best).predicted_peak_activations == best
+    with pytest.raises(ValueError, match="budget_bytes"):
+        P.optimal_segments(pr, budget_bytes=-5)
+
+
+def test_frontier_points_are_minimal_per_last_start():
+    rng = random.Random(3)
+    pr = _random_profile(rng, 7)
+    pts = P.min_peak_for_each_last_start(pr)
+    assert len(pts) == 7
+    for cost, peak, starts in pts:
+        same_last = [P.predict_peak(pr, s) for s in _all_segmentations(7) if s[-1] == starts[-1]]
+        assert peak == min(same_last) == P.predict_peak(pr, starts)
+        assert cost == P.recompute_cost(pr, starts)
+
+
+def test_thousand_layers_planned_in_under_a_second():
+    rng = random.Random(0)
+    n = 1000
+    pr = ChainProfile(
+        input_bytes=tuple(rng.choice([4096, 8192, 65536]) for _ in range(n)), output_bytes=4096,
+        saves_input=tuple(rng.random() < 0.6 for _ in range(n)),
+        saves_output=tuple(rng.random() < 0.4 for _ in range(n)),
+        own_bytes=tuple(rng.choice([0, 0, 8192, 131072]) for _ in range(n)),
+        cost=tuple(rng.randint(1, 5) for _ in range(n)))
+    t0 = time.process_time()  # CPU time: other processes on the machine do not count
+    plan = P.optimal_segments(pr)
+    elapsed = time.process_time() - t0
+    assert elapsed < 1.0, f"planning 1000 layers took {elapsed:.2f} s of CPU time"
+    # sanity against the uniform sqrt(n) plan: the optimum cannot be worse
+    assert plan.predicted_peak_activations <= P.predict_peak(pr, P.sqrt_segments(n).starts)
+    assert plan.predicted_peak_activations == P.predict_peak(pr, plan.starts)
+
+
+def test_homogeneous_chain_optimum_is_near_sqrt_n():
+    # Chen et al.: with equal layers the best one-level plan holds O(sqrt n) layers' worth.
+    n = 100
+    pr = ChainProfile(input_bytes=(100,) * n, output_bytes=100, saves_input=(True,) * n,
+                      saves_output=(False,) * n, own_bytes=(0,) * n, cost=(1,) * n)
+    plan = P.optimal_segments(pr)
+    assert plan.predicted_peak_activations <= 2 * math.isqrt(n) * 100 + 100
+    assert P.predict_peak(pr, [0]) == n * 100
+    assert 7 <= len(plan.starts) <= 14
+
+
+def test_revolve_is_reexported():
+    assert P.revolve(10, 3).kind == "revolve"
+    with pytest.raises(ValueError, match=r"1 <= slots"):
+        P.revolve(10, 0)
