@@ -1,0 +1,766 @@
+"""Ops: one small `Function` per op, plus the lowercase function that applies it.
+
+Every ``forward(ctx, ...)`` works on NumPy arrays and keeps, with
+``ctx.save_for_backward``, only what its ``backward`` needs (mirroring what
+PyTorch saves, so the memory ledger's numbers mean what torch's would).
+``backward(ctx, grad)`` returns one gradient per positional input (None for
+inputs that need none). Shapes follow PyTorch: ``(batch, ..., features)``.
+dtypes are preserved: float32 in, float32 out (constants are Python floats,
+which NumPy does not let upcast an array).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from minigrad import random as _random
+from minigrad.tensor import Function, Tensor
+
+__all__ = [
+    "add", "sub", "mul", "div", "neg", "pow", "matmul", "sum", "mean", "reshape", "transpose",
+    "exp", "log", "tanh", "relu", "gelu", "softmax", "log_softmax", "layer_norm", "dropout",
+    "batch_norm", "embedding", "scaled_dot_product_attention", "cross_entropy", "mse_loss",
+    "linear",
+]
+
+
+# --- helpers -------------------------------------------------------------------------
+def _tensor(x, like=None):
+    """Wrap a Python/NumPy number as a constant tensor of ``like``'s dtype."""
+    if isinstance(x, Tensor):
+        return x
+    dtype = like.dtype if isinstance(like, Tensor) and like.dtype.kind == "f" else None
+    return Tensor(np.asarray(x, dtype=dtype) if dtype is not None else x)
+
+
+def _broadcast_shape(name, a, b):
+    try:
+        return np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise ValueError(f"{name}: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be "
+                         f"broadcast together") from None
+
+
+def _unbroadcast(g, shape):
+    """Sum ``g`` down to ``shape`` (the reverse of NumPy broadcasting)."""
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(i + lead for i, n in enumerate(shape) if n == 1 and g.shape[i + lead] != 1)
+    return np.sum(g, axis=axes, keepdims=True).reshape(shape)
+
+
+def _norm_axis(axis, ndim):
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    return tuple(a % ndim for a in axes)
+
+
+# --- elementwise arithmetic ----------------------------------------------------------
+class Add(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.shapes = (a.shape, b.shape)
+        return a + b
+
+    @staticmethod
+    def backward(ctx, g):
+        return _unbroadcast(g, ctx.shapes[0]), _unbroadcast(g, ctx.shapes[1])
+
+
+class Sub(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.shapes = (a.shape, b.shape)
+        return a - b
+
+    @staticmethod
+    def backward(ctx, g):
+        gb = _unbroadcast(-g, ctx.shapes[1]) if ctx.needs_input_grad[1] else None
+        return _unbroadcast(g, ctx.shapes[0]), gb
+
+
+class Mul(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        # Keep only what the gradients need: d/da needs b, d/db needs a.
+        ctx.save_for_backward(b if ctx.needs_input_grad[0] else None,
+                              a if ctx.needs_input_grad[1] else None)
+        ctx.shapes = (a.shape, b.shape)
+        return a * b
+
+    @staticmethod
+    def backward(ctx, g):
+        b, a = ctx.saved_tensors
+        ga = _unbroadcast(g * b, ctx.shapes[0]) if b is not None else None
+        gb = _unbroadcast(g * a, ctx.shapes[1]) if a is not None else None
+        return ga, gb
+
+
+class Div(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a if ctx.needs_input_grad[1] else None, b)
+        ctx.shapes = (a.shape, b.shape)
+        return a / b
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        ga = _unbroadcast(g / b, ctx.shapes[0]) if ctx.needs_input_grad[0] else None
+        gb = _unbroadcast(-g * a / (b * b), ctx.shapes[1]) if ctx.needs_input_grad[1] else None
+        return ga, gb
+
+
+class Neg(Function):
+    @staticmethod
+    def forward(ctx, a):
+        return -a
+
+    @staticmethod
+    def backward(ctx, g):
+        return -g
+
+
+class Pow(Function):
+    @staticmethod
+    def forward(ctx, a, exponent: float):
+        ctx.save_for_backward(a)
+        ctx.exponent = exponent
+        return a ** exponent
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        p = ctx.exponent
+        return g * (p * a ** (p - 1)), None
+
+
+def add(a, b):
+    """``a + b`` with broadcasting. Raises ValueError naming both shapes if they do not broadcast."""
+    a, b = _tensor(a, b), _tensor(b, a)
+    _broadcast_shape("add", a, b)
+    return Add.apply(a, b)
+
+
+def sub(a, b):
+    """``a - b`` with broadcasting."""
+    a, b = _tensor(a, b), _tensor(b, a)
+    _broadcast_shape("sub", a, b)
+    return Sub.apply(a, b)
+
+
+def mul(a, b):
+    """``a * b`` elementwise with broadcasting."""
+    a, b = _tensor(a, b), _tensor(b, a)
+    _broadcast_shape("mul", a, b)
+    return Mul.apply(a, b)
+
+
+def div(a, b):
+    """``a / b`` elementwise with broadcasting."""
+    a, b = _tensor(a, b), _tensor(b, a)
+    _broadcast_shape("div", a, b)
+    return Div.apply(a, b)
+
+
+def neg(a):
+    """``-a``."""
+    return Neg.apply(a)
+
+
+def pow(a, exponent: float):
+    """``a ** exponent`` for a Python number ``exponent``."""
+    if isinstance(exponent, Tensor):
+        raise TypeError("pow: only a Python number exponent is supported")
+    return Pow.apply(a, float(exponent))
+
+
+# --- matmul -----------------------------------------------------------------------------
+class MatMul(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(b if ctx.needs_input_grad[0] else None,
+                              a if ctx.needs_input_grad[1] else None)
+        return np.matmul(a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        b, a = ctx.saved_tensors
+        ga = gb = None
+        if b is not None:
+            ga = np.matmul(g, np.swapaxes(b, -1, -2))
+            if ga.shape != ctx.parents[0].shape:
+                ga = _unbroadcast(ga, ctx.parents[0].shape)
+        if a is not None:
+            if b is None:
+                bshape = ctx.parents[1].shape
+            else:
+                bshape = b.shape
+            if len(bshape) == 2 and a.ndim > 2:
+                # (..., k) @ (k, n): fold the batch dims into one matmul (no batched sum).
+                gb = np.matmul(a.reshape(-1, a.shape[-1]).T, g.reshape(-1, g.shape[-1]))
+            else:
+                gb = _unbroadcast(np.matmul(np.swapaxes(a, -1, -2), g), bshape)
+        return ga, gb
+
+
+def matmul(a, b):
+    """Matrix product ``a @ b`` of (..., n, k) and (..., k, m) tensors (batch dims broadcast).
+
+    Raises ValueError naming both shapes if the inner dimensions differ."""
+    if a.ndim < 2 or b.ndim < 2:
+        raise ValueError(f"matmul: both operands need at least 2 dimensions, got shapes "
+                         f"{tuple(a.shape)} and {tuple(b.shape)}")
+    if a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} are not aligned "
+                         f"({a.shape[-1]} != {b.shape[-2]})")
+    try:
+        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise ValueError(f"matmul: batch dimensions of shapes {tuple(a.shape)} and "
+                         f"{tuple(b.shape)} cannot be broadcast together") from None
+    return MatMul.apply(a, b)
+
+
+def linear(x, weight, bias=None):
+    """``x @ weight.T + bias`` (like ``torch.nn.functional.linear``): x (..., in),
+    weight (out, in), bias (out,) -> (..., out). Two ops: matmul and add."""
+    if x.shape[-1] != weight.shape[-1]:
+        raise ValueError(f"linear: input of shape {tuple(x.shape)} does not match weight of shape "
+                         f"{tuple(weight.shape)} (expected last dim {weight.shape[-1]})")
+    y = matmul(x, transpose(weight, 0, 1))
+    return y if bias is None else add(y, bias)
+
+
+# --- reductions and shapes ----------------------------------------------------------
+class Sum(Function):
+    @staticmethod
+    def forward(ctx, a, axis=None, keepdims=False):
+        ctx.shape, ctx.axis, ctx.keepdims = a.shape, axis, keepdims
+        return np.sum(a, axis=axis, keepdims=keepdims)
+
+    @staticmethod
+    def backward(ctx, g):
+        if not ctx.keepdims and ctx.axis is not None:
+            g = np.expand_dims(g, _norm_axis(ctx.axis, len(ctx.shape)))
+        return np.broadcast_to(g, ctx.shape)
+
+
+class Mean(Function):
+    @staticmethod
+    def forward(ctx, a, axis=None, keepdims=False):
+        ctx.shape, ctx.axis, ctx.keepdims = a.shape, axis, keepdims
+        ctx.count = int(np.prod([a.shape[i] for i in _norm_axis(axis, a.ndim)]))
+        return np.mean(a, axis=axis, keepdims=keepdims)
+
+    @staticmethod
+    def backward(ctx, g):
+        g = g / ctx.count
+        if not ctx.keepdims and ctx.axis is not None:
+            g = np.expand_dims(g, _norm_axis(ctx.axis, len(ctx.shape)))
+        return np.broadcast_to(g, ctx.shape)
+
+
+class Reshape(Function):
+    @staticmethod
+    def forward(ctx, a, shape):
+        ctx.shape = a.shape
+        return a.reshape(shape)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.reshape(ctx.shape)
+
+
+class Transpose(Function):
+    @staticmethod
+    def forward(ctx, a, dim0, dim1):
+        ctx.dims = (dim0, dim1)
+        return np.swapaxes(a, dim0, dim1)
+
+    @staticmethod
+    def backward(ctx, g):
+        return np.swapaxes(g, *ctx.dims)
+
+
+def sum(a, axis=None, keepdims=False):
+    """Sum over ``axis`` (int, tuple or None for all)."""
+    return Sum.apply(a, axis=axis, keepdims=keepdims)
+
+
+def mean(a, axis=None, keepdims=False):
+    """Mean over ``axis`` (int, tuple or None for all)."""
+    return Mean.apply(a, axis=axis, keepdims=keepdims)
+
+
+def reshape(a, *shape):
+    """A tensor with the same data and a new shape (a view when NumPy can make one)."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    shape = tuple(int(n) for n in shape)
+    free = [i for i, n in enumerate(shape) if n == -1]
+    known = int(np.prod([n for n in shape if n != -1]))
+    size = a.size
+    if (len(free) > 1 or any(n < -1 for n in shape)
+            or (free and (known == 0 or size % known)) or (not free and known != size)):
+        raise ValueError(f"reshape: cannot reshape a tensor of shape {tuple(a.shape)} "
+                         f"(size {size}) into shape {shape}")
+    return Reshape.apply(a, shape=shape)
+
+
+def transpose(a, dim0, dim1):
+    """Swap dimensions ``dim0`` and ``dim1`` (a view, like ``torch.transpose``)."""
+    return Transpose.apply(a, dim0=dim0, dim1=dim1)
+
+
+# --- elementwise functions ------------------------------------------------------------
+class Exp(Function):
+    @staticmethod
+    def forward(ctx, a):
+        out = np.exp(a)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        return g * out
+
+
+class Log(Function):
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return np.log(a)
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        return g / a
+
+
+class Tanh(Function):
+    @staticmethod
+    def forward(ctx, a):
+        out = np.tanh(a)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        return g * (1.0 - out * out)
+
+
+class ReLU(Function):
+    @staticmethod
+    def forward(ctx, a):
+        out = np.maximum(a, 0)
+        ctx.save_for_backward(out)  # torch saves the result too
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        return g * (out > 0)
+
+
+_GELU_C = math.sqrt(2.0 / math.pi)
+
+
+class GELU(Function):
+    """The tanh approximation, ``torch.nn.functional.gelu(x, approximate="tanh")``
+    (NumPy has no erf; the curves differ by < 1e-3)."""
+
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        t = np.tanh(_GELU_C * (a + 0.044715 * a * a * a))
+        return 0.5 * a * (1.0 + t)
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        a2 = a * a
+        t = np.tanh(_GELU_C * (a + 0.044715 * a2 * a))
+        dt = (1.0 - t * t) * (_GELU_C * (1.0 + 3 * 0.044715 * a2))
+        return g * (0.5 * (1.0 + t) + 0.5 * a * dt)
+
+
+def exp(a):
+    return Exp.apply(a)
+
+
+def log(a):
+    return Log.apply(a)
+
+
+def tanh(a):
+    return Tanh.apply(a)
+
+
+def relu(a):
+    return ReLU.apply(a)
+
+
+def gelu(a):
+    """GELU, tanh approximation (= torch's ``approximate="tanh"``)."""
+    return GELU.apply(a)
+
+
+# --- softmax family -------------------------------------------------------------------
+class Softmax(Function):
+    @staticmethod
+    def forward(ctx, a, dim=-1):
+        e = np.exp(a - a.max(axis=dim, keepdims=True))
+        e /= e.sum(axis=dim, keepdims=True)
+        ctx.save_for_backward(e)
+        ctx.dim = dim
+        return e
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        return out * (g - (g * out).sum(axis=ctx.dim, keepdims=True))
+
+
+class LogSoftmax(Function):
+    @staticmethod
+    def forward(ctx, a, dim=-1):
+        shifted = a - a.max(axis=dim, keepdims=True)
+        out = shifted - np.log(np.exp(shifted).sum(axis=dim, keepdims=True))
+        ctx.save_for_backward(out)
+        ctx.dim = dim
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        return g - np.exp(out) * g.sum(axis=ctx.dim, keepdims=True)
+
+
+def softmax(a, dim=-1):
+    return Softmax.apply(a, dim=dim)
+
+
+def log_softmax(a, dim=-1):
+    return LogSoftmax.apply(a, dim=dim)
+
+
+# --- normalisation --------------------------------------------------------------------
+def _norm_backward(g, x, w, mean, rstd, axes):
+    """Shared backward of layer and batch norm: ``y = (x - mean) * rstd * w + b``
+    with statistics over ``axes``. Returns (gx, gw, gb) (gw/gb reduced to w's shape)."""
+    xhat = (x - mean) * rstd
+    gxhat = g if w is None else g * w
+    n = 1
+    for a in axes:
+        n *= x.shape[a]
+    gx = rstd * (gxhat - gxhat.mean(axis=axes, keepdims=True)
+                 - xhat * (gxhat * xhat).mean(axis=axes, keepdims=True))
+    return gx, xhat
+
+
+class LayerNorm(Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, eps=1e-5):
+        mean = x.mean(axis=-1, keepdims=True)
+        xc = x - mean
+        var = (xc * xc).mean(axis=-1, keepdims=True)
+        rstd = 1.0 / np.sqrt(var + eps)
+        y = xc * rstd
+        if weight is not None:
+            y *= weight
+        if bias is not None:
+            y += bias
+        ctx.save_for_backward(x, weight, mean, rstd)  # torch saves input, weight, mean, rstd
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w, mean, rstd = ctx.saved_tensors
+        gx, xhat = _norm_backward(g, x, w, mean, rstd, (-1,))
+        lead = tuple(range(g.ndim - 1))
+        gw = (g * xhat).sum(axis=lead) if ctx.needs_input_grad[1] else None
+        gb = g.sum(axis=lead) if ctx.needs_input_grad[2] else None
+        return gx, gw, gb
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalise over the last dimension: x (..., d), weight and bias (d,)."""
+    d = normalized_shape if isinstance(normalized_shape, int) else tuple(normalized_shape)[-1]
+    if isinstance(normalized_shape, (tuple, list)) and len(normalized_shape) != 1:
+        raise ValueError("layer_norm: only normalisation over the last dimension is supported")
+    if x.shape[-1] != d:
+        raise ValueError(f"layer_norm: input of shape {tuple(x.shape)} does not end with "
+                         f"normalized_shape ({d},)")
+    for name, p in (("weight", weight), ("bias", bias)):
+        if p is not None and tuple(p.shape) != (d,):
+            raise ValueError(f"layer_norm: {name} has shape {tuple(p.shape)}, expected ({d},)")
+    return LayerNorm.apply(x, weight, bias, eps=eps)
+
+
+class BatchNorm(Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, running_mean, running_var, training, momentum, eps,
+                update_stats):
+        axes = (0,) if x.ndim == 2 else (0, 2)
+        shape = (1, -1) if x.ndim == 2 else (1, -1, 1)
+        if training:
+            mean = x.mean(axis=axes, keepdims=True)
+            xc = x - mean
+            var = (xc * xc).mean(axis=axes, keepdims=True)
+            if update_stats and running_mean is not None:
+                n = x.size // x.shape[1]
+                # In place: the buffers stay the same arrays (the ledger's "buffers").
+                running_mean *= 1.0 - momentum
+                running_mean += momentum * mean.reshape(-1)
+                running_var *= 1.0 - momentum
+                running_var += (momentum * n / max(n - 1, 1)) * var.reshape(-1)
+        else:
+            mean = running_mean.reshape(shape).copy()
+            var = running_var.reshape(shape)
+            xc = x - mean
+        rstd = 1.0 / np.sqrt(var + eps)
+        y = xc * rstd
+        w = None if weight is None else weight.reshape(shape)
+        if w is not None:
+            y *= w
+        if bias is not None:
+            y += bias.reshape(shape)
+        ctx.save_for_backward(x, w, mean, rstd)
+        ctx.axes, ctx.training = axes, training
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w, mean, rstd = ctx.saved_tensors
+        axes = ctx.axes
+        if ctx.training:
+            gx, xhat = _norm_backward(g, x, w, mean, rstd, axes)
+        else:  # statistics are constants
+            xhat = (x - mean) * rstd
+            gx = (g if w is None else g * w) * rstd
+        gw = (g * xhat).sum(axis=axes) if ctx.needs_input_grad[1] else None
+        gb = g.sum(axis=axes) if ctx.needs_input_grad[2] else None
+        return gx, gw, gb, None, None
+
+
+def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5, update_stats=True):
+    """Batch normalisation of x (N, C) or (N, C, L) over the batch (and length) axes.
+
+    ``running_mean``/``running_var``: NumPy arrays (C,) (or None), updated *in place*
+    when ``training`` and ``update_stats`` (unbiased variance, like torch)."""
+    if x.ndim not in (2, 3):
+        raise ValueError(f"batch_norm: expected input of shape (N, C) or (N, C, L), got {tuple(x.shape)}")
+    c = x.shape[1]
+    for name, p in (("weight", weight), ("bias", bias), ("running_mean", running_mean),
+                    ("running_var", running_var)):
+        if p is not None and tuple(p.shape) != (c,):
+            raise ValueError(f"batch_norm: {name} has shape {tuple(p.shape)}, expected ({c},) "
+                             f"for input of shape {tuple(x.shape)}")
+    if not training and (running_mean is None or running_var is None):
+        raise ValueError("batch_norm: eval mode needs running_mean and running_var")
+    if isinstance(running_mean, Tensor):
+        running_mean = running_mean.data
+    if isinstance(running_var, Tensor):
+        running_var = running_var.data
+    return BatchNorm.apply(x, weight, bias, running_mean, running_var, training=training,
+                           momentum=momentum, eps=eps, update_stats=update_stats)
+
+
+# --- dropout ----------------------------------------------------------------------------
+class Dropout(Function):
+    @staticmethod
+    def forward(ctx, x, p, generator):
+        gen = generator or _random.default_generator
+        mask = gen.random(x.shape) >= p  # keep with probability 1 - p
+        ctx.save_for_backward(mask)  # a bool array, like torch's saved mask
+        ctx.scale = 1.0 / (1.0 - p)
+        out = x * mask
+        out *= ctx.scale
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (mask,) = ctx.saved_tensors
+        out = g * mask
+        out *= ctx.scale
+        return out
+
+
+def dropout(x, p=0.5, training=True, generator=None):
+    """Zero each element with probability ``p`` and scale the rest by 1/(1-p).
+
+    The mask comes from ``minigrad.random`` (or ``generator``), so
+    ``minigrad.random.manual_seed`` makes it reproducible and checkpoint can
+    replay it. Identity (no op recorded) when not training or ``p == 0``."""
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout: p must be in [0, 1), got {p}")
+    if not training or p == 0.0:
+        return x
+    return Dropout.apply(x, p, generator)
+
+
+# --- embedding and attention ---------------------------------------------------------
+class Embedding(Function):
+    @staticmethod
+    def forward(ctx, idx, weight):
+        ctx.save_for_backward(idx)  # torch saves the indices too
+        ctx.num = weight.shape[0]
+        return weight[idx]
+
+    @staticmethod
+    def backward(ctx, g):
+        (idx,) = ctx.saved_tensors
+        gw = np.zeros((ctx.num, g.shape[-1]), dtype=g.dtype)
+        np.add.at(gw, idx.reshape(-1), g.reshape(-1, g.shape[-1]))
+        return None, gw
+
+
+def embedding(idx, weight):
+    """Rows of ``weight`` (num, d) picked by the integer tensor ``idx`` (...) -> (..., d)."""
+    ia = idx.data if isinstance(idx, Tensor) else np.asarray(idx)
+    if ia.dtype.kind not in "iu":
+        raise ValueError(f"embedding: indices must be integers, got dtype {ia.dtype}")
+    if ia.size and (ia.min() < 0 or ia.max() >= weight.shape[0]):
+        raise ValueError(f"embedding: indices must be in [0, {weight.shape[0]}), got range "
+                         f"[{ia.min()}, {ia.max()}]")
+    return Embedding.apply(idx if isinstance(idx, Tensor) else Tensor(ia), weight)
+
+
+class ScaledDotProductAttention(Function):
+    @staticmethod
+    def forward(ctx, q, k, v, is_causal=False, scale=None):
+        scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+        s = np.matmul(q, np.swapaxes(k, -1, -2))
+        s *= scale
+        if is_causal:
+            t, u = s.shape[-2], s.shape[-1]
+            s[..., np.triu(np.ones((t, u), dtype=bool), k=1)] = -np.inf
+        s -= s.max(axis=-1, keepdims=True)
+        p = np.exp(s, out=s)
+        p /= p.sum(axis=-1, keepdims=True)
+        # Like torch's math path: q, k, v and the (..., T, T) probabilities are saved.
+        ctx.save_for_backward(q, k, v, p)
+        ctx.scale = scale
+        return np.matmul(p, v)
+
+    @staticmethod
+    def backward(ctx, g):
+        q, k, v, p = ctx.saved_tensors
+        dv = np.matmul(np.swapaxes(p, -1, -2), g)
+        dp = np.matmul(g, np.swapaxes(v, -1, -2))
+        ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))
+        ds *= ctx.scale
+        dq = np.matmul(ds, k)
+        dk = np.matmul(np.swapaxes(ds, -1, -2), q)
+        return dq, dk, dv
+
+
+def scaled_dot_product_attention(q, k, v, is_causal=False, scale=None):
+    """``softmax(q @ k^T * scale [+ causal mask]) @ v``, the math of
+    ``torch.nn.functional.scaled_dot_product_attention``. q (..., T, E), k (..., S, E),
+    v (..., S, Ev) -> (..., T, Ev); scale defaults to 1/sqrt(E)."""
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2] or q.shape[:-2] != k.shape[:-2]:
+        raise ValueError(f"scaled_dot_product_attention: incompatible shapes q {tuple(q.shape)}, "
+                         f"k {tuple(k.shape)}, v {tuple(v.shape)}")
+    return ScaledDotProductAttention.apply(q, k, v, is_causal=is_causal, scale=scale)
+
+
+# --- losses -------------------------------------------------------------------------------
+class CrossEntropy(Function):
+    @staticmethod
+    def forward(ctx, logits, target):
+        shifted = logits - logits.max(axis=-1, keepdims=True)
+        logp = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+        n = logits.shape[0]
+        ctx.save_for_backward(logp, target)
+        return -logp[np.arange(n), target].sum() / n
+
+    @staticmethod
+    def backward(ctx, g):
+        logp, target = ctx.saved_tensors
+        n = logp.shape[0]
+        grad = np.exp(logp)
+        grad[np.arange(n), target] -= 1.0
+        grad *= g / n
+        return grad, None
+
+
+def cross_entropy(logits, target):
+    """Mean cross-entropy of logits (N, C) and integer class targets (N,).
+
+    Logits (..., C) with targets (...) are flattened first (as for a GPT's (B, T, V))."""
+    ta = target.data if isinstance(target, Tensor) else np.asarray(target)
+    if ta.dtype.kind not in "iu":
+        raise ValueError(f"cross_entropy: targets must be integer class indices, got dtype {ta.dtype}")
+    if logits.shape[:-1] != ta.shape:
+        raise ValueError(f"cross_entropy: logits of shape {tuple(logits.shape)} need targets of "
+                         f"shape {tuple(logits.shape[:-1])}, got {tuple(ta.shape)}")
+    if logits.ndim != 2:
+        logits = reshape(logits, -1, logits.shape[-1])
+        ta = ta.reshape(-1)
+    if ta.size and (ta.min() < 0 or ta.max() >= logits.shape[-1]):
+        raise ValueError(f"cross_entropy: targets must be in [0, {logits.shape[-1]}), got range "
+                         f"[{ta.min()}, {ta.max()}]")
+    return CrossEntropy.apply(logits, ta)
+
+
+class MSELoss(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        diff = a - b
+        ctx.save_for_backward(diff)
+        return np.mean(diff * diff)
+
+    @staticmethod
+    def backward(ctx, g):
+        (diff,) = ctx.saved_tensors
+        ga = diff * (2.0 * g / diff.size)
+        return ga, (-ga if ctx.needs_input_grad[1] else None)
+
+
+def mse_loss(input, target):
+    """Mean squared error of two tensors of the same shape."""
+    target = _tensor(target, input)
+    if tuple(input.shape) != tuple(target.shape):
+        raise ValueError(f"mse_loss: input shape {tuple(input.shape)} and target shape "
+                         f"{tuple(target.shape)} differ")
+    return MSELoss.apply(input, target)
+
+
+# --- Tensor methods and operators ------------------------------------------------------
+def _attach():
+    T = Tensor
+    T.__add__ = lambda a, b: add(a, b)
+    T.__radd__ = lambda a, b: add(b, a)
+    T.__sub__ = lambda a, b: sub(a, b)
+    T.__rsub__ = lambda a, b: sub(b, a)
+    T.__mul__ = lambda a, b: mul(a, b)
+    T.__rmul__ = lambda a, b: mul(b, a)
+    T.__truediv__ = lambda a, b: div(a, b)
+    T.__rtruediv__ = lambda a, b: div(b, a)
+    T.__neg__ = lambda a: neg(a)
+    T.__pow__ = lambda a, e: pow(a, e)
+    T.__matmul__ = lambda a, b: matmul(a, b)
+    T.__rmatmul__ = lambda a, b: matmul(_tensor(b, a), a)
+    T.sum = lambda a, axis=None, keepdims=False: sum(a, axis, keepdims)
+    T.mean = lambda a, axis=None, keepdims=False: mean(a, axis, keepdims)
+    T.reshape = lambda a, *shape: reshape(a, *shape)
+    T.view = T.reshape
+    T.transpose = lambda a, d0, d1: transpose(a, d0, d1)
+    T.T = property(lambda a: transpose(a, -1, -2))
+    T.exp = lambda a: exp(a)
+    T.log = lambda a: log(a)
+    T.tanh = lambda a: tanh(a)
+    T.relu = lambda a: relu(a)
+    T.softmax = lambda a, dim=-1: softmax(a, dim)
+    T.log_softmax = lambda a, dim=-1: log_softmax(a, dim)
+
+
+_attach()
