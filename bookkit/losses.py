@@ -1,0 +1,171 @@
+"""A cross-entropy over a large vocabulary that never holds the full logits.
+
+A language model ends with a projection to the vocabulary and a cross-entropy::
+
+    logits = F.linear(hidden, weight, bias)        # (N, V): N positions, V tokens
+    loss = F.cross_entropy(logits.float(), target)
+
+For ``N = 2 × 1024`` positions and ``V = 248,000`` tokens the float32 logits alone take
+about 2 GB, and autograd keeps a tensor of that size (the log-softmax) until backward,
+which then creates the logits' gradient, as large again. Checkpointing the layers
+below does not touch any of it (chapter 11).
+
+``chunked_linear_cross_entropy`` computes the same loss ``chunk_size`` rows at a time.
+The forward pass keeps only the inputs and one float32 number per row (the
+log-sum-exp of its logits); the backward pass *recomputes* each chunk's logits, turns
+them into their gradient in place (``softmax − one_hot``) and multiplies it straight
+into the gradients of ``hidden``, ``weight`` and ``bias``. At no time do more than
+``chunk_size × V`` logits exist: this is checkpointing applied to the loss, the logits
+rebuilt chunk by chunk. The price is a second ``hidden @ weight.T`` matmul per step.
+"""
+from __future__ import annotations
+
+import torch
+from torch.nn import functional as F
+
+__all__ = ["chunked_linear_cross_entropy", "ChunkedLinearCrossEntropy", "logits_bytes"]
+
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+def logits_bytes(batch: int, seq: int, vocab: int, itemsize: int = 4) -> int:
+    """Bytes of the logits ``(batch, seq, vocab)`` at ``itemsize`` bytes per number.
+
+    ``logits_bytes(2, 1024, 248_000)`` = 2,031,616,000 bytes (≈ 2.0 GB) in float32.
+    Their gradient, when backward creates it, takes as much again.
+    """
+    for name, v in (("batch", batch), ("seq", seq), ("vocab", vocab), ("itemsize", itemsize)):
+        if int(v) != v or v < 1:
+            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    return int(batch) * int(seq) * int(vocab) * int(itemsize)
+
+
+def _check(input, weight, target, bias, chunk_size, ignore_index, reduction):
+    if not isinstance(input, torch.Tensor) or input.dim() < 1:
+        raise ValueError(f"input must be a tensor (..., hidden), got {type(input).__name__}")
+    if weight.dim() != 2 or weight.shape[1] != input.shape[-1]:
+        raise ValueError(f"weight must be (vocab, hidden={input.shape[-1]}), "
+                         f"got {tuple(weight.shape)}")
+    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
+        raise ValueError(f"bias must be (vocab={weight.shape[0]},), got {tuple(bias.shape)}")
+    if target.dtype not in (torch.int64, torch.int32):
+        raise ValueError(f"target must hold class indices (int64), got dtype {target.dtype}")
+    if tuple(target.shape) != tuple(input.shape[:-1]):
+        raise ValueError(f"target shape {tuple(target.shape)} must equal input shape without "
+                         f"its last dimension, {tuple(input.shape[:-1])}")
+    if isinstance(chunk_size, bool) or int(chunk_size) != chunk_size or chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    vocab = weight.shape[0]
+    bad = ((target < 0) | (target >= vocab)) & (target != ignore_index)
+    if bool(bad.any()):
+        first = target[bad].flatten()[0].item()
+        raise ValueError(f"target holds {first}, outside [0, vocab={vocab}) and not "
+                         f"ignore_index={ignore_index}")
+
+
+class ChunkedLinearCrossEntropy(torch.autograd.Function):
+    """``cross_entropy(linear(input, weight, bias).float(), target)`` by row chunks.
+
+    ``forward(ctx, input (N, h), weight (V, h), bias (V,) or None, target (N,),
+    chunk_size, ignore_index, reduction)``. Saved for backward: ``input``, ``weight``,
+    ``bias``, ``target`` and the per-row log-sum-exp ``lse`` (N,) in float32.
+    """
+
+    @staticmethod
+    def forward(ctx, input, weight, bias, target, chunk_size, ignore_index, reduction):
+        n = input.shape[0]
+        losses = torch.empty(n, dtype=torch.float32, device=input.device)
+        lse = torch.empty(n, dtype=torch.float32, device=input.device)
+        valid = target != ignore_index
+        safe_target = torch.where(valid, target, 0).long()
+        for start in range(0, n, chunk_size):
+            rows = slice(start, start + chunk_size)
+            # Same arithmetic as the unchunked reference: logits in the input's dtype,
+            # then upcast to float32 for a stable softmax.
+            logits = F.linear(input[rows], weight, bias).float()           # (c, V)
+            lse[rows] = torch.logsumexp(logits, dim=-1)
+            picked = logits.gather(1, safe_target[rows, None]).squeeze(1)
+            losses[rows] = lse[rows] - picked
+            del logits                                                     # freed per chunk
+        losses = losses.masked_fill(~valid, 0.0)
+        n_valid = valid.sum()
+        ctx.save_for_backward(input, weight, bias, safe_target, valid, lse)
+        ctx.chunk_size, ctx.reduction = chunk_size, reduction
+        ctx.n_valid = n_valid
+        if reduction == "none":
+            return losses
+        if reduction == "sum":
+            return losses.sum()
+        return losses.sum() / n_valid  # nan when every target is ignored, as in torch
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        input, weight, bias, target, valid, lse = ctx.saved_tensors
+        n = input.shape[0]
+        need_in, need_w, need_b = ctx.needs_input_grad[:3]
+        # d loss_i / d logits_i = softmax_i − one_hot(target_i), scaled by the upstream
+        # gradient of row i (zero for ignored rows).
+        if ctx.reduction == "none":
+            row_scale = grad_out.float()
+        elif ctx.reduction == "sum":
+            row_scale = grad_out.float().expand(n)
+        else:
+            row_scale = (grad_out.float() / ctx.n_valid).expand(n)
+        # Ignored rows get exactly zero (also when every row is ignored and the mean's
+        # scale is 1/0).
+        row_scale = torch.where(valid, row_scale, 0.0)
+        grad_in = torch.empty_like(input) if need_in else None
+        grad_w = torch.zeros_like(weight) if need_w else None
+        grad_b = torch.zeros_like(bias) if need_b else None
+        for start in range(0, n, ctx.chunk_size):
+            rows = slice(start, start + ctx.chunk_size)
+            x = input[rows]
+            # The recomputation: this chunk's logits again, then their gradient in place.
+            g = F.linear(x, weight, bias).float()                          # (c, V)
+            g.sub_(lse[rows, None]).exp_()                                 # softmax
+            g.scatter_add_(1, target[rows, None],
+                           torch.full((g.shape[0], 1), -1.0, device=g.device))
+            g.mul_(row_scale[rows, None])
+            g = g.to(input.dtype)
+            if need_in:
+                grad_in[rows] = g @ weight
+            if need_w:
+                grad_w.addmm_(g.t(), x)
+            if need_b:
+                grad_b.add_(g.sum(0).to(grad_b.dtype))
+            del g
+        return grad_in, grad_w, grad_b, None, None, None, None
+
+
+def chunked_linear_cross_entropy(input: torch.Tensor, weight: torch.Tensor,
+                                 target: torch.Tensor, bias: torch.Tensor | None = None,
+                                 chunk_size: int = 1024, ignore_index: int = -100,
+                                 reduction: str = "mean") -> torch.Tensor:
+    """``F.cross_entropy(F.linear(input, weight, bias).float(), target)`` without ever
+    holding more than ``chunk_size`` rows of logits.
+
+    Args:
+        input: hidden states ``(..., hidden)``, any float dtype (bf16 works on CPU).
+        weight: the output projection ``(vocab, hidden)``, as in ``nn.Linear``.
+        target: class indices ``(...)`` (int64), or ``ignore_index`` for positions
+            that do not count.
+        bias: ``(vocab,)`` or None.
+        chunk_size: rows (positions) per chunk; the largest temporary is
+            ``chunk_size × vocab`` float32 numbers (two of them briefly in forward,
+            for ``logsumexp``).
+        ignore_index, reduction: as in ``torch.nn.functional.cross_entropy``
+            (``"mean"`` averages over the targets that are not ignored).
+
+    Returns the loss: a float32 scalar, or ``(...)`` per-position losses for
+    ``reduction="none"``. Gradients flow to ``input``, ``weight`` and ``bias``; the
+    weight's gradient accumulates chunk by chunk in the weight's dtype.
+    """
+    _check(input, weight, target, bias, chunk_size, ignore_index, reduction)
+    lead = input.shape[:-1]
+    flat_in = input.reshape(-1, input.shape[-1])
+    flat_t = target.reshape(-1)
+    out = ChunkedLinearCrossEntropy.apply(flat_in, weight, bias, flat_t, int(chunk_size),
+                                          ignore_index, reduction)
+    return out.reshape(lead) if reduction == "none" else out
