@@ -21,7 +21,7 @@ __all__ = [
     "add", "sub", "mul", "div", "neg", "pow", "matmul", "sum", "mean", "reshape", "transpose",
     "exp", "log", "tanh", "relu", "gelu", "softmax", "log_softmax", "layer_norm", "dropout",
     "batch_norm", "embedding", "scaled_dot_product_attention", "cross_entropy", "mse_loss",
-    "linear",
+    "linear", "permute", "getitem",
 ]
 
 
@@ -284,6 +284,52 @@ class Transpose(Function):
     @staticmethod
     def backward(ctx, g):
         return np.swapaxes(g, *ctx.dims)
+
+
+class Permute(Function):
+    @staticmethod
+    def forward(ctx, a, dims):
+        ctx.dims = dims
+        return np.transpose(a, dims)
+
+    @staticmethod
+    def backward(ctx, g):
+        return np.transpose(g, np.argsort(ctx.dims))
+
+
+class GetItem(Function):
+    @staticmethod
+    def forward(ctx, a, index):
+        ctx.shape, ctx.index = a.shape, index
+        return a[index]
+
+    @staticmethod
+    def backward(ctx, g):
+        gx = np.zeros(ctx.shape, dtype=g.dtype)
+        np.add.at(gx, ctx.index, g) if _advanced(ctx.index) else gx.__setitem__(ctx.index, g)
+        return gx
+
+
+def _advanced(index):
+    items = index if isinstance(index, tuple) else (index,)
+    return any(isinstance(i, (list, np.ndarray, Tensor)) for i in items)
+
+
+def permute(a, *dims):
+    """Reorder dimensions (a view, like ``torch.permute``)."""
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        dims = tuple(dims[0])
+    if sorted(d % a.ndim for d in dims) != list(range(a.ndim)):
+        raise ValueError(f"permute: dims {dims} are not a permutation of the {a.ndim} dims of "
+                         f"shape {tuple(a.shape)}")
+    return Permute.apply(a, dims=tuple(d % a.ndim for d in dims))
+
+
+def getitem(a, index):
+    """``a[index]``: basic indexing gives a view; integer-array indexing a copy."""
+    if isinstance(index, Tensor):
+        index = index.data
+    return GetItem.apply(a, index=index)
 
 
 def sum(a, axis=None, keepdims=False):
@@ -754,6 +800,9 @@ def _attach():
     T.reshape = lambda a, *shape: reshape(a, *shape)
     T.view = T.reshape
     T.transpose = lambda a, d0, d1: transpose(a, d0, d1)
+    T.permute = lambda a, *dims: permute(a, *dims)
+    T.__getitem__ = lambda a, i: getitem(a, i)
+    T.__iter__ = lambda a: (getitem(a, i) for i in range(len(a)))
     T.T = property(lambda a: transpose(a, -1, -2))
     T.exp = lambda a: exp(a)
     T.log = lambda a: log(a)

@@ -174,6 +174,8 @@ class Tensor:
 
     @data.setter
     def data(self, value):
+        if value is self._data:  # `t.data -= x` updates in place and assigns the same array
+            return
         value = _as_array(value)
         _mem.register(value)
         self._data = value

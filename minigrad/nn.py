@@ -1,0 +1,399 @@
+"""Modules, as in ``torch.nn``: parameters, buffers, train/eval, layers and a small GPT.
+
+Shapes follow PyTorch: ``Linear.weight`` is (out, in); sequences are
+(batch, seq, d_model). Initialisation draws from `minigrad.random`, so
+``minigrad.random.manual_seed(0)`` makes a model reproducible. Parameters and
+buffers tell the memory ledger their role (``"parameters"``, ``"buffers"``).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from minigrad import memory as _mem
+from minigrad import ops as F
+from minigrad import random as _random
+from minigrad.tensor import Tensor
+
+__all__ = ["Parameter", "Module", "Linear", "ReLU", "GELU", "Tanh", "Dropout", "LayerNorm",
+           "BatchNorm1d", "Embedding", "Sequential", "ModuleList", "CausalSelfAttention", "MLP",
+           "TransformerBlock", "GPT"]
+
+
+class Parameter(Tensor):
+    """A leaf tensor that requires grad and is counted as ``"parameters"``."""
+
+    __slots__ = ()
+
+    def __init__(self, data, dtype=None):
+        super().__init__(data, requires_grad=True, dtype=dtype)
+        _mem.hold(self._data, "parameters")
+
+    @property
+    def data(self):
+        return self._data
+
+    @data.setter
+    def data(self, value):
+        if value is self._data:  # in-place update (p.data -= ...): same array, same role
+            return
+        old = self._data
+        Tensor.data.fset(self, value)
+        if self._data.shape != old.shape:
+            raise ValueError(f"Parameter.data: new shape {self._data.shape} != {old.shape}")
+        _mem.release(old, "parameters")
+        _mem.hold(self._data, "parameters")
+
+
+class Module:
+    """Base class: subclasses set Parameters, Modules and buffers as attributes and
+    define ``forward``. ``parameters()`` lists them in definition order."""
+
+    training = True
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # --- traversal -------------------------------------------------------------------
+    def named_children(self):
+        for name, value in vars(self).items():
+            if isinstance(value, Module):
+                yield name, value
+
+    def children(self):
+        return [m for _, m in self.named_children()]
+
+    def modules(self):
+        out = [self]
+        for _, m in self.named_children():
+            out.extend(m.modules())
+        return out
+
+    def named_parameters(self, prefix: str = ""):
+        seen = set()
+        for name, value in vars(self).items():
+            if isinstance(value, Parameter) and id(value) not in seen:
+                seen.add(id(value))
+                yield prefix + name, value
+            elif isinstance(value, Module):
+                for n, p in value.named_parameters(prefix + name + "."):
+                    if id(p) not in seen:
+                        seen.add(id(p))
+                        yield n, p
+
+    def parameters(self) -> list:
+        return [p for _, p in self.named_parameters()]
+
+    def register_buffer(self, name: str, value):
+        """Keep ``value`` (Tensor or array) as state that is not a parameter (counted as ``"buffers"``)."""
+        t = value if isinstance(value, Tensor) else Tensor(np.asarray(value))
+        _mem.hold(t.data, "buffers")
+        self.__dict__.setdefault("_buffer_names", [])
+        if name not in self._buffer_names:
+            self._buffer_names.append(name)
+        setattr(self, name, t)
+
+    def named_buffers(self, prefix: str = ""):
+        for name in self.__dict__.get("_buffer_names", []):
+            yield prefix + name, getattr(self, name)
+        for name, m in self.named_children():
+            yield from m.named_buffers(prefix + name + ".")
+
+    def buffers(self) -> list:
+        return [b for _, b in self.named_buffers()]
+
+    def state_dict(self) -> dict:
+        """Name -> copy of the array, parameters then buffers."""
+        d = {n: p.data.copy() for n, p in self.named_parameters()}
+        d.update({n: b.data.copy() for n, b in self.named_buffers()})
+        return d
+
+    def load_state_dict(self, state: dict) -> None:
+        """Copy arrays (NumPy, or anything with ``.numpy()``/``__array__``) into the parameters and buffers in place."""
+        own = dict(self.named_parameters())
+        own.update(self.named_buffers())
+        missing = set(own) - set(state)
+        extra = set(state) - set(own)
+        if missing or extra:
+            raise KeyError(f"load_state_dict: missing {sorted(missing)}, unexpected {sorted(extra)}")
+        for name, t in own.items():
+            v = state[name]
+            v = np.asarray(v.detach().cpu().numpy() if hasattr(v, "detach") else v)
+            if v.shape != t.shape:
+                raise ValueError(f"load_state_dict: {name} has shape {t.shape}, got {v.shape}")
+            t.data[...] = v
+
+    # --- modes ---------------------------------------------------------------------------
+    def train(self, mode: bool = True):
+        for m in self.modules():
+            m.training = mode
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def zero_grad(self):
+        for p in self.parameters():
+            p.grad = None
+
+    def __repr__(self):
+        kids = "".join(f"\n  ({n}): " + repr(m).replace("\n", "\n  ") for n, m in self.named_children())
+        return f"{type(self).__name__}({self.extra_repr()}{kids}{chr(10) if kids else ''})"
+
+    def extra_repr(self) -> str:
+        return ""
+
+
+# --- layers ---------------------------------------------------------------------------
+class Linear(Module):
+    """``y = x @ weight.T + bias``: x (..., in) -> (..., out). Initialised like torch:
+    weight and bias uniform in ``[-1/sqrt(in), 1/sqrt(in))``."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype=np.float32):
+        self.in_features, self.out_features = in_features, out_features
+        bound = 1.0 / math.sqrt(in_features)
+        self.weight = Parameter(_random.uniform(-bound, bound, (out_features, in_features), dtype))
+        self.bias = Parameter(_random.uniform(-bound, bound, (out_features,), dtype)) if bias else None
+
+    def forward(self, x):
+        return F.linear(x, self.weight, self.bias)
+
+    def extra_repr(self):
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class ReLU(Module):
+    def forward(self, x):
+        return F.relu(x)
+
+
+class GELU(Module):
+    """GELU, tanh approximation (torch: ``nn.GELU(approximate="tanh")``)."""
+
+    def forward(self, x):
+        return F.gelu(x)
+
+
+class Tanh(Module):
+    def forward(self, x):
+        return F.tanh(x)
+
+
+class Dropout(Module):
+    """Zero elements with probability ``p`` in training (masks from `minigrad.random`)."""
+
+    def __init__(self, p: float = 0.5):
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"Dropout: p must be in [0, 1), got {p}")
+        self.p = p
+
+    def forward(self, x):
+        return F.dropout(x, self.p, self.training)
+
+    def extra_repr(self):
+        return f"p={self.p}"
+
+
+class LayerNorm(Module):
+    """Normalise over the last dimension (size ``normalized_shape``), then scale and shift."""
+
+    def __init__(self, normalized_shape: int, eps: float = 1e-5, elementwise_affine: bool = True,
+                 dtype=np.float32):
+        self.normalized_shape, self.eps = int(normalized_shape), eps
+        self.weight = Parameter(np.ones(self.normalized_shape, dtype)) if elementwise_affine else None
+        self.bias = Parameter(np.zeros(self.normalized_shape, dtype)) if elementwise_affine else None
+
+    def forward(self, x):
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"({self.normalized_shape},), eps={self.eps}"
+
+
+class BatchNorm1d(Module):
+    """Batch normalisation of (N, C) or (N, C, L) with running statistics (buffers).
+
+    In training the running mean/variance are updated in place at every forward.
+    Under checkpointing a recomputation would update them a second time (torch
+    does); by default minigrad skips the update while
+    ``minigrad.checkpoint.is_recomputing()`` is True. ``update_stats_on_recompute=True``
+    restores torch's behaviour (chapter 6 shows the difference)."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
+                 affine: bool = True, update_stats_on_recompute: bool = False, dtype=np.float32):
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.update_stats_on_recompute = update_stats_on_recompute
+        self.weight = Parameter(np.ones(num_features, dtype)) if affine else None
+        self.bias = Parameter(np.zeros(num_features, dtype)) if affine else None
+        self.register_buffer("running_mean", np.zeros(num_features, dtype))
+        self.register_buffer("running_var", np.ones(num_features, dtype))
+        self.num_batches_tracked = 0
+
+    def forward(self, x):
+        from minigrad.checkpoint import is_recomputing
+        update = self.training and (self.update_stats_on_recompute or not is_recomputing())
+        if update:
+            self.num_batches_tracked += 1
+        return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                            training=self.training, momentum=self.momentum, eps=self.eps,
+                            update_stats=update)
+
+    def extra_repr(self):
+        return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}"
+
+
+class Embedding(Module):
+    """A table of ``num_embeddings`` vectors of size ``embedding_dim`` (initialised N(0, 1), as torch)."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, dtype=np.float32):
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.weight = Parameter(_random.default_generator.normal(0.0, 1.0, (num_embeddings, embedding_dim), dtype))
+
+    def forward(self, idx):
+        return F.embedding(idx, self.weight)
+
+    def extra_repr(self):
+        return f"{self.num_embeddings}, {self.embedding_dim}"
+
+
+class Sequential(Module):
+    """A chain of modules: ``Sequential(a, b, c)(x) == c(b(a(x)))``. Indexable (an int
+    gives a module, a slice a Sequential), ``len()`` and iteration over the layers."""
+
+    def __init__(self, *layers):
+        if len(layers) == 1 and isinstance(layers[0], (list, tuple)):
+            layers = tuple(layers[0])
+        for i, m in enumerate(layers):
+            if not callable(m):
+                raise TypeError(f"Sequential: layer {i} is not callable ({type(m).__name__})")
+            setattr(self, str(i), m)
+        self._n = len(layers)
+
+    def __len__(self):
+        return self._n
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return Sequential(*[getattr(self, str(j)) for j in range(self._n)[i]])
+        if not -self._n <= i < self._n:
+            raise IndexError(f"Sequential index {i} out of range for {self._n} layers")
+        return getattr(self, str(i % self._n))
+
+    def __iter__(self):
+        return (getattr(self, str(j)) for j in range(self._n))
+
+    def forward(self, x):
+        for layer in self:
+            x = layer(x)
+        return x
+
+
+class ModuleList(Sequential):
+    """A list of modules (indexable, iterable); it has no forward of its own."""
+
+    def forward(self, x):
+        raise TypeError("ModuleList has no forward; iterate over it")
+
+
+# --- transformer ------------------------------------------------------------------------
+class CausalSelfAttention(Module):
+    """Multi-head causal self-attention, (batch, seq, d_model) -> same.
+
+    One ``qkv`` Linear(d, 3d) whose output is viewed as (b, s, 3, heads, d/heads) and
+    permuted into q, k, v (views of one array), scaled dot-product attention with a
+    causal mask, heads side by side again, then ``proj`` Linear(d, d) and dropout."""
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, dtype=np.float32):
+        if d_model % n_heads:
+            raise ValueError(f"CausalSelfAttention: d_model={d_model} is not divisible by n_heads={n_heads}")
+        self.d_model, self.n_heads = d_model, n_heads
+        self.qkv = Linear(d_model, 3 * d_model, dtype=dtype)
+        self.proj = Linear(d_model, d_model, dtype=dtype)
+        self.dropout = Dropout(dropout)
+
+    def forward(self, x):
+        if x.ndim != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"CausalSelfAttention: expected input (batch, seq, {self.d_model}), "
+                             f"got {tuple(x.shape)}")
+        b, s, d = x.shape
+        a = self.n_heads
+        q, k, v = self.qkv(x).reshape(b, s, 3, a, d // a).permute(2, 0, 3, 1, 4)  # each (b, a, s, d/a)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        y = y.transpose(1, 2).reshape(b, s, d)
+        return self.dropout(self.proj(y))
+
+
+class MLP(Module):
+    """Linear(d, 4d), GELU, Linear(4d, d), Dropout: (..., d) -> (..., d)."""
+
+    def __init__(self, d_model: int, dropout: float = 0.0, expansion: int = 4, dtype=np.float32):
+        self.fc = Linear(d_model, expansion * d_model, dtype=dtype)
+        self.act = GELU()
+        self.proj = Linear(expansion * d_model, d_model, dtype=dtype)
+        self.dropout = Dropout(dropout)
+
+    def forward(self, x):
+        return self.dropout(self.proj(self.act(self.fc(x))))
+
+
+class TransformerBlock(Module):
+    """Pre-LayerNorm block: ``x + attn(ln1(x))`` then ``h + mlp(ln2(h))``; (b, s, d) -> (b, s, d)."""
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, dtype=np.float32):
+        self.ln1 = LayerNorm(d_model, dtype=dtype)
+        self.attn = CausalSelfAttention(d_model, n_heads, dropout, dtype=dtype)
+        self.ln2 = LayerNorm(d_model, dtype=dtype)
+        self.mlp = MLP(d_model, dropout, dtype=dtype)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(Module):
+    """A small GPT: token + position embeddings, ``n_layers`` TransformerBlocks, a final
+    LayerNorm and an unbiased ``head`` Linear(d_model, vocab_size) (no weight tying).
+
+    ``forward(idx)``: integer tokens (batch, seq) with seq <= ``seq_len`` -> logits
+    (batch, seq, vocab_size). ``checkpoint_blocks``: False (store everything), True
+    (each block in its own checkpoint, every block recomputed), or anything
+    ``checkpoint_sequential`` accepts as ``segments`` (an int, a list of starts, a plan;
+    its last segment is not checkpointed)."""
+
+    def __init__(self, vocab_size: int, d_model: int, n_heads: int, n_layers: int, seq_len: int,
+                 dropout: float = 0.0, checkpoint_blocks=False, dtype=np.float32):
+        self.vocab_size, self.d_model, self.seq_len = vocab_size, d_model, seq_len
+        self.tok_emb = Embedding(vocab_size, d_model, dtype=dtype)
+        self.pos_emb = Embedding(seq_len, d_model, dtype=dtype)
+        self.drop = Dropout(dropout)
+        self.blocks = ModuleList(*[TransformerBlock(d_model, n_heads, dropout, dtype=dtype)
+                                   for _ in range(n_layers)])
+        self.ln_f = LayerNorm(d_model, dtype=dtype)
+        self.head = Linear(d_model, vocab_size, bias=False, dtype=dtype)
+        self.checkpoint_blocks = checkpoint_blocks
+
+    def forward(self, idx):
+        from minigrad.checkpoint import checkpoint, checkpoint_sequential
+        ia = idx.data if isinstance(idx, Tensor) else np.asarray(idx)
+        if ia.ndim != 2 or ia.shape[1] > self.seq_len:
+            raise ValueError(f"GPT: expected tokens (batch, seq <= {self.seq_len}), got shape {ia.shape}")
+        pos = np.arange(ia.shape[1])
+        h = self.drop(self.tok_emb(ia) + self.pos_emb(pos))
+        cb = self.checkpoint_blocks
+        if cb is True:
+            for block in self.blocks:
+                h = checkpoint(block, h)
+        elif cb is False or cb is None:
+            for block in self.blocks:
+                h = block(h)
+        else:
+            h = checkpoint_sequential(list(self.blocks), cb, h)
+        return self.head(self.ln_f(h))
+
+    def loss(self, idx, targets):
+        """Mean next-token cross-entropy of ``forward(idx)`` against ``targets`` (batch, seq)."""
+        return F.cross_entropy(self.forward(idx), targets)

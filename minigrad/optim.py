@@ -1,0 +1,114 @@
+"""Optimizers with torch's update rules, updating parameters in place.
+
+Their state arrays (SGD's momentum buffers, AdamW's ``exp_avg`` and
+``exp_avg_sq``) are created lazily at the first ``step()`` (as in torch) and are
+counted by the memory ledger as ``"optimizer"``. Updates run in the
+parameters' dtype (float32 stays float32).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from minigrad import memory as _mem
+
+__all__ = ["Optimizer", "SGD", "AdamW"]
+
+
+class Optimizer:
+    def __init__(self, params, lr: float):
+        self.params = list(params)
+        if not self.params:
+            raise ValueError("optimizer got an empty parameter list")
+        if lr < 0:
+            raise ValueError(f"invalid learning rate: {lr} (must be >= 0)")
+        self.lr = lr
+        self.state: dict[int, dict] = {}
+
+    def zero_grad(self, set_to_none: bool = True):
+        """Drop the gradients (``set_to_none``, torch's default, frees them) or zero them in place."""
+        for p in self.params:
+            if set_to_none:
+                p.grad = None
+            elif p.grad is not None:
+                p.grad[...] = 0
+
+    def _state_array(self, p, name):
+        st = self.state.setdefault(id(p), {})
+        if name not in st:
+            st[name] = np.zeros_like(p.data)
+            _mem.hold(st[name], "optimizer")
+        return st[name]
+
+
+class SGD(Optimizer):
+    """``p -= lr * (g + weight_decay * p)``, with optional momentum (torch's formulation:
+    ``buf = momentum * buf + g`` after the first step, ``buf = g`` at the first)."""
+
+    def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, weight_decay: float = 0.0):
+        super().__init__(params, lr)
+        if momentum < 0 or weight_decay < 0:
+            raise ValueError(f"invalid momentum {momentum} or weight_decay {weight_decay} (must be >= 0)")
+        self.momentum, self.weight_decay = momentum, weight_decay
+
+    def step(self):
+        for p in self.params:
+            if p.grad is None:
+                continue
+            g = p.grad
+            if self.weight_decay:
+                g = g + self.weight_decay * p.data
+            if self.momentum:
+                first = "momentum_buffer" not in self.state.get(id(p), {})
+                buf = self._state_array(p, "momentum_buffer")
+                if first:
+                    buf[...] = g
+                else:
+                    buf *= self.momentum
+                    buf += g
+                g = buf
+            p.data -= self.lr * g
+
+
+class AdamW(Optimizer):
+    """Adam with decoupled weight decay (Loshchilov & Hutter), torch's update:
+
+    ``p *= 1 - lr*wd; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g*g;
+    p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)``."""
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 1e-2):
+        super().__init__(params, lr)
+        b1, b2 = betas
+        if not (0.0 <= b1 < 1.0 and 0.0 <= b2 < 1.0):
+            raise ValueError(f"invalid betas {betas}: each must be in [0, 1)")
+        if eps < 0 or weight_decay < 0:
+            raise ValueError(f"invalid eps {eps} or weight_decay {weight_decay} (must be >= 0)")
+        self.betas, self.eps, self.weight_decay = (b1, b2), eps, weight_decay
+        self.step_count = 0
+
+    def step(self):
+        self.step_count += 1
+        t = self.step_count
+        b1, b2 = self.betas
+        bc1 = 1.0 - b1 ** t
+        bc2_sqrt = math.sqrt(1.0 - b2 ** t)
+        for p in self.params:
+            if p.grad is None:
+                continue
+            g = p.grad
+            if self.weight_decay:
+                p.data *= 1.0 - self.lr * self.weight_decay
+            m = self._state_array(p, "exp_avg")
+            v = self._state_array(p, "exp_avg_sq")
+            m *= b1
+            m += (1.0 - b1) * g
+            v *= b2
+            v += (1.0 - b2) * (g * g)
+            denom = np.sqrt(v)
+            denom *= 1.0 / bc2_sqrt
+            denom += self.eps
+            np.divide(m, denom, out=denom)
+            denom *= self.lr / bc1
+            p.data -= denom
