@@ -423,6 +423,110 @@ def optimal_segments(layers, x=None, budget_bytes: int | None = None) -> Segment
     return optimal_segments_from_profile(profile, budget_bytes)
 
 
+def _saved_activation_holds(ledger):
+    """``{buffer key: (activation holds, category, nbytes)}`` of every counted array."""
+    return {k: (e.roles.get("activations", 0), e.cat, e.nbytes) for k, e in ledger.entries.items()}
+
+
 def profile_chain(layers, x) -> ChainProfile:
-    """Measure a `ChainProfile` of ``layers`` on input ``x`` by one taped dry run."""
-    raise NotImplementedError("profile_chain needs the engine (minigrad.memory), which is not there yet")
+    """Measure a `ChainProfile` of ``layers`` on input ``x`` by one taped dry run.
+
+    ``layers``: callables Tensor -> Tensor (minigrad modules); ``x``: the chain's
+    input Tensor, as it will be passed to ``checkpoint_sequential`` (whether it
+    requires grad matters: a first layer without parameters saves nothing for an
+    input that does not). The run is taped layer by layer; which buffers each
+    layer saved for backward is read from the byte ledger (rule 2 and 3 of
+    `minigrad.memory`: a buffer counts once; saved views of parameters are
+    parameters, not activations). The RNG state is restored afterwards, so the
+    dry run does not shift the dropout masks of the real run; layers with other
+    mutable state (BatchNorm running statistics) are updated once more, as in
+    any extra forward pass. ``cost[i]`` is the number of ops layer ``i``'s forward
+    executes.
+
+    Raises ValueError if the chain is not a plain chain the model covers: a
+    layer whose output shares its input's buffer (``x_{i+1}`` a view of ``x_i``),
+    or an array saved by two layers that is not the boundary between them."""
+    from minigrad import memory
+    from minigrad.tensor import Tensor, enable_grad
+
+    layers = list(layers)
+    if not layers:
+        raise ValueError("profile_chain needs at least one layer")
+    if not isinstance(x, Tensor):
+        raise TypeError(f"x must be a minigrad Tensor, got {type(x).__name__}")
+    ledger = memory._LEDGER
+    key = lambda arr: id(ledger._base(arr))  # noqa: E731  (the ledger's buffer identity)
+    rng_state = _get_rng_state()
+    input_bytes, saves_in, saves_out, own_bytes, cost = [], [], [], [], []
+    owner: dict[int, int] = {}  # private saved buffer -> layer that saved it
+    boundaries: dict[int, int] = {}  # buffer of x_i -> i
+    outputs = []  # keep every boundary alive so buffer ids stay unique during the run
+    h = x
+    try:
+        with enable_grad(), memory.track(record_timeline=False) as m:
+            for i, layer in enumerate(layers):
+                before = _saved_activation_holds(ledger)
+                ops0 = m.ops("forward")
+                out = layer(h)
+                if not isinstance(out, Tensor):
+                    raise TypeError(f"layer {i} returned {type(out).__name__}, expected a Tensor")
+                cost.append(m.ops("forward") - ops0)
+                after = _saved_activation_holds(ledger)
+                k_in, k_out = key(h.data), key(out.data)
+                if k_in == k_out:
+                    raise ValueError(
+                        f"layer {i} ({type(layer).__name__}) returns a tensor sharing its input's "
+                        f"buffer; the planner's chain model needs a new array per layer")
+                s_in = s_out = False
+                own = 0
+                for k, (holds, cat, nbytes) in after.items():
+                    if holds <= before.get(k, (0,))[0]:
+                        continue  # not saved (again) by this layer
+                    if cat != "activations":
+                        continue  # a parameter, buffer, ... (not counted as activations)
+                    if k == k_in:
+                        s_in = True
+                    elif k == k_out:
+                        s_out = True
+                    else:
+                        if k in boundaries:
+                            raise ValueError(
+                                f"layer {i} saves the input of layer {boundaries[k]}; the planner's "
+                                f"chain model covers layers that save only their own input, output "
+                                f"and private arrays")
+                        if k in owner:
+                            raise ValueError(
+                                f"layers {owner[k]} and {i} both save the same {nbytes}-byte array, "
+                                f"which is not the boundary between them; the planner's chain model "
+                                f"cannot account for it")
+                        owner[k] = i
+                        own += nbytes
+                boundaries[k_in] = i
+                input_bytes.append(int(ledger._base(h.data).nbytes))
+                saves_in.append(s_in)
+                saves_out.append(s_out)
+                own_bytes.append(int(own))
+                outputs.append(out)
+                h = out
+            output_bytes = int(ledger._base(h.data).nbytes)
+    finally:
+        outputs.clear()
+        h = out = None
+        _set_rng_state(rng_state)
+    return ChainProfile(input_bytes=tuple(input_bytes), output_bytes=output_bytes,
+                        saves_input=tuple(saves_in), saves_output=tuple(saves_out),
+                        own_bytes=tuple(own_bytes), cost=tuple(cost))
+
+
+def _get_rng_state():
+    try:
+        from minigrad import random as mrandom
+    except ImportError:
+        return None
+    return mrandom.get_rng_state()
+
+
+def _set_rng_state(state):
+    if state is not None:
+        from minigrad import random as mrandom
+        mrandom.set_rng_state(state)

@@ -45,26 +45,31 @@ def _axes(ax, figsize):
 
 
 def _timeline_rows(m):
-    """``(labels, categories, matrix)`` from a ledger: one row per timeline event,
-    one column per category, live bytes (ints)."""
+    """``(phases, categories, matrix)`` from a ledger: one row per timeline event,
+    one column per category, live bytes (ints) after the event."""
     from minigrad import memory
 
     events = list(m.timeline)
     if not events:
-        raise ValueError("the ledger's timeline is empty: run something inside `with memory.track() as m:`")
-    cats = [c for c in memory.CATEGORIES if c != "total"]
-    rows = np.array([[int(memory.event_live(ev)[c]) for c in cats] for ev in events], dtype=np.int64)
-    labels = [memory.event_label(ev) for ev in events]
-    return labels, cats, rows
+        raise ValueError("the ledger's timeline is empty: run ops inside "
+                         "`with minigrad.memory.track() as m:` (with record_timeline=True)")
+    cats = list(memory.CATEGORIES)
+    rows = np.array([[int(ev.live.get(c, 0)) for c in cats] for ev in events], dtype=np.int64)
+    return [ev.phase for ev in events], cats, rows
 
 
-def timeline(m, ax=None, categories=None, title="Live memory over one step"):
-    """Stacked area of live bytes per category at every ledger event.
+PHASE_SHADES = {"forward": "#ffffff", "recompute": "#fdf0d5", "backward": "#e8eef7"}
 
-    ``m``: the ledger from ``with minigrad.memory.track() as m:``;
-    ``categories``: subset/order to draw (default: all but ``total``).
-    x axis: event index (the ledger's clock); y axis: bytes in KiB/MiB."""
-    labels, cats, rows = _timeline_rows(m)
+
+def timeline(m, ax=None, categories=None, title="Live memory over one step", shade_phases=True):
+    """Stacked live bytes per category after every ledger event (the sawtooth).
+
+    ``m``: the tracker from ``with minigrad.memory.track() as m:``;
+    ``categories``: which to stack, bottom first (default: all of
+    ``minigrad.memory.CATEGORIES``). x axis: event index (one per op executed
+    or node back-propagated); y axis: bytes in KiB/MiB. With ``shade_phases``
+    the background marks recompute (orange) and backward (blue) events."""
+    phases, cats, rows = _timeline_rows(m)
     if categories is not None:
         unknown = [c for c in categories if c not in cats]
         if unknown:
@@ -74,13 +79,28 @@ def timeline(m, ax=None, categories=None, title="Live memory over one step"):
     ax = _axes(ax, (8, 3.5))
     unit, div = byte_unit(max(int(rows.sum(axis=1).max()), 1))
     x = np.arange(len(rows))
+    if shade_phases:
+        start = 0
+        for t in range(1, len(phases) + 1):
+            if t == len(phases) or phases[t] != phases[start]:
+                if phases[start] != "forward":
+                    ax.axvspan(start - 0.5, t - 0.5, color=PHASE_SHADES.get(phases[start], "#eeeeee"),
+                               zorder=0, lw=0)
+                start = t
     ax.stackplot(x, (rows / div).T, labels=cats, step="post",
-                 colors=[CATEGORY_COLORS.get(c, None) for c in cats], alpha=0.9)
+                 colors=[CATEGORY_COLORS.get(c, None) for c in cats], alpha=0.9, zorder=1)
     ax.set_xlim(0, max(len(rows) - 1, 1))
-    ax.set_xlabel("ledger event (time order)")
+    ax.set_xlabel("ledger event (ops in time order)")
     ax.set_ylabel(f"live memory ({unit})")
     ax.set_title(title)
-    ax.legend(loc="upper left", fontsize="small", ncol=2)
+    handles, labels = ax.get_legend_handles_labels()
+    if shade_phases:
+        from matplotlib.patches import Patch
+        for ph in ("recompute", "backward"):
+            if ph in phases:
+                handles.append(Patch(color=PHASE_SHADES[ph], label=f"{ph} phase"))
+                labels.append(f"{ph} phase")
+    ax.legend(handles, labels, loc="upper left", fontsize="small", ncol=2)
     return ax
 
 
