@@ -1,0 +1,132 @@
+"""optimal_segments against every segmentation, each executed for real.
+
+For random heterogeneous chains of up to 10 layers, all 2^(n-1) one-level
+segmentations are run through ``checkpoint_sequential`` under the byte ledger.
+The plan `optimal_segments` returns must give a measured
+``m.peak["activations"]`` equal to the smallest measured one and to its own
+prediction; the model's prediction must match the measurement for every
+segmentation, and the predicted recomputation must equal the ledger's count of
+recomputed ops.
+"""
+import numpy as np
+import pytest
+
+import minigrad
+from minigrad import memory, nn
+from minigrad import plan as P
+from minigrad.checkpoint import checkpoint_sequential
+
+
+def random_chain(rng, n, dtype=np.float32):
+    """n layers mixing Linear (random widths), ReLU, GELU, Tanh, LayerNorm and Dropout."""
+    layers, width = [], int(rng.integers(2, 12))
+    first_width = width
+    for i in range(n):
+        kind = "linear" if i == 0 else rng.choice(["linear", "relu", "gelu", "tanh", "layernorm", "dropout"])
+        if kind == "linear":
+            out = int(rng.integers(2, 12))
+            layers.append(nn.Linear(width, out, dtype=dtype))
+            width = out
+        elif kind == "relu":
+            layers.append(nn.ReLU())
+        elif kind == "gelu":
+            layers.append(nn.GELU())
+        elif kind == "tanh":
+            layers.append(nn.Tanh())
+        elif kind == "layernorm":
+            layers.append(nn.LayerNorm(width, dtype=dtype))
+        else:
+            layers.append(nn.Dropout(float(rng.uniform(0.1, 0.6))))
+    return layers, first_width
+
+
+def all_segmentations(n):
+    for mask in range(2 ** (n - 1)):
+        yield (0,) + tuple(i for i in range(1, n) if mask >> (i - 1) & 1)
+
+
+def measure(layers, x, starts, seed=123):
+    """Peak saved-activation bytes and recomputed op count of one forward + backward."""
+    minigrad.random.manual_seed(seed)
+    with memory.track(record_timeline=False) as m:
+        y = checkpoint_sequential(layers, list(starts), x)
+        y.backward(np.ones(y.shape, dtype=y.dtype))
+    return m.peak["activations"], m.ops("recompute")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_optimal_plan_is_the_measured_minimum(seed):
+    rng = np.random.default_rng(seed)
+    minigrad.random.manual_seed(seed)
+    n = 10 if seed < 3 else int(rng.integers(1, 10))
+    layers, width = random_chain(rng, n)
+    batch = int(rng.integers(1, 6))
+    x = minigrad.Tensor(rng.standard_normal((batch, width)).astype(np.float32),
+                        requires_grad=bool(seed % 2))
+    profile = P.profile_chain(layers, x)
+    plan = P.optimal_segments(layers, x)
+
+    measured = {}
+    for starts in all_segmentations(n):
+        peak, recomputed = measure(layers, x, starts)
+        # the model is exact for every segmentation, not only the optimal one
+        assert peak == P.predict_peak(profile, starts), (starts, [type(l).__name__ for l in layers])
+        assert recomputed == P.recompute_cost(profile, starts)
+        measured[starts] = peak
+
+    best = min(measured.values())
+    got, recomputed = measure(layers, x, plan.starts)
+    assert got == best == plan.predicted_peak_activations
+    assert recomputed == plan.recompute_cost
+    # least recomputation among the measured minima
+    assert plan.recompute_cost == min(P.recompute_cost(profile, s) for s, v in measured.items() if v == best)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_budgeted_plan_fits_measured_and_is_cheapest(seed):
+    rng = np.random.default_rng(100 + seed)
+    n = 8
+    layers, width = random_chain(rng, n, dtype=np.float64)
+    x = minigrad.Tensor(rng.standard_normal((4, width)), requires_grad=True)
+    profile = P.profile_chain(layers, x)
+    table = {s: measure(layers, x, s) for s in all_segmentations(n)}
+    peaks = sorted({p for p, _ in table.values()})
+    budget = peaks[len(peaks) // 3]
+    plan = P.optimal_segments(profile, budget_bytes=budget)
+    peak, recomputed = measure(layers, x, plan.starts)
+    assert peak == plan.predicted_peak_activations <= budget
+    assert recomputed == plan.recompute_cost == min(r for p, r in table.values() if p <= budget)
+    with pytest.raises(ValueError, match=rf"budget_bytes >= {peaks[0]}"):
+        P.optimal_segments(profile, budget_bytes=peaks[0] - 1)
+
+
+def test_plan_object_is_accepted_by_checkpoint_sequential():
+    rng = np.random.default_rng(5)
+    layers, width = random_chain(rng, 6)
+    x = minigrad.Tensor(rng.standard_normal((2, width)).astype(np.float32), requires_grad=True)
+    plan = P.optimal_segments(layers, x)
+    assert measure(layers, x, plan.starts) == measure_plan(layers, x, plan)
+
+
+def measure_plan(layers, x, plan, seed=123):
+    minigrad.random.manual_seed(seed)
+    with memory.track(record_timeline=False) as m:
+        y = checkpoint_sequential(layers, plan, x)
+        y.backward(np.ones(y.shape, dtype=y.dtype))
+    return m.peak["activations"], m.ops("recompute")
+
+
+def test_profile_rejects_identity_layers():
+    layers = [nn.Linear(3, 3), nn.Dropout(0.0), nn.ReLU()]  # p = 0: returns its input
+    x = minigrad.Tensor(np.ones((2, 3), np.float32))
+    with pytest.raises(ValueError, match="sharing its input's buffer"):
+        P.profile_chain(layers, x)
+
+
+def test_profile_does_not_shift_the_random_stream():
+    layers = [nn.Linear(4, 4), nn.Dropout(0.5)]
+    x = minigrad.Tensor(np.ones((3, 4), np.float32))
+    minigrad.random.manual_seed(9)
+    before = minigrad.random.get_rng_state()
+    P.profile_chain(layers, x)
+    assert minigrad.random.get_rng_state() == before
