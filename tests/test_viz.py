@@ -93,3 +93,36 @@ def test_frontier_from_profile_points():
     front = viz.pareto_front(pts)
     assert all(a[0] < b[0] and a[1] > b[1] for a, b in zip(front, front[1:]))
     assert len(ax.collections) >= 2
+
+
+def test_timeline_of_a_checkpointed_step():
+    import minigrad
+    from minigrad import memory, nn
+    from minigrad.checkpoint import checkpoint_sequential
+
+    minigrad.random.manual_seed(0)
+    layers = [nn.Linear(64, 64) if i % 2 == 0 else nn.ReLU() for i in range(8)]
+    x = minigrad.Tensor(np.ones((32, 64), np.float32), requires_grad=True)
+    with memory.track() as m:
+        y = checkpoint_sequential(layers, [0, 4], x)
+        y.sum().backward()
+    ax = viz.timeline(m, categories=["parameters", "gradients", "activations", "temporaries"])
+    assert ax.get_ylabel() == "live memory (KiB)"
+    assert ax.get_title() and "event" in ax.get_xlabel()
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[:4] == ["parameters", "gradients", "activations", "temporaries"]
+    assert "recompute phase" in labels and "backward phase" in labels
+    # the stacked top at the last event equals the ledger's total for those categories
+    ys = ax.collections[-1].get_paths()[0].vertices[:, 1]
+    assert np.isclose(ys.max(), max(sum(ev.live[c] for c in labels[:4]) for ev in m.timeline) / 1024)
+    with pytest.raises(ValueError, match="unknown categories"):
+        viz.timeline(m, categories=["weights"])
+
+
+def test_timeline_needs_events():
+    from minigrad import memory
+
+    with memory.track() as m:
+        pass
+    with pytest.raises(ValueError, match="timeline is empty"):
+        viz.timeline(m)
