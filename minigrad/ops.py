@@ -47,8 +47,12 @@ def _unbroadcast(g, shape):
     if g.shape == shape:
         return g
     lead = g.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(i + lead for i, n in enumerate(shape) if n == 1 and g.shape[i + lead] != 1)
-    return np.sum(g, axis=axes, keepdims=True).reshape(shape)
+    if lead:
+        g = g.sum(axis=tuple(range(lead)))
+    ones = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
+    if ones:
+        g = g.sum(axis=ones, keepdims=True)
+    return g  # a fresh array (never a view), so the engine may accumulate into it
 
 
 def _norm_axis(axis, ndim):
@@ -225,14 +229,39 @@ def matmul(a, b):
     return MatMul.apply(a, b)
 
 
+class Linear(Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias=None):
+        # Like torch's addmm: saves the input and the weight (a parameter, not an activation).
+        ctx.save_for_backward(x if ctx.needs_input_grad[1] else None,
+                              weight if ctx.needs_input_grad[0] else None)
+        y = np.matmul(x, weight.T)
+        if bias is not None:
+            y += bias
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        gx = np.matmul(g, w) if w is not None else None
+        gw = gb = None
+        if x is not None:
+            # (..., out)^T @ (..., in) with the batch dims folded: one (out, in) matmul.
+            gw = np.matmul(g.reshape(-1, g.shape[-1]).T, x.reshape(-1, x.shape[-1]))
+        if len(ctx.needs_input_grad) > 2 and ctx.needs_input_grad[2]:
+            gb = g.reshape(-1, g.shape[-1]).sum(axis=0)
+        return gx, gw, gb
+
+
 def linear(x, weight, bias=None):
     """``x @ weight.T + bias`` (like ``torch.nn.functional.linear``): x (..., in),
-    weight (out, in), bias (out,) -> (..., out). Two ops: matmul and add."""
-    if x.shape[-1] != weight.shape[-1]:
+    weight (out, in), bias (out,) -> (..., out). One op (torch's addmm)."""
+    if weight.ndim != 2 or x.shape[-1] != weight.shape[-1]:
         raise ValueError(f"linear: input of shape {tuple(x.shape)} does not match weight of shape "
                          f"{tuple(weight.shape)} (expected last dim {weight.shape[-1]})")
-    y = matmul(x, transpose(weight, 0, 1))
-    return y if bias is None else add(y, bias)
+    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
+        raise ValueError(f"linear: bias has shape {tuple(bias.shape)}, expected ({weight.shape[0]},)")
+    return Linear.apply(x, weight, bias) if bias is not None else Linear.apply(x, weight)
 
 
 # --- reductions and shapes ----------------------------------------------------------
@@ -424,16 +453,40 @@ class GELU(Function):
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
-        t = np.tanh(_GELU_C * (a + 0.044715 * a * a * a))
-        return 0.5 * a * (1.0 + t)
+        # 0.5 * a * (1 + tanh(c * (a + 0.044715 a^3))), computed in place in one buffer
+        t = a * a
+        t *= 0.044715
+        t += 1.0
+        t *= a
+        t *= _GELU_C
+        np.tanh(t, out=t)
+        t += 1.0
+        t *= a
+        t *= 0.5
+        return t
 
     @staticmethod
     def backward(ctx, g):
         (a,) = ctx.saved_tensors
         a2 = a * a
-        t = np.tanh(_GELU_C * (a + 0.044715 * a2 * a))
-        dt = (1.0 - t * t) * (_GELU_C * (1.0 + 3 * 0.044715 * a2))
-        return g * (0.5 * (1.0 + t) + 0.5 * a * dt)
+        t = a2 * 0.044715
+        t += 1.0
+        t *= a
+        t *= _GELU_C
+        np.tanh(t, out=t)                 # t = tanh(u)
+        dt = t * t
+        np.subtract(1.0, dt, out=dt)      # 1 - t^2
+        a2 *= 3 * 0.044715
+        a2 += 1.0
+        a2 *= _GELU_C                     # du/da
+        dt *= a2
+        dt *= a
+        dt *= 0.5                         # 0.5 a (1 - t^2) du/da
+        t += 1.0
+        t *= 0.5
+        t += dt                           # d gelu / da
+        t *= g
+        return t
 
 
 def exp(a):
@@ -679,6 +732,20 @@ def embedding(idx, weight):
     return Embedding.apply(idx if isinstance(idx, Tensor) else Tensor(ia), weight)
 
 
+_CAUSAL_BIAS: dict = {}
+
+
+def _causal_bias(t, u, dtype):
+    """(t, u) array: 0 where query i may attend to key j (j <= i + u - t), -inf above."""
+    key = (t, u, np.dtype(dtype).str)
+    if key not in _CAUSAL_BIAS:
+        bias = np.zeros((t, u), dtype=dtype)
+        bias[np.triu(np.ones((t, u), dtype=bool), k=1 + u - t)] = -np.inf
+        bias.flags.writeable = False
+        _CAUSAL_BIAS[key] = bias  # a constant shared by every call, not a per-step array
+    return _CAUSAL_BIAS[key]
+
+
 class ScaledDotProductAttention(Function):
     @staticmethod
     def forward(ctx, q, k, v, is_causal=False, scale=None):
@@ -686,8 +753,7 @@ class ScaledDotProductAttention(Function):
         s = np.matmul(q, np.swapaxes(k, -1, -2))
         s *= scale
         if is_causal:
-            t, u = s.shape[-2], s.shape[-1]
-            s[..., np.triu(np.ones((t, u), dtype=bool), k=1)] = -np.inf
+            s += _causal_bias(s.shape[-2], s.shape[-1], s.dtype)
         s -= s.max(axis=-1, keepdims=True)
         p = np.exp(s, out=s)
         p /= p.sum(axis=-1, keepdims=True)
@@ -701,10 +767,13 @@ class ScaledDotProductAttention(Function):
         q, k, v, p = ctx.saved_tensors
         dv = np.matmul(np.swapaxes(p, -1, -2), g)
         dp = np.matmul(g, np.swapaxes(v, -1, -2))
-        ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))
-        ds *= ctx.scale
-        dq = np.matmul(ds, k)
-        dk = np.matmul(np.swapaxes(ds, -1, -2), q)
+        # softmax backward in place on dp: ds = p * (dp - rowsum(dp * p))
+        rowsum = np.einsum("...ij,...ij->...i", dp, p)[..., None]
+        dp -= rowsum
+        dp *= p
+        dp *= ctx.scale
+        dq = np.matmul(dp, k)
+        dk = np.matmul(np.swapaxes(dp, -1, -2), q)
         return dq, dk, dv
 
 

@@ -94,21 +94,28 @@ class AdamW(Optimizer):
         b1, b2 = self.betas
         bc1 = 1.0 - b1 ** t
         bc2_sqrt = math.sqrt(1.0 - b2 ** t)
+        # One scratch array reused for every parameter (freed when step returns):
+        # fewer fresh allocations, fewer passes over memory.
+        scratch = np.empty(max(p.data.size for p in self.params), dtype=self.params[0].dtype)
         for p in self.params:
             if p.grad is None:
                 continue
             g = p.grad
+            tmp = scratch[: g.size].reshape(g.shape) if scratch.dtype == g.dtype else np.empty_like(g)
             if self.weight_decay:
                 p.data *= 1.0 - self.lr * self.weight_decay
             m = self._state_array(p, "exp_avg")
             v = self._state_array(p, "exp_avg_sq")
             m *= b1
-            m += (1.0 - b1) * g
+            np.multiply(g, 1.0 - b1, out=tmp)
+            m += tmp
             v *= b2
-            v += (1.0 - b2) * (g * g)
-            denom = np.sqrt(v)
-            denom *= 1.0 / bc2_sqrt
-            denom += self.eps
-            np.divide(m, denom, out=denom)
-            denom *= self.lr / bc1
-            p.data -= denom
+            np.multiply(g, g, out=tmp)
+            tmp *= 1.0 - b2
+            v += tmp
+            np.sqrt(v, out=tmp)
+            tmp *= 1.0 / bc2_sqrt
+            tmp += self.eps
+            np.divide(m, tmp, out=tmp)
+            tmp *= self.lr / bc1
+            p.data -= tmp
