@@ -106,10 +106,17 @@ class Module:
     def buffers(self) -> list:
         return [b for _, b in self.named_buffers()]
 
-    def state_dict(self) -> dict:
-        """Name -> copy of the array, parameters then buffers."""
-        d = {n: p.data.copy() for n, p in self.named_parameters()}
-        d.update({n: b.data.copy() for n, b in self.named_buffers()})
+    def state_dict(self, prefix: str = "") -> dict:
+        """Name -> copy of the array, in torch's order and naming: each module's own
+        parameters, then its buffers, then its children's (``"0.weight"``, ``"1.running_mean"``)."""
+        d = {}
+        for name, value in vars(self).items():
+            if isinstance(value, Parameter):
+                d[prefix + name] = value.data.copy()
+        for name in self.__dict__.get("_buffer_names", []):
+            d[prefix + name] = getattr(self, name).data.copy()
+        for name, m in self.named_children():
+            d.update(m.state_dict(prefix + name + "."))
         return d
 
     def load_state_dict(self, state: dict) -> None:
