@@ -130,3 +130,22 @@ def test_profile_does_not_shift_the_random_stream():
     before = minigrad.random.get_rng_state()
     P.profile_chain(layers, x)
     assert minigrad.random.get_rng_state() == before
+
+
+def test_transformer_blocks_prediction_is_exact():
+    # A realistic chain: pre-LN blocks with attention (q, k, v are views of one
+    # array, counted once) and dropout; every segmentation measured.
+    minigrad.random.manual_seed(0)
+    blocks = [nn.TransformerBlock(16, 2, dropout=0.1) for _ in range(6)]
+    x = minigrad.Tensor(np.random.default_rng(0).standard_normal((2, 8, 16)).astype(np.float32),
+                        requires_grad=True)
+    profile = P.profile_chain(blocks, x)
+    measured = {}
+    for starts in all_segmentations(6):
+        peak, recomputed = measure(blocks, x, starts)
+        assert peak == P.predict_peak(profile, starts), starts
+        assert recomputed == P.recompute_cost(profile, starts)
+        measured[starts] = peak
+    plan = P.optimal_segments(profile)
+    assert plan.predicted_peak_activations == min(measured.values()) == measure(blocks, x, plan.starts)[0]
+    assert plan.predicted_peak_activations < measured[(0,)]  # checkpointing does help here
