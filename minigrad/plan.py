@@ -283,7 +283,9 @@ def _dp_pass(VT, Ulast, a, n, M):
         term = before[:i] + VT[i, :i]
         ok = term <= M
         if not ok.all():
-            rejected = min(rejected, int(term[~ok].min()))
+            # (unreachable p have before = _INF: their terms are never the next value)
+            rejected = min(rejected, int(np.where(before[:i] < _INF, term, _INF).min(initial=_INF,
+                                                                                where=~ok)))
         cand = np.where(ok, g[:i], _INF)
         p = int(np.argmin(cand))
         if cand[p] < _INF:
@@ -354,7 +356,8 @@ class _Solver:
             mid = (lo + hi) // 2
             found, r = self.plan_at(mid, last)
             if found is None:
-                lo = max(mid + 1, r.next_value)  # nothing changes below the next rejected term
+                # the pass is the same for every M below the next rejected term
+                lo = max(mid + 1, min(r.next_value, hi))
             else:
                 best = found
                 hi = found[0]  # the plan found may beat mid

@@ -40,7 +40,7 @@ def _axes(ax, figsize):
     import matplotlib.pyplot as plt  # lazy: only drawing needs matplotlib
 
     if ax is None:
-        _, ax = plt.subplots(figsize=figsize)
+        fig, ax = plt.subplots(figsize=figsize, layout="constrained")  # room for labels and legend
     return ax
 
 
