@@ -210,3 +210,299 @@ def gradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1
                 f"analytical {ga[j]:.6g}, numerical {gn[j]:.6g} ({int(bad.sum())} of {bad.size} "
                 f"elements differ beyond atol={atol}, rtol={rtol})")
     return True
+
+
+# --- chapters 1-3: one training step as the byte ledger sees it ------------------------
+#
+# Chapter 1 splits a step's memory into the ledger's categories (plus the logits),
+# chapter 2 follows one step event by event, chapter 3 compares a step with and
+# without a checkpointed segment. The functions below take what the ledger records
+# (`minigrad.memory.track`) and turn it into rows, bars and overlaid curves.
+
+__all__ += [
+    "LayerTags",
+    "EventRow",
+    "event_rows",
+    "format_event_table",
+    "StepAnatomy",
+    "measure_step",
+    "overlay_timelines",
+]
+
+
+class LayerTags:
+    """Names the layer behind every event of a tracked step, for `event_rows`.
+
+    Wrap each layer with ``tags.wrap(name, layer)`` and run the step inside
+    ``with tags.track() as m:`` (a `minigrad.memory.track` that also records which
+    wrapped layer was running). An event that happens while a wrapped layer runs,
+    in the forward pass or in a recomputation, gets that layer's name (the
+    innermost one when wrapped layers nest); `event_rows` names the backward
+    events by matching each one with the node it undoes."""
+
+    def __init__(self):
+        self._m = None
+        self.spans: list[tuple[int, int, str, bool]] = []  # (first, end, name, grad recorded)
+
+    def wrap(self, name: str, layer):
+        """A callable running ``layer(*args)`` whose ledger events are named ``name``."""
+        if not callable(layer):
+            raise TypeError(f"LayerTags.wrap: layer {name!r} is not callable ({type(layer).__name__})")
+
+        def run(*args, **kwargs):
+            import minigrad
+
+            if self._m is None:  # not tracking: run plainly
+                return layer(*args, **kwargs)
+            first, grad = len(self._m.timeline), minigrad.is_grad_enabled()
+            try:
+                return layer(*args, **kwargs)
+            finally:
+                # Inner layers finish first, so their spans come first (innermost wins).
+                self.spans.append((first, len(self._m.timeline), name, grad))
+
+        run.__name__ = f"tagged_{name}"
+        return run
+
+    def track(self):
+        """``minigrad.memory.track()`` (timeline on) that also records the layer spans."""
+        from contextlib import contextmanager
+
+        from minigrad import memory
+
+        @contextmanager
+        def _track():
+            self.spans = []
+            with memory.track() as m:
+                self._m = m
+                try:
+                    yield m
+                finally:
+                    self._m = None
+        return _track()
+
+    def labels(self, n_events: int) -> tuple[list[str], list[bool]]:
+        """Per event: the innermost wrapped layer's name ("" if none) and whether
+        grad was recorded when it ran (True outside any wrapped layer)."""
+        names, grads = [""] * n_events, [True] * n_events
+        named = [False] * n_events
+        for first, end, name, grad in self.spans:
+            for i in range(first, min(end, n_events)):
+                if not named[i]:
+                    names[i], grads[i], named[i] = name, grad, True
+        return names, grads
+
+
+@dataclass
+class EventRow:
+    """One line of an event table: the ``index``-th ledger event (1-based), its
+    ``phase`` ("forward", "recompute" or "backward"), the ``layer`` (from
+    `LayerTags`, "" when unknown) and ``op``; ``saved_delta`` the change of the
+    saved-activation bytes the event caused, ``saved_live`` and ``total_live``
+    the bytes live after it; ``note`` says in words what happened."""
+
+    index: int
+    phase: str
+    layer: str
+    op: str
+    saved_delta: int
+    saved_live: int
+    total_live: int
+    note: str
+
+
+def event_rows(m, tags: LayerTags | None = None) -> list[EventRow]:
+    """The ledger's timeline of ``m`` (a `minigrad.memory.track` tracker) as `EventRow`s.
+
+    Saved-activation bytes before the first event are ``m.start["activations"]``.
+    Backward events are matched with the node they undo: the graph of a chain is
+    undone last-in first-out, so each backward event takes the most recent
+    still-open forward or recompute event of the same op (events run without a
+    graph, under ``no_grad``, open nothing). Notes: "keeps" (bytes saved for
+    backward), "nothing kept" (no graph), "rebuilds" (a recomputation saves them
+    again), "frees" (a backward node releases what its op saved)."""
+    from bookkit import fmt_bytes
+
+    events = list(m.timeline)
+    if not events:
+        raise ValueError("event_rows: the tracker's timeline is empty (track with record_timeline=True)")
+    names, grads = tags.labels(len(events)) if tags is not None else ([""] * len(events), [True] * len(events))
+    rows, open_nodes = [], []  # open_nodes: (op, layer) of recorded nodes not yet undone
+    prev = int(m.start["activations"])
+    for i, ev in enumerate(events):
+        live = int(ev.live["activations"])
+        delta, prev = live - prev, live
+        layer = names[i]
+        if ev.phase in ("forward", "recompute"):
+            if grads[i]:
+                open_nodes.append((ev.op, layer))
+            if not grads[i]:
+                note = "runs without a graph: nothing kept"
+            elif ev.phase == "recompute":
+                note = f"rebuilds: keeps {fmt_bytes(delta)} again" if delta > 0 else "rebuilds (nothing new kept)"
+            else:
+                note = f"keeps {fmt_bytes(delta)} for backward" if delta > 0 else "keeps nothing new"
+        else:
+            # The node this backward event undoes: the latest open one of the same op.
+            for j in range(len(open_nodes) - 1, -1, -1):
+                if open_nodes[j][0] == ev.op:
+                    layer = layer or open_nodes[j][1]
+                    del open_nodes[j:]
+                    break
+            note = f"frees {fmt_bytes(-delta)}" if delta < 0 else "frees nothing"
+        rows.append(EventRow(i + 1, ev.phase, layer, ev.op, delta, live, int(ev.live["total"]), note))
+    return rows
+
+
+def format_event_table(rows, unit: str = "KiB") -> str:
+    """A fixed-width text table of `EventRow`s, bytes in ``unit`` ("B", "KiB" or "MiB")."""
+    div = {"B": 1, "KiB": 1024, "MiB": 1024**2}.get(unit)
+    if div is None:
+        raise ValueError(f"format_event_table: unit must be 'B', 'KiB' or 'MiB', got {unit!r}")
+    head = (f"{'#':>3}  {'phase':<9}  {'layer':<8}  {'op':<15}  {'saved +/-':>10}  "
+            f"{'saved live':>10}  {'all live':>9}  what happened")
+    lines = [head, f"{'':>3}  {'':<9}  {'':<8}  {'':<15}  {'(' + unit + ')':>10}  "
+                   f"{'(' + unit + ')':>10}  {'(' + unit + ')':>9}", "-" * len(head)]
+    for r in rows:
+        lines.append(f"{r.index:>3}  {r.phase:<9}  {r.layer:<8}  {r.op:<15}  "
+                     f"{r.saved_delta / div:>+10.1f}  {r.saved_live / div:>10.1f}  "
+                     f"{r.total_live / div:>9.1f}  {r.note}")
+    return "\n".join(lines)
+
+
+@dataclass
+class StepAnatomy:
+    """Where one training step's memory goes, in bytes, each category at its own
+    peak over the step (sampled at the start, after every ledger event and at the end).
+
+    ``parameters``, ``buffers``, ``gradients``, ``optimizer`` (AdamW's two moments),
+    ``activations`` (saved for backward, without the loss's own saved arrays when
+    the logits are split out), ``logits`` (the logits array plus what the loss saves
+    from it; 0 if not split), ``temporaries`` (everything else minigrad holds:
+    op outputs kept alive by the graph, inputs, gradients in flight; without the
+    logits array when split). ``peak_total``: the largest simultaneous total, which
+    is below the sum of the bars since the categories do not all peak at once.
+    ``tracker``: the `minigrad.memory` tracker of the measured step."""
+
+    parameters: int
+    buffers: int
+    gradients: int
+    optimizer: int
+    activations: int
+    logits: int
+    temporaries: int
+    peak_total: int
+    tracker: object = field(repr=False, default=None)
+
+    #: The bar order used by the book's figures (bottom first).
+    ORDER = ("parameters", "gradients", "optimizer", "activations", "logits", "temporaries")
+
+    def bars(self) -> dict:
+        """``{category: bytes}`` in `ORDER` (buffers join parameters: both are model state)."""
+        d = {c: getattr(self, c) for c in self.ORDER}
+        d["parameters"] += self.buffers
+        return d
+
+    @property
+    def sum_of_peaks(self) -> int:
+        return sum(self.bars().values())
+
+
+def measure_step(forward, loss_of, optimizer, split_logits: bool = False, warmup: int = 1) -> StepAnatomy:
+    """Measure one training step: ``out = forward()``, ``loss = loss_of(out)``,
+    ``loss.backward()``, ``optimizer.step()``, with the gradients set to None before.
+
+    ``warmup`` full steps run first, so that the optimizer's state already exists
+    (as in any step after the first). With ``split_logits``, ``out`` is the logits
+    tensor: its bytes, and the arrays the loss saves for backward, are reported as
+    ``logits`` and taken out of ``temporaries`` and ``activations`` for as long as
+    they live (the logits array lives to the end: this function holds it; what the
+    loss saves lives until the loss's backward node, the first one, has run)."""
+    from minigrad import Tensor, memory
+
+    if warmup < 0:
+        raise ValueError(f"measure_step: warmup must be >= 0, got {warmup}")
+
+    def step():
+        optimizer.zero_grad()
+        out = forward()
+        loss = loss_of(out)
+        loss.backward()
+        optimizer.step()
+        return out, loss
+
+    for _ in range(warmup):
+        step()
+    optimizer.zero_grad()
+    with memory.track() as m:
+        out = forward()
+        born = len(m.timeline)  # events before this one are the forward up to the logits
+        act_before_loss = int(m.timeline[-1].live["activations"]) if born else int(m.start["activations"])
+        loss = loss_of(out)
+        after_loss = len(m.timeline)
+        loss.backward()
+        optimizer.step()
+    if split_logits and not isinstance(out, Tensor):
+        raise TypeError(f"measure_step: with split_logits, forward() must return the logits Tensor, "
+                        f"got {type(out).__name__}")
+    logits_bytes = out.nbytes if split_logits else 0
+    loss_saved = int(m.timeline[after_loss - 1].live["activations"]) - act_before_loss if split_logits else 0
+    first_backward = next((i for i, ev in enumerate(m.timeline) if ev.phase == "backward"), len(m.timeline))
+    # The start, after every event, and the end (after the optimizer step: the last
+    # leaves' gradients are stored after the last backward event).
+    states = [(-1, m.start)] + list(enumerate(ev.live for ev in m.timeline)) + [(len(m.timeline), m.end)]
+    peak = {c: 0 for c in ("parameters", "buffers", "gradients", "optimizer", "activations",
+                           "logits", "temporaries", "total")}
+    for i, live in states:
+        lg_alive = i >= born - 1 and split_logits  # event born-1 produced the logits
+        saved_alive = after_loss - 1 <= i < first_backward and split_logits
+        vals = {c: int(live[c]) for c in ("parameters", "buffers", "gradients", "optimizer")}
+        vals["activations"] = int(live["activations"]) - (loss_saved if saved_alive else 0)
+        vals["temporaries"] = int(live["temporaries"]) - (logits_bytes if lg_alive else 0)
+        vals["logits"] = (logits_bytes if lg_alive else 0) + (loss_saved if saved_alive else 0)
+        vals["total"] = sum(int(live[c]) for c in memory.CATEGORIES)
+        for c, v in vals.items():
+            peak[c] = max(peak[c], v)
+    del out, loss
+    return StepAnatomy(parameters=peak["parameters"], buffers=peak["buffers"],
+                       gradients=peak["gradients"], optimizer=peak["optimizer"],
+                       activations=peak["activations"], logits=peak["logits"],
+                       temporaries=peak["temporaries"], peak_total=peak["total"], tracker=m)
+
+
+def overlay_timelines(trackers: dict, category: str = "activations", ax=None, title=None):
+    """Live bytes of one ledger ``category`` (or ``"total"``) after every event, one
+    step line per tracker, on the same axes (x: event index; y: KiB or MiB).
+
+    ``trackers``: ``{label: tracker}``. A vertical dotted line marks where each
+    tracker's backward pass begins (its first backward or recompute event)."""
+    import matplotlib.pyplot as plt
+
+    from minigrad import memory
+    from minigrad.viz import byte_unit
+
+    if not trackers:
+        raise ValueError("overlay_timelines: no trackers given")
+    allowed = list(memory.CATEGORIES) + ["total"]
+    if category not in allowed:
+        raise ValueError(f"overlay_timelines: unknown category {category!r}; allowed: {allowed}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 3.5))
+    series = {}
+    for label, m in trackers.items():
+        if not m.timeline:
+            raise ValueError(f"overlay_timelines: the timeline of {label!r} is empty")
+        series[label] = np.array([m.start[category]] + [ev.live[category] for ev in m.timeline])
+    unit, div = byte_unit(max(int(s.max()) for s in series.values()) or 1)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for k, (label, ys) in enumerate(series.items()):
+        color = colors[k % len(colors)]
+        ax.step(np.arange(len(ys)), ys / div, where="post", color=color, lw=1.8, label=label)
+        phases = [ev.phase for ev in trackers[label].timeline]
+        back = next(i for i, p in enumerate(phases + ["backward"]) if p != "forward")
+        ax.axvline(back + 0.5, color=color, ls=":", lw=1)
+    ax.set_xlabel("ledger event (0 = start of the step)")
+    ax.set_ylabel(f"{'saved activations' if category == 'activations' else category} ({unit})")
+    ax.set_title(title or f"Live {category} over one step")
+    ax.legend(loc="upper left", fontsize="small")
+    return ax

@@ -156,7 +156,10 @@ class Tensor:
     float dtypes: float32 and float64; integer tensors hold indices and targets."""
 
     __slots__ = ("_data", "requires_grad", "_grad", "_ctx", "__weakref__")
-    __array_priority__ = 100  # make ndarray <op> Tensor call Tensor's reflected op
+    __array_ufunc__ = None  # `ndarray + Tensor` defers to Tensor.__radd__ (a graph op)
+
+    def __array__(self, dtype=None, copy=None):  # np.asarray(t): the data, no graph
+        return self._data if dtype is None else self._data.astype(dtype)
 
     def __init__(self, data, requires_grad: bool = False, dtype=None):
         self._data = _as_array(data, dtype)
