@@ -32,8 +32,9 @@ The rules (PLAN's dynamic program and the book's chapters rely on them)
                    ``ctx.save_for_backward`` by a node of a graph being recorded.
                    That is the engine's one saving point; a checkpoint node saves its
                    inputs there too, so checkpoint inputs are activations. The role is
-                   taken when the op's forward saves the array and dropped when that
-                   node's backward has run (or when the graph is freed unused);
+                   taken when the op's forward saves the array and dropped right after
+                   that node's backward has run (kept with ``retain_graph=True``), or
+                   when the graph is freed without a backward;
    ``temporaries`` everything else registered: op outputs alive only as tensor values
                    (e.g. under ``no_grad``, the logits you still hold, a checkpoint's
                    output), user inputs, and gradient arrays flowing during backward

@@ -552,12 +552,10 @@ def log_softmax(a, dim=-1):
 # --- normalisation --------------------------------------------------------------------
 def _norm_backward(g, x, w, mean, rstd, axes):
     """Shared backward of layer and batch norm: ``y = (x - mean) * rstd * w + b``
-    with statistics over ``axes``. Returns (gx, gw, gb) (gw/gb reduced to w's shape)."""
+    with statistics over ``axes``. Returns ``(gx, xhat)``; the callers reduce
+    ``g * xhat`` and ``g`` to the weight's and bias's gradients."""
     xhat = (x - mean) * rstd
     gxhat = g if w is None else g * w
-    n = 1
-    for a in axes:
-        n *= x.shape[a]
     gx = rstd * (gxhat - gxhat.mean(axis=axes, keepdims=True)
                  - xhat * (gxhat * xhat).mean(axis=axes, keepdims=True))
     return gx, xhat
