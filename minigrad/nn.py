@@ -39,9 +39,9 @@ class Parameter(Tensor):
         if value is self._data:  # in-place update (p.data -= ...): same array, same role
             return
         old = self._data
+        if np.shape(value) != old.shape:
+            raise ValueError(f"Parameter.data: new shape {np.shape(value)} != {old.shape}")
         Tensor.data.fset(self, value)
-        if self._data.shape != old.shape:
-            raise ValueError(f"Parameter.data: new shape {self._data.shape} != {old.shape}")
         _mem.release(old, "parameters")
         _mem.hold(self._data, "parameters")
 

@@ -155,7 +155,7 @@ class Tensor:
     numbers (copied; Python floats become float32 as in torch). Supported
     float dtypes: float32 and float64; integer tensors hold indices and targets."""
 
-    __slots__ = ("_data", "requires_grad", "_grad", "_ctx", "__weakref__")
+    __slots__ = ("_data", "requires_grad", "_grad", "_ctx", "_retains_grad", "__weakref__")
     __array_ufunc__ = None  # `ndarray + Tensor` defers to Tensor.__radd__ (a graph op)
 
     def __array__(self, dtype=None, copy=None):  # np.asarray(t): the data, no graph
@@ -169,6 +169,11 @@ class Tensor:
         self.requires_grad = bool(requires_grad)
         self._grad = None
         self._ctx = None
+        self._retains_grad = False
+
+    def retain_grad(self):
+        """Keep this non-leaf tensor's gradient in ``.grad`` after backward (like torch)."""
+        self._retains_grad = True
 
     # --- data and grad (properties so that the ledger sees every change) ----
     @property
@@ -314,6 +319,8 @@ def run_backward(root, grad, retain_graph=False, inputs=None):
                 results[wanted[id(t)]] = g
                 continue
             ctx = t._ctx
+            if t._retains_grad and ctx is not None:
+                t.grad = g.copy() if t._grad is None else t._grad + g
             if ctx is None:  # a leaf
                 if t._grad is None:
                     t.grad = g if owned else g.copy()

@@ -133,3 +133,23 @@ def test_repr_and_properties():
     assert "requires_grad=True" in repr(x)
     assert "grad_fn=mul" in repr(x * 2.0)
     assert x.detach().data is x.data and not x.detach().requires_grad
+
+
+def test_retain_grad_on_non_leaf():
+    x = Tensor(np.array([1.0, 2.0]), requires_grad=True)
+    h = x * 3.0
+    h.retain_grad()
+    (h * h).sum().backward()
+    np.testing.assert_array_equal(h.grad, 2 * h.data)
+    np.testing.assert_array_equal(x.grad, 6 * h.data)
+
+
+def test_parameter_data_assignment_keeps_role_and_checks_shape():
+    from minigrad import nn
+    p = nn.Parameter(np.zeros(3))
+    before = mg.memory.live_bytes()["parameters"]
+    p.data = np.ones(3)
+    assert mg.memory.live_bytes()["parameters"] == before
+    with pytest.raises(ValueError, match=r"\(2,\).*\(3,\)"):
+        p.data = np.ones(2)
+    assert p.shape == (3,)
