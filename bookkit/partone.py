@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,7 +17,8 @@ __all__ = [
     "run_chain",
     "ChainStep",
     "measure_chain_step",
-    "time_chain_step",
+    "time_chain_steps",
+    "blas_threads",
     "loglog_slope",
     "gradient_check",
     "gradcheck",
@@ -26,14 +28,15 @@ __all__ = [
 
 # --- chapters 4-5: chains of blocks, measured -----------------------------------------
 
-def block_chain(widths, hidden, seed: int = 0, dtype=np.float32) -> list:
-    """A chain of ``n`` MLP blocks ``Linear(widths[i], hidden[i]) -> Tanh -> Linear(hidden[i], widths[i+1])``.
+def block_chain(widths, hidden, seed: int = 0, activation: str = "tanh", dtype=np.float32) -> list:
+    """A chain of ``n`` MLP blocks ``Linear(widths[i], hidden[i]) -> act -> Linear(hidden[i], widths[i+1])``.
 
     ``widths``: ``n + 1`` boundary widths (the chain's input is ``(batch, widths[0])``,
     block ``i`` maps ``(batch, widths[i])`` to ``(batch, widths[i+1])``); ``hidden``:
     ``n`` inner widths, or one int for all blocks. For a batch ``b`` in float32,
-    block ``i`` saves for backward its input (``4 b widths[i]`` bytes) and its Tanh
-    output (``4 b hidden[i]`` bytes); its output is saved by the next block.
+    block ``i`` saves for backward its input (``4 b widths[i]`` bytes) and its
+    activation's output (``4 b hidden[i]`` bytes; ``activation`` is ``"tanh"`` or
+    ``"relu"``, both save their output); its output is saved by the next block.
     Parameters are drawn from ``minigrad.random`` seeded with ``seed``."""
     from minigrad import nn, random
 
@@ -47,8 +50,11 @@ def block_chain(widths, hidden, seed: int = 0, dtype=np.float32) -> list:
                          f"(one per block, len(widths) - 1)")
     if min(widths) < 1 or min(hidden) < 1:
         raise ValueError(f"block_chain: widths and hidden sizes must be >= 1, got {widths}, {hidden}")
+    acts = {"tanh": nn.Tanh, "relu": nn.ReLU}
+    if activation not in acts:
+        raise ValueError(f"block_chain: activation must be one of {sorted(acts)}, got {activation!r}")
     random.manual_seed(seed)
-    return [nn.Sequential(nn.Linear(widths[i], hidden[i], dtype=dtype), nn.Tanh(),
+    return [nn.Sequential(nn.Linear(widths[i], hidden[i], dtype=dtype), acts[activation](),
                           nn.Linear(hidden[i], widths[i + 1], dtype=dtype)) for i in range(n)]
 
 
@@ -116,23 +122,75 @@ def measure_chain_step(layers, x, plan=None, seed: int = 0) -> ChainStep:
                      forward_ops=int(fwd), recompute_ops=int(m.ops("recompute")), grads=grads)
 
 
-def time_chain_step(layers, x, plan=None, repeat: int = 5) -> float:
-    """Wall-clock seconds of one forward + backward of ``run_chain(layers, x, plan).sum()``:
-    the fastest of ``repeat`` runs (the least disturbed by other work on the machine)."""
+def _openblas():
+    """``(set, get)`` for the number of threads of the OpenBLAS NumPy loaded, or None."""
+    import ctypes
+    import re
+
+    try:
+        maps = open("/proc/self/maps").read()
+    except OSError:  # not Linux
+        return None
+    for path in sorted(set(re.findall(r"(/\S*openblas\S*\.so\S*)", maps))):
+        lib = ctypes.CDLL(path)
+        for prefix in ("scipy_openblas", "openblas"):
+            for suffix in ("64_", ""):
+                try:
+                    return (getattr(lib, f"{prefix}_set_num_threads{suffix}"),
+                            getattr(lib, f"{prefix}_get_num_threads{suffix}"))
+                except AttributeError:
+                    continue
+    return None
+
+
+@contextmanager
+def blas_threads(n: int):
+    """Run the block with NumPy's OpenBLAS limited to ``n`` threads (no-op elsewhere).
+
+    Timing on a small shared machine: a multi-threaded BLAS whose threads compete with
+    other processes for the cores stalls erratically (a 0.3 s step can take seconds),
+    which would swamp the differences being measured."""
+    found = _openblas()
+    if found is None:
+        yield
+        return
+    set_threads, get_threads = found
+    old = get_threads()
+    set_threads(int(n))
+    try:
+        yield
+    finally:
+        set_threads(old)
+
+
+def time_chain_steps(layers, x, plans: dict, repeat: int = 5) -> dict:
+    """Wall-clock seconds of one forward + backward of ``run_chain(layers, x, plan).sum()``
+    for each ``name: plan`` of ``plans`` (``None`` = no checkpointing).
+
+    The plans take turns (round robin, ``repeat`` rounds) so that a slow spell of the
+    machine hits all of them; each gets its fastest run, the least disturbed one.
+    NumPy's BLAS runs single-threaded meanwhile (see `blas_threads`).
+    Returns ``{name: seconds}``."""
     if repeat < 1:
-        raise ValueError(f"time_chain_step: repeat must be >= 1, got {repeat}")
-    best = math.inf
-    for _ in range(repeat):
-        for p in _params(layers):
-            p.grad = None
-        start = time.perf_counter()
-        y = run_chain(layers, x, plan)
-        y.sum().backward()
-        best = min(best, time.perf_counter() - start)
-        del y
+        raise ValueError(f"time_chain_steps: repeat must be >= 1, got {repeat}")
+    best = dict.fromkeys(plans, math.inf)
+    with blas_threads(1):
+        _timed_rounds(layers, x, plans, repeat, best)
     for p in _params(layers):
         p.grad = None
     return best
+
+
+def _timed_rounds(layers, x, plans, repeat, best):
+    for _ in range(repeat):
+        for name, plan in plans.items():
+            for p in _params(layers):
+                p.grad = None
+            start = time.perf_counter()
+            y = run_chain(layers, x, plan)
+            y.sum().backward()
+            best[name] = min(best[name], time.perf_counter() - start)
+            del y
 
 
 def loglog_slope(xs, ys) -> float:
