@@ -206,7 +206,8 @@ def minigrad_step(model, x, checkpointed: bool, optimizer=None) -> StepRecord:
     ``ledger_temporaries_after_forward`` (registered arrays alive after the loss but not
     saved: op outputs the graph still references, the target, the loss) and
     ``ledger_peak`` (each category's maximum over the step and the maximum of the
-    total, as differences from the start, so parameters count 0 there).
+    total, as differences from the start, so parameters count 0 there). The loss and
+    the model's output are dropped after backward, before the optimizer step.
     """
     import minigrad
     from minigrad import memory
@@ -225,9 +226,11 @@ def minigrad_step(model, x, checkpointed: bool, optimizer=None) -> StepRecord:
 
     with memory.track(record_timeline=False) as m:
         start = m.start
-        # Wrapped inside the tracked region, so that the input's bytes are part of the
-        # differences below (as an activation: the first Linear saves it).
-        xt = minigrad.Tensor(x)
+        # A fresh copy, wrapped inside the tracked region, so that the input's bytes are
+        # part of the differences below (as an activation: the first Linear saves it).
+        # Wrapping the caller's array itself would not do: if an earlier step registered
+        # that array, the ledger still counts it (it is alive) from before the start.
+        xt = minigrad.Tensor(x.copy())
         if checkpointed:
             with warnings.catch_warnings():
                 # minigrad warns that x does not require grad because torch's *reentrant*
@@ -243,6 +246,11 @@ def minigrad_step(model, x, checkpointed: bool, optimizer=None) -> StepRecord:
         saved_tensors = minigrad_saved_arrays(loss)
         loss.backward()
         after_backward = memory.live_bytes()
+        # Drop the graph before the update, as a training loop does when it moves on:
+        # minigrad's nodes hold their parent tensors, so until then every op output
+        # would stay registered.
+        loss_value = float(loss.item())
+        del loss, y
         if optimizer is not None:
             optimizer.step()
         after_step = memory.live_bytes()
@@ -262,7 +270,7 @@ def minigrad_step(model, x, checkpointed: bool, optimizer=None) -> StepRecord:
         "ledger_temporaries_after_forward": d(after_forward, "temporaries"),
         "ledger_peak": {c: m.peak[c] - start[c] for c in m.peak},
     }
-    return StepRecord("minigrad", bool(checkpointed), float(loss.item()),
+    return StepRecord("minigrad", bool(checkpointed), loss_value,
                       {n: p.grad.copy() for n, p in params.items()}, runs[0], cats,
                       saved_tensors, meters)
 
@@ -282,7 +290,8 @@ def torch_step(model, x, checkpointed: bool, optimizer=None, device: str = "cpu"
     not; "Other" the input), ``tracker_peak`` (its breakdown when the total peaked),
     and on a GPU ``cuda_after_forward`` / ``cuda_step_peak``: the caching allocator's
     ``memory_allocated`` after the loss and ``max_memory_allocated`` over the step,
-    minus what was allocated before the step (512-byte blocks).
+    minus what was allocated before the step (512-byte blocks). The loss and the
+    output are dropped after backward, before the optimizer step.
     """
     import torch
     from torch.distributed._tools.mem_tracker import MemTracker
@@ -326,6 +335,8 @@ def torch_step(model, x, checkpointed: bool, optimizer=None, device: str = "cpu"
             cuda["cuda_after_forward"] = torch.cuda.memory_allocated() - cuda_base
         loss.backward()
         after_backward = snap()
+        loss_value = float(loss.item())
+        del loss, y  # as in minigrad_step: nothing of the forward outlives backward but x
         if optimizer is not None:
             optimizer.step()
         after_step = snap()
@@ -342,7 +353,7 @@ def torch_step(model, x, checkpointed: bool, optimizer=None, device: str = "cpu"
     }
     meters = {"tracker_after_forward": after_forward,
               "tracker_peak": _tracker_dict(mt.get_tracker_snapshot("peak")), **cuda}
-    return StepRecord("torch", bool(checkpointed), float(loss.item()),
+    return StepRecord("torch", bool(checkpointed), loss_value,
                       {n: p.grad.detach().cpu().numpy().copy() for n, p in params.items()},
                       runs[0], cats, meter.by_shape(), meters)
 

@@ -93,6 +93,24 @@ def test_same_loss_gradients_and_bytes(sizes, checkpointed):
     n_params = len(r_mg.grads)
     assert r_mg.categories["optimizer"] == 2 * param_bytes(sizes)
     assert r_t.categories["optimizer"] == 2 * param_bytes(sizes) + 4 * n_params
+    # The whole step peaks in the optimizer step, once the graph is gone: gradients,
+    # optimizer state and the input (minigrad: differences from the step's start, so
+    # without the parameters; MemTracker: absolute, its AdamW scratch under Optstate).
+    x_bytes = 4 * batch * sizes[0]
+    assert r_mg.meters["ledger_peak"]["total"] == 3 * param_bytes(sizes) + x_bytes
+    peak = r_t.meters["tracker_peak"]
+    assert peak["Total"] - peak["Optstate"] == 2 * param_bytes(sizes) + x_bytes
+    assert peak["Optstate"] >= r_t.categories["optimizer"]
+
+
+def test_minigrad_step_repeatable_with_the_same_input_array():
+    # The ledger is process-wide: a step must count its own input even when an earlier
+    # step already wrapped the very same NumPy array.
+    x = cc.batches(1, 3, 16)[0]
+    first = fresh_steps((16, 32, 8), x, True, with_optimizer=False)[0]
+    second = fresh_steps((16, 32, 8), x, True, with_optimizer=False)[0]
+    assert first.categories == second.categories
+    assert first.meters == second.meters
 
 
 def test_checkpointing_changes_nothing_but_memory_bitwise():
