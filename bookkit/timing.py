@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["StepTimes", "forward_backward_times", "overhead_bound"]
+__all__ = ["StepTimes", "forward_backward_times", "compare_times", "overhead_bound"]
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,31 @@ def forward_backward_times(forward: Callable[[], torch.Tensor], repeats: int = 5
             fwd.append(t1 - t0)
             bwd.append(t2 - t1)
     return StepTimes(statistics.median(fwd), statistics.median(bwd), repeats)
+
+
+def compare_times(forwards: dict[str, Callable[[], torch.Tensor]], rounds: int = 5,
+                  warmup: int = 1) -> dict[str, StepTimes]:
+    """``forward_backward_times`` for several variants, interleaved round by round.
+
+    Each round runs every variant once (forward and backward) in the given order, so
+    that a slow spell of a shared machine affects all variants alike instead of the
+    one that happened to run then. ``warmup`` untimed rounds come first. Returns
+    ``{name: StepTimes}`` with medians over ``rounds``.
+    """
+    if not forwards:
+        raise ValueError("compare_times: no variants given")
+    if rounds < 1 or warmup < 0:
+        raise ValueError(f"need rounds >= 1 and warmup >= 0, got {rounds}, {warmup}")
+    samples: dict[str, list[StepTimes]] = {name: [] for name in forwards}
+    for _ in range(warmup):
+        for fn in forwards.values():
+            forward_backward_times(fn, repeats=1, warmup=0)
+    for _ in range(rounds):
+        for name, fn in forwards.items():
+            samples[name].append(forward_backward_times(fn, repeats=1, warmup=0))
+    return {name: StepTimes(statistics.median(t.forward for t in ts),
+                            statistics.median(t.backward for t in ts), rounds)
+            for name, ts in samples.items()}
 
 
 def overhead_bound(backward_per_forward: float = 2.0, recomputed_fraction: float = 1.0) -> float:

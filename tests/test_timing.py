@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from bookkit.timing import StepTimes, forward_backward_times, overhead_bound  # noqa: E402
+from bookkit.timing import StepTimes, compare_times, forward_backward_times, overhead_bound  # noqa: E402
 
 
 class _Slow(torch.autograd.Function):
@@ -63,3 +63,23 @@ def test_overhead_bound():
         overhead_bound(2.0, 1.5)
     with pytest.raises(ValueError, match="backward_per_forward"):
         overhead_bound(0.0)
+
+
+def test_compare_times_interleaves_and_keeps_variants_apart():
+    x = torch.ones(2, requires_grad=True)
+    order = []
+
+    def variant(name, fwd, bwd):
+        def forward():
+            order.append(name)
+            return _Slow.apply(x, fwd, bwd).sum()
+        return forward
+
+    times = compare_times({"fast": variant("fast", 0.0, 0.01), "slow": variant("slow", 0.03, 0.05)},
+                          rounds=3, warmup=1)
+    assert order == ["fast", "slow"] * 4
+    assert times["fast"].repeats == times["slow"].repeats == 3
+    assert times["slow"].forward >= 0.03 > times["fast"].forward
+    assert times["slow"].backward >= 0.05 and times["fast"].backward >= 0.01
+    with pytest.raises(ValueError, match="no variants"):
+        compare_times({})
