@@ -24,7 +24,11 @@ activations peak at one of these moments:
 * end of segment ``j``'s recomputation during backward (later segments are
   already done and freed): ``B_{j-1} + |{x_{s_j}} ∪ U(s_j, s_{j+1})|``.
 
-``peak = max`` of those ``k`` terms; `predict_peak` evaluates it.
+``peak = max`` of those ``k`` terms; `predict_peak` evaluates it. One
+refinement: when the chain's input needs no grad and its first layers have no
+parameters, a checkpointed segment whose output needs no grad records no
+checkpoint at all (nothing kept, nothing recomputed, no term), exactly as
+`minigrad.checkpoint` behaves.
 
 Forward work. Each checkpointed layer runs its forward exactly once more
 during backward, so a plan's recomputed work is the summed cost of the layers
@@ -40,9 +44,12 @@ search): for a candidate peak ``M``, ``g(i)`` is the smallest ``B`` with which a
 plan can place a start at ``i`` while every finished term stays ``<= M``;
 keeping the smallest ``B`` is optimal for every continuation, so feasibility of
 ``M`` is one ``O(n^2)`` pass, and a binary search over integer bytes finds the
-smallest feasible ``M``. With a budget, the least recomputation is simply the
-smallest feasible last start (its cost is a prefix sum); among plans with that
-last start the one with the smallest peak is returned.
+smallest feasible ``M`` (jumping straight to the next value at which a pass can
+change: about 20 passes for 1000 layers, well under a second). With a budget,
+the least recomputation is simply the cheapest feasible last start (its cost
+is a prefix sum); among plans with that last start the one with the smallest
+peak is returned. `tests/test_plan.py` checks all of this against brute force
+on numbers, `tests/test_exhaustive.py` against the ledger on real chains.
 """
 from __future__ import annotations
 
@@ -178,7 +185,11 @@ class ChainProfile:
     ``input_bytes[i]`` = ``|x_i|``; ``output_bytes`` = ``|x_n|`` (one int);
     ``saves_input[i]`` / ``saves_output[i]``: layer ``i`` saves ``x_i`` / ``x_{i+1}``
     for backward; ``own_bytes[i]``: bytes of the other arrays it saves (each
-    counted once); ``cost[i]``: forward work of layer ``i`` (any non-negative unit).
+    counted once); ``cost[i]``: forward work of layer ``i`` (any non-negative unit);
+    ``requires_grad`` (optional, length ``n + 1``): whether ``x_0 .. x_n`` require
+    grad (default: all do). A checkpointed segment whose output does not require
+    grad (a parameter-free prefix on an input that needs no grad) records no
+    node: it keeps nothing and is never recomputed.
     """
 
     input_bytes: tuple[int, ...]
@@ -187,6 +198,7 @@ class ChainProfile:
     saves_output: tuple[bool, ...]
     own_bytes: tuple[int, ...]
     cost: tuple[int, ...]
+    requires_grad: tuple[bool, ...] | None = None
 
     def __post_init__(self):
         n = len(self.input_bytes)
@@ -199,6 +211,22 @@ class ChainProfile:
             raise ValueError("byte counts must be non-negative")
         if min(self.cost) < 0:
             raise ValueError("costs must be non-negative")
+        if self.requires_grad is not None:
+            rg = list(self.requires_grad)
+            if len(rg) != n + 1:
+                raise ValueError(f"requires_grad has {len(rg)} entries, expected n + 1 = {n + 1}")
+            if not rg[-1]:
+                raise ValueError("the chain's output does not require grad: there is no backward to plan")
+            if any(a and not b for a, b in zip(rg, rg[1:])):
+                raise ValueError(f"requires_grad must stay True once True along the chain, got {rg}")
+
+    @property
+    def first_grad(self) -> int:
+        """``f``: the first boundary ``x_f`` that requires grad (0 unless the chain's
+        input does not and its first layers have no parameters)."""
+        if self.requires_grad is None:
+            return 0
+        return list(self.requires_grad).index(True)
 
     @property
     def n(self) -> int:
@@ -235,23 +263,33 @@ class ChainProfile:
 def predict_peak(profile: ChainProfile, starts: Sequence[int]) -> int:
     """Peak saved-activation bytes of running the chain under ``starts`` (then
     its backward), by the model in the module docstring."""
-    n = profile.n
-    starts = _check_starts(starts, n)
+    starts = _check_starts(starts, profile.n)
     U, V, a = profile._tables()
-    bounds = list(starts) + [n]
-    terms = []
-    kept = 0  # B_{j-1}: checkpointed inputs held while segment j is live
-    for j in range(len(starts) - 1):
-        terms.append(kept + int(V[bounds[j], bounds[j + 1]]))
-        kept += int(a[bounds[j]])
-    terms.append(kept + int(U[starts[-1], n]))  # end of forward: last segment taped
-    return max(terms)
+    return _peak_of(U, V, a, profile.n, starts, profile.first_grad)
 
 
 def recompute_cost(profile: ChainProfile, starts: Sequence[int]) -> int:
-    """Forward work redone in backward: the cost of every layer before the last start."""
+    """Forward work redone in backward: the cost of every layer of a checkpointed
+    segment (every layer before the last start, except a leading run of
+    segments whose outputs need no grad: those record no checkpoint)."""
     starts = _check_starts(starts, profile.n)
-    return int(sum(profile.cost[: starts[-1]]))
+    f = profile.first_grad
+    bounds = list(starts) + [profile.n]
+    return int(sum(sum(profile.cost[bounds[j]:bounds[j + 1]])
+                   for j in range(len(starts) - 1) if bounds[j + 1] >= f))
+
+
+def _peak_of(U, V, a, n, starts, f=0):
+    """The model's peak for ``starts`` (see the module docstring); a checkpointed
+    segment ending before ``f`` makes no node (no term, nothing kept)."""
+    bounds = list(starts) + [n]
+    kept, peak = 0, 0  # kept: B_{j-1}, checkpointed inputs held while segment j is live
+    for j in range(len(starts) - 1):
+        if bounds[j + 1] < f:
+            continue
+        peak = max(peak, kept + int(V[bounds[j], bounds[j + 1]]))
+        kept += int(a[bounds[j]])
+    return max(peak, kept + int(U[starts[-1], n]))  # end of forward: last segment taped
 
 
 _INF = np.iinfo(np.int64).max // 4
@@ -270,15 +308,20 @@ class _Pass:
     __slots__ = ("before", "pred", "last_term", "next_value")
 
 
-def _dp_pass(VT, Ulast, a, n, M):
+def _dp_pass(VT, Ulast, a, n, M, first=0, f=0):
+    """One feasibility pass for the candidate peak ``M``.
+
+    Plans start at ``first`` (``0``, or a start ``e* < f`` after which the
+    segments before it made no node) and place further starts only at ``f`` or
+    later, so every checkpointed segment counted here records a node."""
     r = _Pass()
     before = np.full(n, _INF, dtype=np.int64)
     pred = np.full(n, -1, dtype=np.int64)
-    before[0] = 0
+    before[first] = 0
     g = np.full(n, _INF, dtype=np.int64)  # g[p] = before[p] + |x_p|: inputs kept once p is checkpointed
-    g[0] = a[0]
+    g[first] = a[first]
     rejected = _INF
-    for i in range(1, n):
+    for i in range(max(first + 1, f), n):
         # segment [p, i) checkpointed: its term is (inputs kept before p) + V[p, i]
         term = before[:i] + VT[i, :i]
         ok = term <= M
@@ -300,20 +343,13 @@ def _dp_pass(VT, Ulast, a, n, M):
     return r
 
 
-def _path(pred, last):
+def _path(pred, last, first=0):
     starts = [int(last)]
-    while starts[-1] != 0:
+    while starts[-1] != first:
         starts.append(int(pred[starts[-1]]))
+    if first != 0:
+        starts.append(0)  # the leading segment [0, first): no node, nothing kept
     return tuple(reversed(starts))
-
-
-def _peak_of(U, V, a, n, starts):
-    bounds = list(starts) + [n]
-    kept, peak = 0, 0
-    for j in range(len(starts) - 1):
-        peak = max(peak, kept + int(V[bounds[j], bounds[j + 1]]))
-        kept += int(a[bounds[j]])
-    return max(peak, kept + int(U[starts[-1], n]))
 
 
 class _Solver:
@@ -321,40 +357,44 @@ class _Solver:
 
     def __init__(self, profile: ChainProfile):
         self.n = profile.n
+        self.f = profile.first_grad
         self.U, self.V, self.a = profile._tables()
         self.VT = np.ascontiguousarray(self.V.T)  # row i = V[:, i], contiguous for the pass
         self.Ulast = np.ascontiguousarray(self.U[: self.n, self.n])
+        # a bound no plan exceeds: every boundary kept plus everything saved
+        self.ceiling = int(self.a.sum() + self.U[0, self.n])
+        # every layer from f - 1 on is taped at some moment of every plan (its
+        # segment ends at f or later: a node or the last segment), with its saved bytes
+        taped = np.arange(max(self.f - 1, 0), self.n)
+        self.floor = int(self.U[taped, taped + 1].max())
+        # where the plan may start counting: 0, or any e* in [1, f-1] (see _dp_pass)
+        self.firsts = [0] + list(range(1, min(self.f, self.n)))
 
-    def run(self, M):
-        return _dp_pass(self.VT, self.Ulast, self.a, self.n, M)
+    def run(self, M, first=0):
+        return _dp_pass(self.VT, self.Ulast, self.a, self.n, M, first, self.f)
 
-    def plan_at(self, M, last=None):
+    def plan_at(self, M, last=None, first=0):
         """``(peak, starts)`` of the pass's plan at ``M`` (None if infeasible);
         with ``last`` the last start is fixed, otherwise the smallest last term wins."""
-        r = self.run(M)
+        r = self.run(M, first)
         if last is None:
             last = int(np.argmin(r.last_term))
         if r.last_term[last] > M:
             return None, r
-        starts = _path(r.pred, last)
-        return (_peak_of(self.U, self.V, self.a, self.n, starts), starts), r
+        starts = _path(r.pred, last, first)
+        return (_peak_of(self.U, self.V, self.a, self.n, starts, self.f), starts), r
 
-    def min_peak(self, last=None, hi=None, lo=0):
-        """Smallest peak (bytes) of any plan (with last start ``last``) and the plan."""
-        n = self.n
-        if hi is None:
-            # every plan is within this: checkpoint every layer before `last`
-            starts = tuple(range((last or 0) + 1)) if last else (0,)
-            hi = _peak_of(self.U, self.V, self.a, n, starts)
-        best = self.plan_at(hi, last)[0]
+    def min_peak(self, last=None, first=0, hi=None, lo=0):
+        """``(peak, starts)``: the smallest peak (bytes) of the plans starting their
+        nodes at ``first`` (and with last start ``last``), or None if there is none."""
+        best = self.plan_at(self.ceiling if hi is None else hi, last, first)[0]
         if best is None:
             return None
         hi = best[0]
-        # every layer's own saved bytes are live at some moment of every plan
-        lo = max(lo, int(self.U[np.arange(n), np.arange(1, n + 1)].max()))
+        lo = max(lo, self.floor)
         while lo < hi:
             mid = (lo + hi) // 2
-            found, r = self.plan_at(mid, last)
+            found, r = self.plan_at(mid, last, first)
             if found is None:
                 # the pass is the same for every M below the next rejected term
                 lo = max(mid + 1, min(r.next_value, hi))
@@ -363,6 +403,10 @@ class _Solver:
                 hi = found[0]  # the plan found may beat mid
         return best
 
+    def best(self):
+        """The smallest peak over all plans, and a plan that attains it."""
+        return min(self.min_peak(first=e) for e in self.firsts)
+
 
 def optimal_segments_from_profile(profile: ChainProfile, budget_bytes: int | None = None) -> SegmentPlan:
     """The optimal one-level plan for ``profile`` (see `optimal_segments`)."""
@@ -370,23 +414,31 @@ def optimal_segments_from_profile(profile: ChainProfile, budget_bytes: int | Non
     solver = _Solver(profile)
     floor = 0  # a known lower bound on every plan's peak
     if budget_bytes is None:
-        budget = floor = solver.min_peak()[0]
+        budget = floor = solver.best()[0]
     else:
         budget = _check_int("budget_bytes", budget_bytes, 0)
-    r = solver.run(budget)
-    feasible = np.nonzero(r.last_term <= budget)[0]
-    if feasible.size == 0:
-        best = solver.min_peak()[0]
+    # Least recomputation under the budget. The recomputed layers are those from
+    # the first node's start e* (0 in the usual case) to the last start, so the
+    # cost is prefix[last] - prefix[e*]: find the cheapest feasible pair.
+    prefix = np.concatenate([[0], np.cumsum(np.array(profile.cost, dtype=np.int64))])
+    options = []  # (cost, e*, last)
+    for e in solver.firsts:
+        r = solver.run(budget, e)
+        options += [(int(prefix[p] - prefix[e]), e, int(p)) for p in np.nonzero(r.last_term <= budget)[0]]
+    if not options:
+        best = solver.best()[0]
         raise ValueError(
             f"budget_bytes={budget} is infeasible: the smallest achievable peak of saved "
             f"activations for this chain is {best} bytes; allowed: budget_bytes >= {best}")
-    # Least recomputation under the budget = the cheapest feasible last start.
-    prefix = np.concatenate([[0], np.cumsum(np.array(profile.cost, dtype=np.int64))])
-    cheapest = min(int(prefix[p]) for p in feasible)
-    # Among plans with that cost (several last starts when some layers cost 0),
-    # the smallest peak; remaining ties go to the earliest last start.
-    peak, starts = min(solver.min_peak(last=int(p), hi=budget, lo=floor)
-                       for p in feasible if prefix[p] == cheapest)
+    cheapest = min(o[0] for o in options)
+    # Among plans with that cost (several when some layers cost 0), the smallest
+    # peak; remaining ties go to the earliest last start.
+    candidates = []
+    for c, e, p in options:
+        if c == cheapest:
+            peak, starts = solver.min_peak(last=p, first=e, hi=budget, lo=floor)
+            candidates.append((peak, p, starts))
+    peak, _, starts = min(candidates)
     predicted = predict_peak(profile, starts)
     assert predicted == peak <= budget, (predicted, peak, budget)
     return SegmentPlan(n=n, starts=starts, predicted_peak_activations=predicted,
@@ -394,16 +446,21 @@ def optimal_segments_from_profile(profile: ChainProfile, budget_bytes: int | Non
 
 
 def min_peak_for_each_last_start(profile: ChainProfile) -> list[tuple[int, int, tuple[int, ...]]]:
-    """The memory–compute frontier's raw points: for each last start ``p``, the
-    plan with the smallest peak, as ``(recompute_cost, peak_bytes, starts)``.
+    """The memory–compute frontier's raw points: for each last start ``p`` (and,
+    when the chain begins with layers whose outputs need no grad, each choice of
+    the first checkpoint there), the plan with the smallest peak, as
+    ``(recompute_cost, peak_bytes, starts)`` sorted by cost.
 
     One binary search per ``p``: meant for chains of up to a few hundred layers."""
     solver = _Solver(profile)
     out = []
     for last in range(profile.n):
-        peak, starts = solver.min_peak(last=last)
-        out.append((recompute_cost(profile, starts), peak, starts))
-    return out
+        for e in solver.firsts:
+            found = solver.min_peak(last=last, first=e) if e <= last else None
+            if found is not None:
+                peak, starts = found
+                out.append((recompute_cost(profile, starts), peak, starts))
+    return sorted(set(out))
 
 
 def optimal_segments(layers, x=None, budget_bytes: int | None = None) -> SegmentPlan:
@@ -461,6 +518,7 @@ def profile_chain(layers, x) -> ChainProfile:
     key = lambda arr: id(ledger._base(arr))  # noqa: E731  (the ledger's buffer identity)
     rng_state = _get_rng_state()
     input_bytes, saves_in, saves_out, own_bytes, cost = [], [], [], [], []
+    requires_grad = [bool(x.requires_grad)]
     owner: dict[int, int] = {}  # private saved buffer -> layer that saved it
     boundaries: dict[int, int] = {}  # buffer of x_i -> i
     outputs = []  # keep every boundary alive so buffer ids stay unique during the run
@@ -509,6 +567,7 @@ def profile_chain(layers, x) -> ChainProfile:
                 saves_in.append(s_in)
                 saves_out.append(s_out)
                 own_bytes.append(int(own))
+                requires_grad.append(bool(out.requires_grad))
                 outputs.append(out)
                 h = out
             output_bytes = int(ledger._base(h.data).nbytes)
@@ -518,7 +577,8 @@ def profile_chain(layers, x) -> ChainProfile:
         _set_rng_state(rng_state)
     return ChainProfile(input_bytes=tuple(input_bytes), output_bytes=output_bytes,
                         saves_input=tuple(saves_in), saves_output=tuple(saves_out),
-                        own_bytes=tuple(own_bytes), cost=tuple(cost))
+                        own_bytes=tuple(own_bytes), cost=tuple(cost),
+                        requires_grad=tuple(requires_grad))
 
 
 def _get_rng_state():

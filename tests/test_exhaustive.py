@@ -149,3 +149,27 @@ def test_transformer_blocks_prediction_is_exact():
     plan = P.optimal_segments(profile)
     assert plan.predicted_peak_activations == min(measured.values()) == measure(blocks, x, plan.starts)[0]
     assert plan.predicted_peak_activations < measured[(0,)]  # checkpointing does help here
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_parameter_free_prefix_on_an_input_without_grad(seed):
+    # The first layers see an input that needs no grad and have no parameters:
+    # a checkpoint over them records no node, keeps nothing and is never recomputed.
+    rng = np.random.default_rng(200 + seed)
+    minigrad.random.manual_seed(seed)
+    lead = [nn.ReLU(), nn.Dropout(0.3), nn.GELU(), nn.Tanh()][: 1 + seed]
+    rest, width = random_chain(rng, 8 - len(lead))
+    layers = lead + rest
+    x = minigrad.Tensor(rng.standard_normal((3, width)).astype(np.float32))  # no grad
+    profile = P.profile_chain(layers, x)
+    assert profile.first_grad == len(lead) + 1
+    measured = {}
+    for starts in all_segmentations(len(layers)):
+        peak, recomputed = measure(layers, x, starts)
+        assert peak == P.predict_peak(profile, starts), starts
+        assert recomputed == P.recompute_cost(profile, starts), starts
+        measured[starts] = (peak, recomputed)
+    best = min(p for p, _ in measured.values())
+    plan = P.optimal_segments(profile)
+    assert measure(layers, x, plan.starts) == (best, plan.recompute_cost)
+    assert plan.recompute_cost == min(r for p, r in measured.values() if p == best)

@@ -62,6 +62,8 @@ def test_segment_plan_actions_count_calls():
 # --- the memory model against a set-based evaluation --------------------------------
 
 def _random_profile(rng, n):
+    # a third of the chains begin with layers whose outputs need no grad
+    f = rng.randint(0, n) if rng.random() < 1 / 3 else 0
     return ChainProfile(
         input_bytes=tuple(rng.choice([4, 8, 16, 64, 100, 256, 1024]) for _ in range(n)),
         output_bytes=rng.choice([4, 64, 512]),
@@ -69,7 +71,15 @@ def _random_profile(rng, n):
         saves_output=tuple(rng.random() < 0.4 for _ in range(n)),
         own_bytes=tuple(rng.choice([0, 0, 8, 128, 512, 4096]) for _ in range(n)),
         cost=tuple(rng.randint(0, 5) for _ in range(n)),
+        requires_grad=tuple(b >= f for b in range(n + 1)),
     )
+
+
+def _reference_cost(pr, starts):
+    """Layers of checkpointed segments whose output requires grad (those make a node)."""
+    bounds = list(starts) + [pr.n]
+    rg = pr.requires_grad or (True,) * (pr.n + 1)
+    return sum(sum(pr.cost[bounds[j]:bounds[j + 1]]) for j in range(len(starts) - 1) if rg[bounds[j + 1]])
 
 
 def _reference_peak(pr, starts):
@@ -88,8 +98,11 @@ def _reference_peak(pr, starts):
         return s
 
     bounds = list(starts) + [n]
+    rg = pr.requires_grad or (True,) * (n + 1)
     kept, terms = set(), []
     for j in range(len(starts) - 1):  # recomputation of checkpointed segment j
+        if not rg[bounds[j + 1]]:
+            continue  # its output needs no grad: no checkpoint node, nothing kept
         live = kept | {("x", bounds[j])}
         for i in range(bounds[j], bounds[j + 1]):
             live |= saved(i)
@@ -109,10 +122,11 @@ def _all_segmentations(n):
 
 def test_predict_peak_equals_set_model():
     rng = random.Random(1)
-    for _ in range(60):
+    for _ in range(100):
         pr = _random_profile(rng, rng.randint(1, 8))
         for starts in _all_segmentations(pr.n):
             assert P.predict_peak(pr, starts) == _reference_peak(pr, starts)
+            assert P.recompute_cost(pr, starts) == _reference_cost(pr, starts)
 
 
 def test_no_checkpointing_keeps_everything_saved():
@@ -130,9 +144,9 @@ def test_no_checkpointing_keeps_everything_saved():
 @pytest.mark.parametrize("seed", range(8))
 def test_optimal_segments_is_minimal(seed):
     rng = random.Random(seed)
-    for _ in range(25):
+    for _ in range(40):
         pr = _random_profile(rng, rng.randint(1, 9))
-        table = [(P.predict_peak(pr, s), P.recompute_cost(pr, s), s) for s in _all_segmentations(pr.n)]
+        table = [(_reference_peak(pr, s), _reference_cost(pr, s), s) for s in _all_segmentations(pr.n)]
         best = min(t[0] for t in table)
         plan = P.optimal_segments(pr)
         assert plan.predicted_peak_activations == best
@@ -159,15 +173,30 @@ def test_infeasible_budget_names_the_smallest_feasible_one():
         P.optimal_segments(pr, budget_bytes=-5)
 
 
-def test_frontier_points_are_minimal_per_last_start():
-    rng = random.Random(3)
-    pr = _random_profile(rng, 7)
-    pts = P.min_peak_for_each_last_start(pr)
-    assert len(pts) == 7
-    for cost, peak, starts in pts:
-        same_last = [P.predict_peak(pr, s) for s in _all_segmentations(7) if s[-1] == starts[-1]]
-        assert peak == min(same_last) == P.predict_peak(pr, starts)
-        assert cost == P.recompute_cost(pr, starts)
+def _pareto(points):
+    front, best = [], float("inf")
+    for cost, peak in sorted(set(points)):
+        if peak < best:
+            front.append((cost, peak))
+            best = peak
+    return front
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_frontier_points_span_the_pareto_front(seed):
+    rng = random.Random(seed)
+    for _ in range(10):
+        pr = _random_profile(rng, rng.randint(1, 8))
+        pts = P.min_peak_for_each_last_start(pr)
+        for cost, peak, starts in pts:
+            assert peak == _reference_peak(pr, starts) and cost == _reference_cost(pr, starts)
+        every = [(_reference_cost(pr, s), _reference_peak(pr, s)) for s in _all_segmentations(pr.n)]
+        assert _pareto([(c, p) for c, p, _ in pts]) == _pareto(every)
+        if pr.first_grad == 0:  # one point per last start, each the minimum for it
+            assert sorted(s[-1] for _, _, s in pts) == list(range(pr.n))
+            for _, peak, starts in pts:
+                assert peak == min(_reference_peak(pr, s) for s in _all_segmentations(pr.n)
+                                   if s[-1] == starts[-1])
 
 
 def test_thousand_layers_planned_in_under_a_second():
@@ -203,3 +232,15 @@ def test_revolve_is_reexported():
     assert P.revolve(10, 3).kind == "revolve"
     with pytest.raises(ValueError, match=r"1 <= slots"):
         P.revolve(10, 0)
+
+
+def test_profile_validates_requires_grad():
+    kw = dict(input_bytes=(4, 4), output_bytes=4, saves_input=(True, True), saves_output=(False, False),
+              own_bytes=(0, 0), cost=(1, 1))
+    with pytest.raises(ValueError, match="does not require grad"):
+        ChainProfile(requires_grad=(False, False, False), **kw)
+    with pytest.raises(ValueError, match="stay True"):
+        ChainProfile(requires_grad=(True, False, True), **kw)
+    with pytest.raises(ValueError, match="n \\+ 1 = 3"):
+        ChainProfile(requires_grad=(True, True), **kw)
+    assert ChainProfile(requires_grad=(False, False, True), **kw).first_grad == 2
