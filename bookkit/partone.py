@@ -18,6 +18,7 @@ __all__ = [
     "ChainStep",
     "measure_chain_step",
     "time_chain_steps",
+    "ChainTimes",
     "blas_threads",
     "loglog_slope",
     "gradient_check",
@@ -163,34 +164,46 @@ def blas_threads(n: int):
         set_threads(old)
 
 
+@dataclass(frozen=True)
+class ChainTimes:
+    """Wall-clock seconds of one step's ``forward`` (building the graph, checkpointed
+    segments run untaped) and ``backward`` (including every recomputation)."""
+
+    forward: float
+    backward: float
+
+    @property
+    def step(self) -> float:
+        return self.forward + self.backward
+
+
 def time_chain_steps(layers, x, plans: dict, repeat: int = 5) -> dict:
-    """Wall-clock seconds of one forward + backward of ``run_chain(layers, x, plan).sum()``
-    for each ``name: plan`` of ``plans`` (``None`` = no checkpointing).
+    """Time one forward + backward of ``run_chain(layers, x, plan).sum()`` for each
+    ``name: plan`` of ``plans`` (``None`` = no checkpointing).
 
     The plans take turns (round robin, ``repeat`` rounds) so that a slow spell of the
-    machine hits all of them; each gets its fastest run, the least disturbed one.
+    machine hits all of them; each keeps its fastest step, the least disturbed one.
     NumPy's BLAS runs single-threaded meanwhile (see `blas_threads`).
-    Returns ``{name: seconds}``."""
+    Returns ``{name: ChainTimes}``."""
     if repeat < 1:
         raise ValueError(f"time_chain_steps: repeat must be >= 1, got {repeat}")
-    best = dict.fromkeys(plans, math.inf)
+    best = {}
     with blas_threads(1):
-        _timed_rounds(layers, x, plans, repeat, best)
+        for _ in range(repeat):
+            for name, plan in plans.items():
+                for p in _params(layers):
+                    p.grad = None
+                t0 = time.perf_counter()
+                loss = run_chain(layers, x, plan).sum()
+                t1 = time.perf_counter()
+                loss.backward()
+                t2 = time.perf_counter()
+                del loss
+                if name not in best or t2 - t0 < best[name].step:
+                    best[name] = ChainTimes(forward=t1 - t0, backward=t2 - t1)
     for p in _params(layers):
         p.grad = None
     return best
-
-
-def _timed_rounds(layers, x, plans, repeat, best):
-    for _ in range(repeat):
-        for name, plan in plans.items():
-            for p in _params(layers):
-                p.grad = None
-            start = time.perf_counter()
-            y = run_chain(layers, x, plan)
-            y.sum().backward()
-            best[name] = min(best[name], time.perf_counter() - start)
-            del y
 
 
 def loglog_slope(xs, ys) -> float:
