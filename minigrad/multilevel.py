@@ -231,13 +231,17 @@ def revolve(n: int, slots: int) -> RevolvePlan:
     )
 
 
-def run_revolve(layers, plan: RevolvePlan, x):
+def run_revolve(layers, plan: RevolvePlan, x, preserve_rng_state: bool = True, determinism_check=True):
     """Run ``layers`` (a list of callables Tensor -> Tensor) on ``x`` under ``plan``.
 
     Returns the chain's output Tensor; its backward recomputes according to the
-    binomial schedule by nesting ``minigrad.checkpoint.checkpoint`` calls.
-    The layers are called exactly ``plan.n_layer_calls`` times over one forward
-    and one backward. Gradients are bit-identical to ``layers`` run plainly."""
+    binomial schedule by nesting ``minigrad.checkpoint.checkpoint`` calls (the
+    keyword arguments are passed on to each). The layers are called exactly
+    ``plan.n_layer_calls`` times over one forward and one backward. Gradients
+    are bit-identical to ``layers`` run plainly. Like ``checkpoint_sequential``,
+    it does not warn when ``x`` needs no grad (the chain's data usually does not)."""
+    import warnings
+
     layers = list(layers)
     if getattr(plan, "kind", None) != "revolve":
         raise TypeError(f"run_revolve needs a plan with kind == 'revolve', got {plan!r}")
@@ -255,7 +259,10 @@ def run_revolve(layers, plan: RevolvePlan, x):
             # reversed with s slots, its input being the snapshot it started from.
             return run(a, m, s, inp)
 
-        h = checkpoint(first_part, h)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="checkpoint: none of the inputs requires grad")
+            h = checkpoint(first_part, h, preserve_rng_state=preserve_rng_state,
+                           determinism_check=determinism_check)
         return run(a + m, l - m, s - 1, h)
 
     return run(0, plan.n, plan.slots, x)

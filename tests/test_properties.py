@@ -1,7 +1,7 @@
 """Property tests: checkpointing never changes a gradient, not even by one bit.
 
 Random chains (depth 1-30, random widths, Linear/ReLU/GELU/Tanh/LayerNorm/Dropout
-mixed) under random plans (uniform, explicit boundaries, optimal, revolve), in
+mixed; half of them on an input without grad behind a parameter-free layer) under random plans (uniform, explicit boundaries, optimal, revolve), in
 float32 and float64: the gradients of the input and of every parameter equal
 those of the plain run exactly (``np.array_equal``). The same for the small GPT
 with every block checkpointed.
@@ -38,7 +38,13 @@ def chains(draw):
     dtype = draw(st.sampled_from([np.float32, np.float64]))
     batch = draw(st.integers(1, 4))
     seed = draw(st.integers(0, 2**16))
-    return kinds, widths, p, dtype, batch, seed
+    # an input without grad: checkpoints over a parameter-free prefix make no node
+    x_grad = draw(st.booleans())
+    if not x_grad:
+        kinds = [draw(st.sampled_from(("relu", "gelu", "dropout")))] + kinds
+        widths = [widths[0]] + widths
+        p = [p[0]] + p
+    return kinds, widths, p, dtype, batch, seed, x_grad
 
 
 @st.composite
@@ -74,14 +80,14 @@ def build(kinds, widths, p, dtype, seed):
     return layers
 
 
-def grads(layers, x0, run, seed):
+def grads(layers, x0, run, seed, x_grad=True):
     for layer in layers:
         layer.zero_grad()
-    x = minigrad.Tensor(x0.copy(), requires_grad=True)
+    x = minigrad.Tensor(x0.copy(), requires_grad=x_grad)
     minigrad.random.manual_seed(seed)  # same dropout masks in both runs
     y = run(x)
     y.backward(np.linspace(-1, 1, y.size).reshape(y.shape).astype(y.dtype))
-    return [x.grad] + [q.grad for layer in layers for q in layer.parameters()]
+    return ([x.grad] if x_grad else []) + [q.grad for layer in layers for q in layer.parameters()]
 
 
 def plain(layers):
@@ -95,7 +101,7 @@ def plain(layers):
 @PROFILE
 @given(data=st.data(), chain=chains())
 def test_checkpointed_gradients_are_bit_identical(data, chain):
-    kinds, widths, p, dtype, batch, seed = chain
+    kinds, widths, p, dtype, batch, seed, x_grad = chain
     layers = build(kinds, widths, p, dtype, seed)
     n = len(layers)
     x0 = np.random.default_rng(seed).standard_normal((batch, widths[0])).astype(dtype)
@@ -109,10 +115,10 @@ def test_checkpointed_gradients_are_bit_identical(data, chain):
     elif kind == "revolve":
         plan = P.revolve(n, arg)
     else:
-        plan = P.optimal_segments(layers, minigrad.Tensor(x0, requires_grad=True))
+        plan = P.optimal_segments(layers, minigrad.Tensor(x0, requires_grad=x_grad))
 
-    expected = grads(layers, x0, plain(layers), seed + 1)
-    got = grads(layers, x0, lambda h: checkpoint_sequential(layers, plan, h), seed + 1)
+    expected = grads(layers, x0, plain(layers), seed + 1, x_grad)
+    got = grads(layers, x0, lambda h: checkpoint_sequential(layers, plan, h), seed + 1, x_grad)
     assert len(expected) == len(got)
     for a, b in zip(expected, got):
         assert a is not None and b is not None
