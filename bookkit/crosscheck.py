@@ -158,25 +158,19 @@ def minigrad_saved_arrays(root) -> dict:
     checkpoint will recompute is not (it is not saved yet).
     """
     from minigrad import nn
-    from minigrad.tensor import Tensor
+    from minigrad import tensor as _tensor
 
-    param_bases = set()
-    seen_t, stack, bases = set(), [root], {}
-    while stack:
-        t = stack.pop()
-        if id(t) in seen_t or not isinstance(t, Tensor):
-            continue
-        seen_t.add(id(t))
-        if isinstance(t, nn.Parameter):
-            param_bases.add(id(_base(t.data)))
-        ctx = t._ctx
+    param_bases, bases = set(), {}
+    for ctx, leaves in _graph(root, _tensor):
+        for t in leaves:
+            if isinstance(t, nn.Parameter):
+                param_bases.add(id(_base(t.data)))
         if ctx is None:
             continue
         for a in ctx.saved:
             if isinstance(a, np.ndarray):
                 b = _base(a)
                 bases.setdefault(id(b), (b, a))
-        stack.extend(p for p in ctx.parents if isinstance(p, Tensor))
     groups: dict = {}
     for key, (b, a) in bases.items():
         if key in param_bases:
@@ -185,6 +179,27 @@ def minigrad_saved_arrays(root) -> dict:
         g[0] += 1
         g[1] += b.nbytes
     return {k: (c, n) for k, (c, n) in sorted(groups.items(), key=lambda kv: -kv[1][1])}
+
+
+def _graph(root, _tensor):
+    """Yield ``(node, leaves)`` for the graph behind ``root``: each node (a Context,
+    or None) with the leaf tensors it reaches directly."""
+    Tensor = _tensor.Tensor
+    if hasattr(_tensor, "graph_nodes"):
+        # Engines whose nodes point at nodes (torch-like edges): walk them as given.
+        for n in _tensor.graph_nodes(root):
+            yield (None, [n]) if isinstance(n, Tensor) else (n, [])
+        return
+    # Engines whose nodes hold their parent tensors (ctx.parents).
+    seen, stack = set(), [root]
+    while stack:
+        t = stack.pop()
+        if id(t) in seen or not isinstance(t, Tensor):
+            continue
+        seen.add(id(t))
+        yield t._ctx, [t]
+        if t._ctx is not None:
+            stack.extend(p for p in t._ctx.parents if isinstance(p, Tensor))
 
 
 def _base(a):
