@@ -119,9 +119,9 @@ class _Checkpoint:
         global _DEPTH
         saved = iter(ctx.saved_tensors)  # raises if this node was already released
         args = []
-        for a in ctx.args:
+        for is_tensor, value in ctx.args:
             # Shares the saved buffer: recomputing adds no bytes for the inputs.
-            args.append(Tensor(next(saved), requires_grad=a.requires_grad) if isinstance(a, Tensor) else a)
+            args.append(Tensor(next(saved), requires_grad=value) if is_tensor else value)
         now = _random.get_rng_state() if ctx.rng_state is not None else None
         if ctx.rng_state is not None:
             _random.set_rng_state(ctx.rng_state)
@@ -166,9 +166,12 @@ def _checkpoint(fn, args, kwargs, preserve_rng_state, determinism_check, warn):
         return out  # nothing to differentiate: no node, nothing kept
     ctx = Context(True)
     ctx.fn = _Checkpoint
-    ctx.parents = args
+    ctx.inputs = tuple(_tensor._edge(a) for a in args)
+    ctx.input_shapes = tuple(a.shape if isinstance(a, Tensor) else None for a in args)
     ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
-    ctx.args, ctx.kwargs, ctx.run = args, kwargs, fn
+    # (is_tensor, requires_grad or the value): the node keeps no Tensor, only the saved arrays.
+    ctx.args = tuple((True, a.requires_grad) if isinstance(a, Tensor) else (False, a) for a in args)
+    ctx.kwargs, ctx.run = kwargs, fn
     ctx.rng_state = rng_state
     ctx.first = rec if determinism_check else None
     ctx.out_meta = (out.shape, out.dtype)

@@ -196,13 +196,10 @@ class MatMul(Function):
         ga = gb = None
         if b is not None:
             ga = np.matmul(g, np.swapaxes(b, -1, -2))
-            if ga.shape != ctx.parents[0].shape:
-                ga = _unbroadcast(ga, ctx.parents[0].shape)
+            if ga.shape != ctx.input_shapes[0]:
+                ga = _unbroadcast(ga, ctx.input_shapes[0])
         if a is not None:
-            if b is None:
-                bshape = ctx.parents[1].shape
-            else:
-                bshape = b.shape
+            bshape = ctx.input_shapes[1]
             if len(bshape) == 2 and a.ndim > 2:
                 # (..., k) @ (k, n): fold the batch dims into one matmul (no batched sum).
                 gb = np.matmul(a.reshape(-1, a.shape[-1]).T, g.reshape(-1, g.shape[-1]))

@@ -12,13 +12,15 @@ node's ``backward`` once, accumulates gradients with ``+=`` and, unless
 """
 from __future__ import annotations
 
+import weakref
 from contextlib import contextmanager
 
 import numpy as np
 
 from minigrad import memory as _mem
 
-__all__ = ["Tensor", "Function", "Context", "no_grad", "enable_grad", "is_grad_enabled"]
+__all__ = ["Tensor", "Function", "Context", "no_grad", "enable_grad", "is_grad_enabled",
+           "graph_nodes", "run_backward"]
 
 _GRAD_ENABLED = True
 # Hooks for minigrad.checkpoint (set there, None otherwise): a callable told about
@@ -56,14 +58,21 @@ class Context:
     ``save_for_backward(*arrays)`` is the only way an op keeps arrays for its
     backward; the ledger counts them as ``"activations"`` until the node is released."""
 
-    __slots__ = ("fn", "parents", "saved", "released", "recording", "needs_input_grad", "__dict__")
+    __slots__ = ("fn", "inputs", "input_shapes", "saved", "released", "recording",
+                 "needs_input_grad", "retained", "__dict__")
 
     def __init__(self, recording: bool):
         self.recording = recording
         self.saved = ()
         self.released = False
         self.fn = None
-        self.parents = ()
+        # One edge per positional input: the input's node (a Context) if it was computed
+        # from tensors that require grad, the tensor itself if it is a leaf that requires
+        # grad, else None. Edges point at nodes, not at the input tensors, so an op output
+        # that no backward saved is freed as soon as nobody else holds it (as in torch).
+        self.inputs = ()
+        self.input_shapes = ()
+        self.retained = None  # weakref to the output tensor, set by Tensor.retain_grad()
 
     def save_for_backward(self, *arrays):
         if not self.recording:  # no graph (no_grad or no input needs grad): keep nothing
@@ -124,7 +133,8 @@ class Function:
         result = Tensor(out, requires_grad=needs)
         if needs:
             ctx.fn = cls
-            ctx.parents = args
+            ctx.inputs = tuple(_edge(a) for a in args)
+            ctx.input_shapes = tuple(a.shape if isinstance(a, Tensor) else None for a in args)
             result._ctx = ctx
         for obs in _OP_OBSERVERS:
             obs(cls, args, result)
@@ -134,6 +144,13 @@ class Function:
     @classmethod
     def name(cls) -> str:
         return cls.__name__.lower()
+
+
+def _edge(a):
+    """The graph edge to input ``a`` (see ``Context.inputs``)."""
+    if not (isinstance(a, Tensor) and a.requires_grad):
+        return None
+    return a if a._ctx is None else a._ctx
 
 
 def _as_array(data, dtype=None):
@@ -174,6 +191,8 @@ class Tensor:
     def retain_grad(self):
         """Keep this non-leaf tensor's gradient in ``.grad`` after backward (like torch)."""
         self._retains_grad = True
+        if self._ctx is not None:
+            self._ctx.retained = weakref.ref(self)
 
     # --- data and grad (properties so that the ledger sees every change) ----
     @property
@@ -272,23 +291,26 @@ class Tensor:
     # --- operators (defined in ops.py, attached at import) --------------------------
 
 
-def _topo_order(root):
-    """Tensors reachable from ``root`` through requires-grad nodes, parents before children."""
+def graph_nodes(root):
+    """The graph behind ``root``: its nodes (Contexts) and the leaves that require
+    grad (Tensors), every input before the nodes that use it. A node's
+    ``saved`` arrays, ``fn`` and ``inputs`` describe it."""
+    start = root._ctx if isinstance(root, Tensor) and root._ctx is not None else root
     order, seen = [], set()
-    stack = [(root, False)]
+    stack = [(start, False)]
     while stack:
-        t, done = stack.pop()
+        node, done = stack.pop()
         if done:
-            order.append(t)
+            order.append(node)
             continue
-        if id(t) in seen:
+        if id(node) in seen:
             continue
-        seen.add(id(t))
-        stack.append((t, True))
-        if t._ctx is not None:
-            for p in reversed(t._ctx.parents):
-                if isinstance(p, Tensor) and p.requires_grad and id(p) not in seen:
-                    stack.append((p, False))
+        seen.add(id(node))
+        stack.append((node, True))
+        if isinstance(node, Context):
+            for e in reversed(node.inputs):
+                if e is not None and id(e) not in seen:
+                    stack.append((e, False))
     return order
 
 
@@ -301,32 +323,32 @@ def _owned(g, taken):
 def run_backward(root, grad, retain_graph=False, inputs=None):
     """Back-propagate ``grad`` from ``root``. Leaves accumulate into ``.grad``.
 
-    If ``inputs`` (a list of tensors) is given, their gradients are returned
+    If ``inputs`` (a list of leaf tensors) is given, their gradients are returned
     instead of being accumulated into their ``.grad`` (like ``torch.autograd.grad``
     for those inputs; other leaves still accumulate). Used by checkpoint."""
-    order = _topo_order(root)
+    order = graph_nodes(root)
     wanted = {id(t): i for i, t in enumerate(inputs)} if inputs is not None else {}
     results = [None] * (len(inputs) if inputs is not None else 0)
     _mem.register(grad)
-    grads = {id(root): [grad, False]}  # id -> [array, owned?]
+    grads = {id(order[-1]): [grad, False]}  # id(node or leaf) -> [array, owned?]
     with _mem.phase("backward"):
-        for t in reversed(order):
-            entry = grads.pop(id(t), None)
+        for node in reversed(order):
+            entry = grads.pop(id(node), None)
             if entry is None:
                 continue
             g, owned = entry
-            if id(t) in wanted:
-                results[wanted[id(t)]] = g
-                continue
-            ctx = t._ctx
-            if t._retains_grad and ctx is not None:
-                t.grad = g.copy() if t._grad is None else t._grad + g
-            if ctx is None:  # a leaf
-                if t._grad is None:
-                    t.grad = g if owned else g.copy()
+            if isinstance(node, Tensor):  # a leaf
+                if id(node) in wanted:
+                    results[wanted[id(node)]] = g
+                elif node._grad is None:
+                    node.grad = g if owned else g.copy()
                 else:
-                    t._grad += g  # in place: no new gradient array
+                    node._grad += g  # in place: no new gradient array
                 continue
+            ctx = node
+            if ctx.retained is not None and ctx.retained() is not None:
+                t = ctx.retained()
+                t.grad = g.copy() if t._grad is None else t._grad + g
             if ctx.released:
                 ctx.saved_tensors  # raises the "backward a second time" error
             pgrads = ctx.fn.backward(ctx, g)
@@ -337,18 +359,18 @@ def run_backward(root, grad, retain_graph=False, inputs=None):
                 pgrads = (pgrads,)
             if not retain_graph:
                 ctx.release()
-            for p, pg in zip(ctx.parents, pgrads):
-                if pg is None or not isinstance(p, Tensor) or not p.requires_grad:
+            for edge, shape, pg in zip(ctx.inputs, ctx.input_shapes, pgrads):
+                if pg is None or edge is None:
                     continue
                 if not isinstance(pg, np.ndarray):
-                    pg = np.asarray(pg, dtype=p.dtype)
-                if pg.shape != p.shape:
+                    pg = np.asarray(pg)
+                if pg.shape != shape:
                     raise RuntimeError(f"{ctx.fn.name()}.backward returned a gradient of shape "
-                                       f"{pg.shape} for an input of shape {p.shape}")
+                                       f"{pg.shape} for an input of shape {shape}")
                 _mem.register(pg)
-                prev = grads.get(id(p))
+                prev = grads.get(id(edge))
                 if prev is None:
-                    grads[id(p)] = [pg, _owned(pg, taken)]
+                    grads[id(edge)] = [pg, _owned(pg, taken)]
                 elif prev[1]:
                     prev[0] += pg
                 else:

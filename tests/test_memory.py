@@ -9,6 +9,15 @@ import minigrad as mg
 from minigrad import Tensor, nn, optim
 from minigrad.checkpoint import checkpoint_sequential
 
+@pytest.fixture(autouse=True)
+def collect_garbage():
+    # Graphs kept alive by reference cycles elsewhere (an exception's traceback in an
+    # earlier test) would be freed at an arbitrary moment inside a tracked region and
+    # shift its peak relative to its start; collect them before each test.
+    gc.collect()
+    yield
+
+
 B, D = 8, 16
 ARR = B * D * 8  # bytes of one (B, D) float64 activation
 
