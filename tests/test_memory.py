@@ -171,3 +171,18 @@ def test_unused_graph_releases_activations_when_dropped():
     assert mg.memory.live_bytes()["activations"] > before
     del y
     assert mg.memory.live_bytes()["activations"] == before
+
+
+def test_unsaved_op_outputs_are_freed_during_forward():
+    # Linear's output is not saved (Tanh saves its own output), so it dies as soon
+    # as Tanh has run: the graph holds nodes, not the tensors that flowed through them.
+    for n in (2, 8):
+        layers = chain(n)
+        x = Tensor(np.ones((B, D)))
+        with mg.memory.track() as m:
+            h = nn.Sequential(*layers)(x)
+            live = mg.memory.live_bytes()
+        assert live["activations"] - m.start["activations"] == (n + 1) * ARR
+        assert live["temporaries"] - m.start["temporaries"] == -ARR  # x became an activation
+        assert m.peak["temporaries"] - m.start["temporaries"] <= ARR  # one Linear output at a time
+        del h
