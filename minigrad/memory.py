@@ -36,6 +36,8 @@ The rules (PLAN's dynamic program and the book's chapters rely on them)
                    that node's backward has run (kept with ``retain_graph=True``), or
                    when the graph is freed without a backward;
    ``temporaries`` everything else registered: op outputs alive only as tensor values
+                   (the graph links nodes, not tensors, so an output that no node saved
+                   is freed as soon as the code drops the tensor, as in torch)
                    (e.g. under ``no_grad``, the logits you still hold, a checkpoint's
                    output), user inputs, and gradient arrays flowing during backward
                    before they are consumed or become a ``.grad``.
@@ -155,7 +157,7 @@ class _Ledger:
         """Count array ``a`` (its buffer) until the object ``a`` is freed."""
         key, e = self._entry(a)
         e.refs += 1
-        weakref.finalize(a, self._dead, key)
+        weakref.finalize(a, self._dead, key).atexit = False
         if self.trackers:
             self._changed()
 
@@ -175,7 +177,7 @@ class _Ledger:
         key, e = self._entry(a)
         if e.refs == 0:  # never registered: count it for as long as it lives
             e.refs += 1
-            weakref.finalize(a, self._dead, key)
+            weakref.finalize(a, self._dead, key).atexit = False
         e.roles[role] = e.roles.get(role, 0) + 1
         if _PRIO[role] < _PRIO[e.cat]:
             self._recategorize(e)
@@ -230,7 +232,8 @@ def phase(name: str):
 
 class Tracker:
     """What ``track()`` yields. ``peak`` (bytes by category and ``"total"``),
-    ``start`` (bytes live when tracking began), ``timeline`` (list of `Event`),
+    ``start`` (bytes live when tracking began), ``end`` (bytes live when it ended),
+    ``peak_increase`` (peak minus start), ``timeline`` (list of `Event`),
     ``counts`` (``{"forward"|"recompute"|"backward": Counter(op -> executions)}``)."""
 
     def __init__(self, record_timeline: bool = True):
@@ -257,6 +260,11 @@ class Tracker:
             d = dict(live)
             d["total"] = sum(live.values())
             self.timeline.append(Event(phase, op, d))
+
+    @property
+    def peak_increase(self) -> dict:
+        """``peak[c] - start[c]`` for every key: what the tracked region added at its peak."""
+        return {c: self.peak[c] - self.start[c] for c in self.peak}
 
     def ops(self, phase: str) -> int:
         """Total op executions in ``phase``."""

@@ -61,6 +61,7 @@ def test_simple_exact_bytes():
         v.sum().backward()
         del y, v
     assert m.peak["activations"] - m.start["activations"] == 256
+    assert m.peak_increase["activations"] == 256
     assert m.end["activations"] == m.start["activations"]
     assert m.end["gradients"] - m.start["gradients"] == 256  # x.grad
     del x
