@@ -17,12 +17,13 @@ Modules: `tensor` (the engine), `ops`, `memory`, `random`, `nn`, `optim`,
 imported explicitly, it needs matplotlib). minigrad depends on NumPy only.
 """
 from minigrad import memory, random
-from minigrad.tensor import Context, Function, Tensor, enable_grad, is_grad_enabled, no_grad
+from minigrad.tensor import (Context, Function, Tensor, enable_grad, graph_nodes, is_grad_enabled,
+                             no_grad)
 from minigrad import ops
 from minigrad.ops import (
     add, sub, mul, div, neg, matmul, linear, exp, log, tanh, relu, gelu, softmax, log_softmax,
     layer_norm, dropout, batch_norm, embedding, scaled_dot_product_attention, cross_entropy,
-    mse_loss, reshape, transpose,
+    mse_loss, reshape, transpose, permute, sum, mean, pow,
 )
 from minigrad import checkpoint
 from minigrad.checkpoint import CheckpointError

@@ -867,7 +867,7 @@ def _attach():
     T.permute = lambda a, *dims: permute(a, *dims)
     T.__getitem__ = lambda a, i: getitem(a, i)
     T.__iter__ = lambda a: (getitem(a, i) for i in range(len(a)))
-    T.T = property(lambda a: transpose(a, -1, -2))
+    T.T = property(lambda a: a if a.ndim < 2 else transpose(a, -1, -2))
     T.exp = lambda a: exp(a)
     T.log = lambda a: log(a)
     T.tanh = lambda a: tanh(a)
