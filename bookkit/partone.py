@@ -77,8 +77,11 @@ def run_chain(layers, x, plan=None):
 class ChainStep:
     """One forward + backward of ``run_chain(...).sum()``, as the byte ledger saw it.
 
-    ``peak_activations`` / ``peak_total``: bytes (``m.peak["activations"]`` and
-    ``m.peak["total"]``, the latter with parameters, gradients and temporaries);
+    ``peak_activations``: peak bytes of saved activations during the step;
+    ``peak_total``: peak bytes of everything the step holds for this chain: its
+    parameters and input, gradients, saved activations and temporaries (both
+    measured by ``minigrad.memory.track`` relative to what was live before, so other
+    objects alive in the process do not count);
     ``forward_ops``: op executions of the forward pass (checkpoint nodes not
     counted); ``recompute_ops``: op executions repeated in backward; ``grads``:
     copies of the parameters' gradients after the step (a list of arrays)."""
@@ -119,7 +122,13 @@ def measure_chain_step(layers, x, plan=None, seed: int = 0) -> ChainStep:
     for p in _params(layers):
         p.grad = None
     fwd = m.ops("forward") - m.counts["forward"].get("checkpoint", 0)
-    return ChainStep(peak_activations=int(m.peak["activations"]), peak_total=int(m.peak["total"]),
+    # The ledger counts every array alive in the process, so subtract what was live
+    # before the step (other models in the notebook) and add back this chain's own
+    # parameters and input, which were live before it too.
+    own = sum(p.nbytes for p in _params(layers)) + x.nbytes
+    peak_total = m.peak["total"] - m.start["total"] + own
+    peak_act = m.peak["activations"] - m.start["activations"]
+    return ChainStep(peak_activations=int(peak_act), peak_total=int(peak_total),
                      forward_ops=int(fwd), recompute_ops=int(m.ops("recompute")), grads=grads)
 
 
@@ -484,11 +493,14 @@ def measure_step(forward, loss_of, optimizer, split_logits: bool = False, warmup
     ``loss.backward()``, ``optimizer.step()``, with the gradients set to None before.
 
     ``warmup`` full steps run first, so that the optimizer's state already exists
-    (as in any step after the first). With ``split_logits``, ``out`` is the logits
-    tensor: its bytes, and the arrays the loss saves for backward, are reported as
-    ``logits`` and taken out of ``temporaries`` and ``activations`` for as long as
-    they live (the logits array lives to the end: this function holds it; what the
-    loss saves lives until the loss's backward node, the first one, has run)."""
+    (as in any step after the first). ``out`` is dropped as soon as the loss is
+    computed, as in ``loss = loss_of(forward())``. With ``split_logits``, ``out`` is
+    the logits tensor: its array, while it lives, and the arrays the loss saves for
+    backward, until the loss's backward node (the first one) has run, are reported
+    as ``logits`` and taken out of ``temporaries`` and ``activations``. (The
+    gradient of the logits, created in backward, stays in ``temporaries``.)"""
+    import weakref
+
     from minigrad import Tensor, memory
 
     if warmup < 0:
@@ -496,28 +508,35 @@ def measure_step(forward, loss_of, optimizer, split_logits: bool = False, warmup
 
     def step():
         optimizer.zero_grad()
-        out = forward()
-        loss = loss_of(out)
+        loss = loss_of(forward())
         loss.backward()
         optimizer.step()
-        return out, loss
 
     for _ in range(warmup):
         step()
     optimizer.zero_grad()
+    died = []  # number of timeline events recorded when the logits' buffer was freed
     with memory.track() as m:
         out = forward()
-        born = len(m.timeline)  # events before this one are the forward up to the logits
+        if split_logits and not isinstance(out, Tensor):
+            raise TypeError(f"measure_step: with split_logits, forward() must return the logits "
+                            f"Tensor, got {type(out).__name__}")
+        born = len(m.timeline)  # event born - 1 produced the logits
         act_before_loss = int(m.timeline[-1].live["activations"]) if born else int(m.start["activations"])
+        logits_bytes = out.nbytes if split_logits else 0
+        if split_logits:
+            buf = out.data
+            while isinstance(buf.base, np.ndarray):
+                buf = buf.base
+            weakref.finalize(buf, lambda: died.append(len(m.timeline)))
         loss = loss_of(out)
+        del out
         after_loss = len(m.timeline)
         loss.backward()
+        del loss
         optimizer.step()
-    if split_logits and not isinstance(out, Tensor):
-        raise TypeError(f"measure_step: with split_logits, forward() must return the logits Tensor, "
-                        f"got {type(out).__name__}")
-    logits_bytes = out.nbytes if split_logits else 0
     loss_saved = int(m.timeline[after_loss - 1].live["activations"]) - act_before_loss if split_logits else 0
+    logits_end = died[0] if died else len(m.timeline) + 1  # first state index without the logits
     first_backward = next((i for i, ev in enumerate(m.timeline) if ev.phase == "backward"), len(m.timeline))
     # The start, after every event, and the end (after the optimizer step: the last
     # leaves' gradients are stored after the last backward event).
@@ -525,8 +544,8 @@ def measure_step(forward, loss_of, optimizer, split_logits: bool = False, warmup
     peak = {c: 0 for c in ("parameters", "buffers", "gradients", "optimizer", "activations",
                            "logits", "temporaries", "total")}
     for i, live in states:
-        lg_alive = i >= born - 1 and split_logits  # event born-1 produced the logits
-        saved_alive = after_loss - 1 <= i < first_backward and split_logits
+        lg_alive = split_logits and born - 1 <= i < logits_end
+        saved_alive = split_logits and after_loss - 1 <= i < first_backward
         vals = {c: int(live[c]) for c in ("parameters", "buffers", "gradients", "optimizer")}
         vals["activations"] = int(live["activations"]) - (loss_saved if saved_alive else 0)
         vals["temporaries"] = int(live["temporaries"]) - (logits_bytes if lg_alive else 0)
@@ -534,7 +553,6 @@ def measure_step(forward, loss_of, optimizer, split_logits: bool = False, warmup
         vals["total"] = sum(int(live[c]) for c in memory.CATEGORIES)
         for c, v in vals.items():
             peak[c] = max(peak[c], v)
-    del out, loss
     return StepAnatomy(parameters=peak["parameters"], buffers=peak["buffers"],
                        gradients=peak["gradients"], optimizer=peak["optimizer"],
                        activations=peak["activations"], logits=peak["logits"],
