@@ -39,8 +39,8 @@ recomputed ops; pass your own ``cost`` (FLOPs, measured seconds) to a
 `ChainProfile` for other units.
 
 `optimal_segments` minimises the peak by dynamic programming (Chen et al.
-2016 solved the uniform case in closed form; heterogeneous chains need the
-search): for a candidate peak ``M``, ``g(i)`` is the smallest ``B`` with which a
+2016 analyse uniform segments; for heterogeneous layers the best boundaries
+must be searched): for a candidate peak ``M``, ``g(i)`` is the smallest ``B`` with which a
 plan can place a start at ``i`` while every finished term stays ``<= M``;
 keeping the smallest ``B`` is optimal for every continuation, so feasibility of
 ``M`` is one ``O(n^2)`` pass, and a binary search over integer bytes finds the
@@ -54,7 +54,7 @@ on numbers, `tests/test_exhaustive.py` against the ledger on real chains.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np

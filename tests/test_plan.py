@@ -3,7 +3,6 @@
 The engine-level checks (a plan executed for real gives the predicted peak)
 live in tests/test_exhaustive.py.
 """
-import itertools
 import math
 import random
 import time
