@@ -529,6 +529,7 @@ def measure_step(forward, loss_of, optimizer, split_logits: bool = False, warmup
             while isinstance(buf.base, np.ndarray):
                 buf = buf.base
             weakref.finalize(buf, lambda: died.append(len(m.timeline)))
+            del buf  # only the caller's code may keep the logits alive
         loss = loss_of(out)
         del out
         after_loss = len(m.timeline)
