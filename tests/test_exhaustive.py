@@ -173,3 +173,12 @@ def test_parameter_free_prefix_on_an_input_without_grad(seed):
     plan = P.optimal_segments(profile)
     assert measure(layers, x, plan.starts) == (best, plan.recompute_cost)
     assert plan.recompute_cost == min(r for p, r in measured.values() if p == best)
+
+
+def test_optimal_segments_needs_the_input():
+    with pytest.raises(ValueError, match="x .* is required"):
+        P.optimal_segments([nn.ReLU()])
+    with pytest.raises(TypeError, match="minigrad Tensor"):
+        P.profile_chain([nn.ReLU()], np.ones(3))
+    with pytest.raises(ValueError, match="at least one layer"):
+        P.profile_chain([], minigrad.Tensor(np.ones(3, np.float32)))

@@ -164,3 +164,13 @@ def test_revolve_memory_stays_within_its_slots(s):
     got = peak(ML.revolve(n, s))
     assert got <= (s + 1) * B
     assert got >= min(s, 2) * B  # it does keep snapshots: more than one layer's worth
+
+
+def test_run_revolve_rejects_a_plan_for_another_chain():
+    mg, nn, checkpoint_sequential = _engine()
+    layers = [nn.Tanh() for _ in range(4)]
+    x = mg.Tensor(np.ones((2, 3), np.float32), requires_grad=True)
+    with pytest.raises(ValueError, match="n=5 layers but 4"):
+        ML.run_revolve(layers, ML.revolve(5, 2), x)
+    with pytest.raises(TypeError, match="kind == 'revolve'"):
+        ML.run_revolve(layers, object(), x)
