@@ -175,9 +175,10 @@ class _Ledger:
     def hold(self, a, role):
         """Give the (registered) array ``a`` the role ``role`` once more."""
         key, e = self._entry(a)
-        if e.refs == 0:  # never registered: count it for as long as it lives
-            e.refs += 1
-            weakref.finalize(a, self._dead, key).atexit = False
+        # Also count the buffer for as long as this object lives: ``a`` may be a view
+        # that outlives every registered object of the same buffer.
+        e.refs += 1
+        weakref.finalize(a, self._dead, key).atexit = False
         e.roles[role] = e.roles.get(role, 0) + 1
         if _PRIO[role] < _PRIO[e.cat]:
             self._recategorize(e)

@@ -187,3 +187,16 @@ def test_unsaved_op_outputs_are_freed_during_forward():
         assert live["temporaries"] - m.start["temporaries"] == -ARR  # x became an activation
         assert m.peak["temporaries"] - m.start["temporaries"] <= ARR  # one Linear output at a time
         del h
+
+
+def test_saved_view_outlives_the_tensor_it_came_from():
+    target = Tensor(np.array([[0, 1, 2]]))  # an int tensor; cross_entropy saves a view of it
+    logits = Tensor(np.zeros((1, 3, 4)), requires_grad=True)
+    before = mg.memory.live_bytes()["activations"]
+    loss = mg.cross_entropy(logits, target)
+    del target
+    gc.collect()
+    # logp (3 x 4 float64) and the 3 int64 targets stay saved until backward
+    assert mg.memory.live_bytes()["activations"] - before == 3 * 4 * 8 + 3 * 8
+    loss.backward()
+    assert mg.memory.live_bytes()["activations"] == before
