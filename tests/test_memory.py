@@ -190,7 +190,9 @@ def test_unsaved_op_outputs_are_freed_during_forward():
 
 
 def test_saved_view_outlives_the_tensor_it_came_from():
-    target = Tensor(np.array([[0, 1, 2]]))  # an int tensor; cross_entropy saves a view of it
+    # An int tensor whose data is itself a view (of an array minigrad never saw);
+    # cross_entropy saves another view of the same buffer.
+    target = Tensor(np.array([0, 1, 2]).reshape(1, 3))
     logits = Tensor(np.zeros((1, 3, 4)), requires_grad=True)
     before = mg.memory.live_bytes()["activations"]
     loss = mg.cross_entropy(logits, target)
