@@ -112,7 +112,8 @@ class Function:
     """Base class of ops. Subclasses define ``forward(ctx, *args, **kwargs)`` on
     NumPy arrays (tensor arguments arrive as their ``.data``) returning one array,
     and ``backward(ctx, grad)`` returning one gradient (array or None) per
-    positional argument of ``forward``."""
+    positional argument of ``forward``. Tensor arguments must be positional;
+    keyword arguments are constants (axes, flags) and are not differentiated."""
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
