@@ -50,6 +50,10 @@ the least recomputation is simply the cheapest feasible last start (its cost
 is a prefix sum); among plans with that last start the one with the smallest
 peak is returned. `tests/test_plan.py` checks all of this against brute force
 on numbers, `tests/test_exhaustive.py` against the ledger on real chains.
+
+Revolve plans (`revolve`, multi-level) are predicted too: `predict_peak` and
+`recompute_cost` accept them, replaying the action list (the snapshots held
+plus the one taped layer), so one frontier can show both kinds of plan.
 """
 from __future__ import annotations
 
@@ -260,23 +264,73 @@ class ChainProfile:
         return U.astype(np.int64), V.astype(np.int64), a
 
 
-def predict_peak(profile: ChainProfile, starts: Sequence[int]) -> int:
-    """Peak saved-activation bytes of running the chain under ``starts`` (then
-    its backward), by the model in the module docstring."""
-    starts = _check_starts(starts, profile.n)
+def predict_peak(profile: ChainProfile, plan) -> int:
+    """Peak saved-activation bytes of running the chain under ``plan`` (then its
+    backward), by the model in the module docstring.
+
+    ``plan``: segment starts (a sequence), a `SegmentPlan`, or a revolve plan
+    (`minigrad.multilevel.RevolvePlan`, see `_revolve_peak`)."""
+    if getattr(plan, "kind", None) == "revolve":
+        return _revolve_peak(profile, plan)
+    starts = _check_starts(getattr(plan, "starts", plan), profile.n)
     U, V, a = profile._tables()
     return _peak_of(U, V, a, profile.n, starts, profile.first_grad)
 
 
-def recompute_cost(profile: ChainProfile, starts: Sequence[int]) -> int:
+def recompute_cost(profile: ChainProfile, plan) -> int:
     """Forward work redone in backward: the cost of every layer of a checkpointed
     segment (every layer before the last start, except a leading run of
-    segments whose outputs need no grad: those record no checkpoint)."""
-    starts = _check_starts(starts, profile.n)
+    segments whose outputs need no grad: those record no checkpoint). For a
+    revolve plan: every layer execution beyond the first forward of each layer."""
+    if getattr(plan, "kind", None) == "revolve":
+        _check_revolve(profile, plan)
+        runs = [0] * profile.n  # executions of each layer over forward and backward
+        for act in plan.actions:
+            if act[0] == "advance":
+                for i in range(act[1], act[2]):
+                    runs[i] += 1
+            elif act[0] == "taped":
+                runs[act[1]] += 1
+        return int(sum(c * (r - 1) for c, r in zip(profile.cost, runs)))
+    starts = _check_starts(getattr(plan, "starts", plan), profile.n)
     f = profile.first_grad
     bounds = list(starts) + [profile.n]
     return int(sum(sum(profile.cost[bounds[j]:bounds[j + 1]])
                    for j in range(len(starts) - 1) if bounds[j + 1] >= f))
+
+
+def _check_revolve(profile, plan):
+    if plan.n != profile.n:
+        raise ValueError(f"the revolve plan is for n={plan.n} layers, the profile has {profile.n}")
+    if profile.first_grad > 1:
+        raise ValueError("revolve predictions assume every checkpoint records a node: the chain's "
+                         "input must require grad or its first layer have parameters "
+                         f"(first_grad <= 1, got {profile.first_grad})")
+
+
+def _revolve_peak(profile: ChainProfile, plan) -> int:
+    """Peak of a binomial schedule: at every taped step, the snapshots held (each
+    a layer input ``x_b``, kept by a checkpoint node) together with what the one
+    taped layer saves; an array that is both counts once."""
+    _check_revolve(profile, plan)
+    a = list(profile.input_bytes) + [profile.output_bytes]
+    held: set[int] = set()
+    peak = 0
+    for act in plan.actions:
+        if act[0] == "snapshot":
+            held.add(act[1])
+        elif act[0] == "free":
+            held.discard(act[1])
+        elif act[0] == "taped":
+            i = act[1]
+            live = sum(a[b] for b in held) + profile.own_bytes[i]
+            if profile.saves_input[i] and i not in held:
+                live += a[i]
+            if profile.saves_output[i] and i + 1 not in held:
+                live += a[i + 1]
+            peak = max(peak, live)
+        peak = max(peak, sum(a[b] for b in held))
+    return int(peak)
 
 
 def _peak_of(U, V, a, n, starts, f=0):

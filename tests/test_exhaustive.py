@@ -182,3 +182,27 @@ def test_optimal_segments_needs_the_input():
         P.profile_chain([nn.ReLU()], np.ones(3))
     with pytest.raises(ValueError, match="at least one layer"):
         P.profile_chain([], minigrad.Tensor(np.ones(3, np.float32)))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_revolve_prediction_is_exact(seed):
+    # The binomial schedule's peak (snapshots held + the one taped layer) and its
+    # recomputed ops (nested checkpoint nodes aside) against the ledger.
+    rng = np.random.default_rng(300 + seed)
+    minigrad.random.manual_seed(seed)
+    n = int(rng.integers(2, 13))
+    layers, width = random_chain(rng, n)
+    x = minigrad.Tensor(rng.standard_normal((3, width)).astype(np.float32), requires_grad=bool(seed % 2))
+    profile = P.profile_chain(layers, x)
+    for slots in range(1, 6):
+        plan = P.revolve(n, slots)
+        minigrad.random.manual_seed(1)
+        with memory.track(record_timeline=False) as m:
+            y = checkpoint_sequential(layers, plan, x)
+            y.backward(np.ones(y.shape, dtype=y.dtype))
+        assert m.peak["activations"] == P.predict_peak(profile, plan), slots
+        recomputed = m.ops("recompute") - m.counts["recompute"]["checkpoint"]
+        assert recomputed == P.recompute_cost(profile, plan), slots
+    # a segment plan object is accepted as well as its starts
+    seg = P.uniform(n, 2)
+    assert P.predict_peak(profile, seg) == P.predict_peak(profile, seg.starts)
