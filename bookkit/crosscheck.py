@@ -182,24 +182,10 @@ def minigrad_saved_arrays(root) -> dict:
 
 
 def _graph(root, _tensor):
-    """Yield ``(node, leaves)`` for the graph behind ``root``: each node (a Context,
-    or None) with the leaf tensors it reaches directly."""
-    Tensor = _tensor.Tensor
-    if hasattr(_tensor, "graph_nodes"):
-        # Engines whose nodes point at nodes (torch-like edges): walk them as given.
-        for n in _tensor.graph_nodes(root):
-            yield (None, [n]) if isinstance(n, Tensor) else (n, [])
-        return
-    # Engines whose nodes hold their parent tensors (ctx.parents).
-    seen, stack = set(), [root]
-    while stack:
-        t = stack.pop()
-        if id(t) in seen or not isinstance(t, Tensor):
-            continue
-        seen.add(id(t))
-        yield t._ctx, [t]
-        if t._ctx is not None:
-            stack.extend(p for p in t._ctx.parents if isinstance(p, Tensor))
+    """Yield ``(node, leaves)`` for the graph behind ``root``: each node (a Context)
+    with no leaves, and each leaf tensor that requires grad as ``(None, [leaf])``."""
+    for n in _tensor.graph_nodes(root):
+        yield (None, [n]) if isinstance(n, _tensor.Tensor) else (n, [])
 
 
 def _base(a):
