@@ -1,0 +1,176 @@
+"""bookkit.partone's ledger helpers for chapters 1-3: event tables, step anatomy, overlays."""
+import matplotlib
+
+matplotlib.use("Agg")  # headless
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import minigrad  # noqa: E402
+import minigrad.ops as F  # noqa: E402
+from minigrad import Tensor, memory, nn, optim  # noqa: E402
+from minigrad.checkpoint import checkpoint  # noqa: E402
+
+from bookkit.partone import (LayerTags, StepAnatomy, event_rows, format_event_table,  # noqa: E402
+                             measure_step, overlay_timelines)
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def _block(i, h):
+    return nn.Sequential(nn.Linear(i, h), nn.Tanh(), nn.Linear(h, i))
+
+
+def _tracked_chain(batch=8, width=4, hidden=32, checkpoint_middle=False):
+    minigrad.random.manual_seed(0)
+    blocks = [_block(width, hidden) for _ in range(3)]
+    x = Tensor(minigrad.random.randn(batch, width))
+    tags = LayerTags()
+    a, b, c = (tags.wrap(n, blk) for n, blk in zip("ABC", blocks))
+    mid = tags.wrap("B", lambda h: checkpoint(b, h)) if checkpoint_middle else b
+    with tags.track() as m:
+        loss = c(mid(a(x))).sum()
+        loss.backward()
+    return m, tags, blocks
+
+
+def test_event_rows_plain_chain_keeps_then_frees_everything():
+    batch, width, hidden = 8, 4, 32
+    m, tags, _ = _tracked_chain(batch, width, hidden)
+    rows = event_rows(m, tags)
+    fwd = [r for r in rows if r.phase == "forward"]
+    bwd = [r for r in rows if r.phase == "backward"]
+    assert [r.layer for r in fwd] == ["A"] * 3 + ["B"] * 3 + ["C"] * 3 + [""]  # the sum is untagged
+    # every block keeps its input and its tanh output (float32), nothing else
+    assert sum(r.saved_delta for r in fwd) == m.peak["activations"] == 3 * 4 * batch * (width + hidden)
+    assert [r.saved_delta for r in fwd[:3]] == [4 * batch * width, 4 * batch * hidden, 0]
+    # backward undoes the blocks in reverse order and names them from the forward rows
+    assert [r.layer for r in bwd if r.layer] == ["C"] * 3 + ["B"] * 3 + ["A"] * 3
+    assert rows[-1].saved_live == 0
+    assert all(r.saved_delta <= 0 for r in bwd)
+    assert [r.index for r in rows] == list(range(1, len(rows) + 1))
+
+
+def test_event_rows_checkpointed_block_is_dropped_then_rebuilt():
+    batch, width, hidden = 8, 4, 32
+    m, tags, _ = _tracked_chain(batch, width, hidden, checkpoint_middle=True)
+    rows = event_rows(m, tags)
+    b_fwd = [r for r in rows if r.phase == "forward" and r.layer == "B"]
+    assert [r.op for r in b_fwd] == ["linear", "tanh", "linear", "checkpoint"]
+    assert all(r.saved_delta == 0 and "nothing kept" in r.note for r in b_fwd[:3])
+    rec = [r for r in rows if r.phase == "recompute"]
+    assert [(r.layer, r.op) for r in rec] == [("B", "linear"), ("B", "tanh"), ("B", "linear")]
+    assert rec[1].saved_delta == 4 * batch * hidden and "rebuilds" in rec[1].note
+    ck_bwd = [r for r in rows if r.phase == "backward" and r.op == "checkpoint"]
+    assert len(ck_bwd) == 1 and ck_bwd[0].layer == "B"
+    # the rebuilt nodes are undone before the checkpoint node frees B's input
+    assert ck_bwd[0].saved_delta == -4 * batch * width
+    assert rows[-1].saved_live == 0
+    plain, _, _ = _tracked_chain(batch, width, hidden)
+    assert m.peak["activations"] < plain.peak["activations"]
+
+
+def test_event_table_text_and_bad_unit():
+    m, tags, _ = _tracked_chain()
+    rows = event_rows(m, tags)
+    text = format_event_table(rows, unit="B")
+    assert len(text.splitlines()) == len(rows) + 3
+    assert "tanh" in text and "keeps 1.0 KiB for backward" in text
+    with pytest.raises(ValueError, match="unit"):
+        format_event_table(rows, unit="GB")
+
+
+def test_event_rows_needs_a_timeline():
+    with memory.track(record_timeline=False) as m:
+        Tensor(np.ones(3, np.float32), requires_grad=True).sum().backward()
+    with pytest.raises(ValueError, match="timeline is empty"):
+        event_rows(m)
+
+
+def test_layer_tags_rejects_non_callables():
+    with pytest.raises(TypeError, match="not callable"):
+        LayerTags().wrap("x", 3)
+
+
+def _mlp_anatomy(batch, widths=(16, 64, 8), opt_cls=optim.AdamW):
+    minigrad.random.manual_seed(0)
+    layers = [nn.Linear(widths[0], widths[1]), nn.ReLU(), nn.Linear(widths[1], widths[2])]
+    params = [p for layer in layers for p in layer.parameters()]
+    opt = opt_cls(params, lr=1e-3)
+    x = Tensor(minigrad.random.randn(batch, widths[0]))
+    y = Tensor(minigrad.random.randn(batch, widths[2]))
+
+    def forward():
+        h = x
+        for layer in layers:
+            h = layer(h)
+        return h
+
+    return measure_step(forward, lambda out: F.mse_loss(out, y), opt), sum(p.nbytes for p in params)
+
+
+def test_measure_step_model_state_and_activations_match_the_shapes():
+    batch, widths = 32, (16, 64, 8)
+    a, param_bytes = _mlp_anatomy(batch, widths)
+    assert a.parameters == a.gradients == param_bytes
+    assert a.optimizer == 2 * param_bytes  # AdamW: exp_avg and exp_avg_sq
+    # saved: the input, the ReLU output (= the second input), the loss's difference
+    assert a.activations == 4 * batch * (widths[0] + widths[1] + widths[2])
+    assert a.logits == 0
+    assert a.peak_total <= a.sum_of_peaks
+    assert list(a.bars()) == list(StepAnatomy.ORDER)
+    sgd, _ = _mlp_anatomy(batch, widths, optim.SGD)
+    assert sgd.optimizer == 0 and sgd.activations == a.activations
+    double, _ = _mlp_anatomy(2 * batch, widths)
+    assert double.activations == 2 * a.activations and double.parameters == a.parameters
+
+
+def test_measure_step_splits_the_logits_out():
+    batch, seq, vocab = 2, 8, 64
+    minigrad.random.manual_seed(0)
+    model = nn.GPT(vocab, 16, 2, 1, seq)
+    opt = optim.AdamW(model.parameters(), lr=1e-3)
+    tokens = minigrad.random.randint(0, vocab, (batch, seq))
+    targets = minigrad.random.randint(0, vocab, (batch, seq))
+    run = dict(forward=lambda: model(tokens), loss_of=lambda lg: F.cross_entropy(lg, targets),
+               optimizer=opt)
+    split = measure_step(**run, split_logits=True)
+    whole = measure_step(**run)
+    logits = 4 * batch * seq * vocab
+    # the logits, plus what cross_entropy saves: log-probabilities and int64 targets
+    assert split.logits == 2 * logits + 8 * batch * seq
+    assert whole.logits == 0
+    assert whole.activations == split.activations + logits + 8 * batch * seq
+    # the logits' gradient (created by the loss's backward) stays in the temporaries
+    assert split.temporaries >= logits and whole.temporaries >= split.temporaries
+    assert split.peak_total == whole.peak_total
+
+
+def test_measure_step_bad_input():
+    minigrad.random.manual_seed(0)
+    lin = nn.Linear(3, 2)
+    opt = optim.SGD(lin.parameters(), lr=0.1)
+    x = Tensor(minigrad.random.randn(4, 3))
+    with pytest.raises(ValueError, match="warmup"):
+        measure_step(lambda: lin(x), lambda o: o.sum(), opt, warmup=-1)
+    with pytest.raises(TypeError, match="logits Tensor"):
+        measure_step(lambda: (lin(x), 1), lambda o: o[0].sum(), opt, split_logits=True)
+
+
+def test_overlay_timelines_draws_one_line_per_tracker():
+    m1, _, _ = _tracked_chain()
+    m2, _, _ = _tracked_chain(checkpoint_middle=True)
+    ax = overlay_timelines({"plain": m1, "checkpointed": m2})
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["plain", "checkpointed"]
+    assert ax.get_ylabel() == "saved activations (KiB)"
+    lines = [ln for ln in ax.get_lines() if ln.get_label() in ("plain", "checkpointed")]
+    assert [len(ln.get_xdata()) for ln in lines] == [len(m1.timeline) + 1, len(m2.timeline) + 1]
+    assert max(lines[0].get_ydata()) * 1024 == m1.peak["activations"]
+    with pytest.raises(ValueError, match="unknown category"):
+        overlay_timelines({"plain": m1}, category="weights")
+    with pytest.raises(ValueError, match="no trackers"):
+        overlay_timelines({})
