@@ -83,7 +83,8 @@ class ChainStep:
     measured by ``minigrad.memory.track`` relative to what was live before, so other
     objects alive in the process do not count);
     ``forward_ops``: op executions of the forward pass (checkpoint nodes not
-    counted); ``recompute_ops``: op executions repeated in backward; ``grads``:
+    counted); ``recompute_ops``: op executions repeated in backward (likewise);
+    ``grads``:
     copies of the parameters' gradients after the step (a list of arrays)."""
 
     peak_activations: int
@@ -121,7 +122,10 @@ def measure_chain_step(layers, x, plan=None, seed: int = 0) -> ChainStep:
     grads = [p.grad.copy() for p in _params(layers)]
     for p in _params(layers):
         p.grad = None
+    # Checkpoint nodes are bookkeeping events, not forward work (nested ones, as in a
+    # Revolve schedule, are created again during recomputation).
     fwd = m.ops("forward") - m.counts["forward"].get("checkpoint", 0)
+    recomputed = m.ops("recompute") - m.counts["recompute"].get("checkpoint", 0)
     # The ledger counts every array alive in the process, so subtract what was live
     # before the step (other models in the notebook) and add back this chain's own
     # parameters and input, which were live before it too.
@@ -129,7 +133,7 @@ def measure_chain_step(layers, x, plan=None, seed: int = 0) -> ChainStep:
     peak_total = m.peak["total"] - m.start["total"] + own
     peak_act = m.peak["activations"] - m.start["activations"]
     return ChainStep(peak_activations=int(peak_act), peak_total=int(peak_total),
-                     forward_ops=int(fwd), recompute_ops=int(m.ops("recompute")), grads=grads)
+                     forward_ops=int(fwd), recompute_ops=int(recomputed), grads=grads)
 
 
 def _openblas():
