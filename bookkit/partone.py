@@ -502,7 +502,17 @@ def measure_step(forward, loss_of, optimizer, split_logits: bool = False, warmup
     the logits tensor: its array, while it lives, and the arrays the loss saves for
     backward, until the loss's backward node (the first one) has run, are reported
     as ``logits`` and taken out of ``temporaries`` and ``activations``. (The
-    gradient of the logits, created in backward, stays in ``temporaries``.)"""
+    gradient of the logits, created in backward, stays in ``temporaries``.)
+
+    Counts everything live in the process (parameters exist before the step), so
+    measure with nothing else alive. NumPy's BLAS runs single-threaded meanwhile
+    (`blas_threads`): bytes do not depend on it, and on a shared CPU it keeps the
+    small batched matrix products of a GPT from stalling."""
+    with blas_threads(1):
+        return _measure_step(forward, loss_of, optimizer, split_logits, warmup)
+
+
+def _measure_step(forward, loss_of, optimizer, split_logits, warmup):
     import weakref
 
     from minigrad import Tensor, memory
