@@ -232,7 +232,10 @@ class Linear(Function):
         # Like torch's addmm: saves the input and the weight (a parameter, not an activation).
         ctx.save_for_backward(x if ctx.needs_input_grad[1] else None,
                               weight if ctx.needs_input_grad[0] else None)
-        y = np.matmul(x, weight.T)
+        # Fold the batch dims into one 2-D product: a (B, T, in) input as (B*T, in).
+        # NumPy's batched matmul calls BLAS once per batch entry, which is far slower
+        # (and scales badly with threads) than one large GEMM.
+        y = np.matmul(x.reshape(-1, x.shape[-1]), weight.T).reshape(x.shape[:-1] + (weight.shape[0],))
         if bias is not None:
             y += bias
         return y
@@ -240,7 +243,9 @@ class Linear(Function):
     @staticmethod
     def backward(ctx, g):
         x, w = ctx.saved_tensors
-        gx = np.matmul(g, w) if w is not None else None
+        gx = None
+        if w is not None:
+            gx = np.matmul(g.reshape(-1, g.shape[-1]), w).reshape(g.shape[:-1] + (w.shape[1],))
         gw = gb = None
         if x is not None:
             # (..., out)^T @ (..., in) with the batch dims folded: one (out, in) matmul.
