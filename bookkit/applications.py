@@ -26,6 +26,7 @@ All sizes are in bytes (ints); shapes are given in the docstrings.
 """
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -73,12 +74,14 @@ class StepMemory:
     accumulation, one micro-batch's worth, since each backward frees its micro-batch's
     activations before the next forward. ``loss`` is the mean loss over the whole
     batch, as a Python float; ``micro_batches`` the number of forward/backward passes.
+    ``saved_activations`` is ``None`` for a step run with ``meter=False`` (for timing:
+    the meter's hooks cost a little Python work per saved tensor).
     """
 
     parameters: int
     gradients: int
     optimizer_state: int
-    saved_activations: int
+    saved_activations: int | None
     loss: float
     micro_batches: int
 
@@ -92,13 +95,15 @@ class StepMemory:
     def total(self) -> int:
         """Sum of the four categories: an upper bound of what the step needs at its
         peak (gradients and activations are not all alive at the same moment)."""
+        if self.saved_activations is None:
+            raise ValueError("this step ran without the meter (meter=False): no activation figure")
         return sum(self.as_dict().values())
 
 
 def training_step(model: nn.Module, loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
                   inputs: torch.Tensor, targets: torch.Tensor,
                   optimizer: torch.optim.Optimizer | None = None, micro_batches: int = 1,
-                  autocast_dtype: torch.dtype | None = None) -> StepMemory:
+                  autocast_dtype: torch.dtype | None = None, meter: bool = True) -> StepMemory:
     """One training step on ``(inputs, targets)``, measured by memory category.
 
     The batch (dimension 0 of ``inputs`` and ``targets``) is split into
@@ -112,6 +117,7 @@ def training_step(model: nn.Module, loss_fn: Callable[[torch.Tensor, torch.Tenso
     ``torch.autocast(device_type, dtype)``; the loss is computed in float32 outside it.
     Then ``optimizer.step()`` if an optimizer is given. Gradients are cleared
     (``set_to_none``) at the start and left in place at the end, for inspection.
+    ``meter=False`` runs the same step without ``SavedTensorMeter`` (for timing).
 
     Shapes: ``inputs`` (batch, ...), ``targets`` (batch, ...). Returns ``StepMemory``.
     """
@@ -129,7 +135,8 @@ def training_step(model: nn.Module, loss_fn: Callable[[torch.Tensor, torch.Tenso
     model.zero_grad(set_to_none=True)
     total_loss = 0.0
     device_type = inputs.device.type
-    with SavedTensorMeter(params=model) as meter:
+    counter = SavedTensorMeter(params=model) if meter else contextlib.nullcontext()
+    with counter:
         for xs, ys in zip(inputs.tensor_split(micro_batches), targets.tensor_split(micro_batches)):
             # Own storage per micro-batch, as a data loader would deliver it: a saved view
             # would keep (and the meter would count) the whole batch's storage.
@@ -147,7 +154,7 @@ def training_step(model: nn.Module, loss_fn: Callable[[torch.Tensor, torch.Tenso
         optimizer.step()
     return StepMemory(parameters=tensor_bytes(params), gradients=gradients,
                       optimizer_state=optimizer_state_bytes(optimizer) if optimizer is not None else 0,
-                      saved_activations=meter.peak_bytes, loss=total_loss,
+                      saved_activations=counter.peak_bytes if meter else None, loss=total_loss,
                       micro_batches=micro_batches)
 
 

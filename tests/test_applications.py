@@ -213,3 +213,15 @@ def test_autobatch_errors():
         autobatch(lambda b: b, budget=100, fraction=1.5)
     with pytest.raises(ValueError, match="two distinct"):
         autobatch(lambda b: b, budget=100, batch_sizes=(4,))
+
+
+def test_step_without_meter_computes_the_same_gradient():
+    x, y = data(batch=8)
+    a, b = mlp(), mlp()
+    with_meter = training_step(a, nn.functional.mse_loss, x, y, micro_batches=2)
+    without = training_step(b, nn.functional.mse_loss, x, y, micro_batches=2, meter=False)
+    assert without.saved_activations is None and without.loss == with_meter.loss
+    for p, q in zip(a.parameters(), b.parameters()):
+        assert torch.equal(p.grad, q.grad)
+    with pytest.raises(ValueError, match="meter=False"):
+        without.total
