@@ -12,21 +12,26 @@ __all__ = ["glue", "device", "fmt_bytes", "REPOSITORY_URL"]
 REPOSITORY_URL = "https://github.com/minigrad-book/gradient-checkpointing"
 
 
-def glue(name: str, value, display: bool = False):
+def glue(name: str, value, display: bool = False) -> None:
     """Store `value` under `name` for the book's prose (myst-nb's ``glue``).
 
-    Outside a Jupyter Book build (Colab, plain Jupyter) myst-nb may be missing;
-    then the value is simply returned (and shown when ``display`` is true).
+    NumPy scalars are converted to Python numbers so that format specs such as
+    ``{glue:text}`name:.1f``` work. Returns None, so that a glue call ending a cell
+    adds no output of its own. Outside a Jupyter Book build (Colab, plain Jupyter)
+    myst-nb may be missing; then nothing is stored (the value is shown when
+    ``display`` is true).
     """
+    if hasattr(value, "item") and getattr(value, "ndim", None) == 0:
+        value = value.item()  # np.float64 -> float: format specs need a Python number
     try:
         from myst_nb import glue as _glue
     except ImportError:  # Colab: no book build, nothing to glue into
         if display:
             from IPython.display import display as _show
             _show(value)
-        return value
+        return None
     _glue(name, value, display=display)
-    return value
+    return None
 
 
 def device() -> str:
