@@ -7,6 +7,10 @@
     activations. Checkpointing is the model's own business (for example
     ``GPTStack.checkpoint``); the step measures whatever the model does.
 
+``step_peak``
+    The peak bytes of one forward + backward beyond the weights, from torch's
+    ``MemTracker``: what must fit in a memory budget besides the model.
+
 ``SegmentationNet``
     A small encoder-decoder for dense prediction (a convolutional backbone and a light
     feature-pyramid decoder), whose backbone stages can each run under
@@ -35,7 +39,7 @@ from torch import nn
 
 from bookkit.torchmem import SavedTensorMeter, storage_key
 
-__all__ = ["tensor_bytes", "optimizer_state_bytes", "StepMemory", "training_step",
+__all__ = ["tensor_bytes", "optimizer_state_bytes", "StepMemory", "training_step", "step_peak",
            "SegmentationNet", "CHECKPOINT_MODES", "largest_fitting", "AutoBatch", "autobatch"]
 
 
@@ -156,6 +160,37 @@ def training_step(model: nn.Module, loss_fn: Callable[[torch.Tensor, torch.Tenso
                       optimizer_state=optimizer_state_bytes(optimizer) if optimizer is not None else 0,
                       saved_activations=counter.peak_bytes if meter else None, loss=total_loss,
                       micro_batches=micro_batches)
+
+
+def step_peak(model: nn.Module, loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+              inputs: torch.Tensor, targets: torch.Tensor,
+              autocast_dtype: torch.dtype | None = None) -> int:
+    """Peak bytes of one forward + backward beyond the model's parameters and buffers.
+
+    Measured with torch's ``MemTracker`` (``bookkit.torchmem.tracker_peaks``): the total
+    at the moment it peaked, minus the Parameter and Buffer categories. What remains is
+    what the step itself needs: the inputs and targets, saved activations, what a
+    checkpointed region rebuilds, gradients of activations and weights, temporaries.
+    No optimizer step. Gradients are cleared (``set_to_none``) before and after, so
+    that calls do not see each other's. ``autocast_dtype`` runs forward and loss under
+    ``torch.autocast``. Shapes: ``inputs`` (batch, ...), ``targets`` (batch, ...).
+    """
+    from bookkit.torchmem import tracker_peaks
+
+    if inputs.dim() == 0 or targets.dim() == 0 or inputs.shape[0] != targets.shape[0]:
+        raise ValueError(f"inputs {tuple(inputs.shape)} and targets {tuple(targets.shape)} "
+                         "must share a leading batch dimension")
+
+    def step():
+        with torch.autocast(inputs.device.type, dtype=autocast_dtype or torch.bfloat16,
+                            enabled=autocast_dtype is not None):
+            loss = loss_fn(model(inputs), targets)
+        loss.backward()
+
+    model.zero_grad(set_to_none=True)
+    peaks = tracker_peaks(model, step, inputs=[inputs, targets])
+    model.zero_grad(set_to_none=True)
+    return peaks["Total"] - peaks["Parameter"] - peaks["Buffer"]
 
 
 CHECKPOINT_MODES = ("none", "backbone", "all")

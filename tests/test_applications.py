@@ -225,3 +225,23 @@ def test_step_without_meter_computes_the_same_gradient():
         assert torch.equal(p.grad, q.grad)
     with pytest.raises(ValueError, match="meter=False"):
         without.total
+
+
+def test_step_peak_is_exactly_linear_in_the_batch_and_smaller_with_checkpointing():
+    from bookkit.applications import step_peak
+    net = seg("none")
+    peaks = {}
+    for mode in ("none", "backbone"):
+        net.checkpoint = mode
+        for b in (1, 2, 3):
+            x = torch.randn(b, 3, 16, 16)
+            t = torch.randint(0, 4, (b, 16, 16))
+            peaks[mode, b] = step_peak(net, nn.functional.cross_entropy, x, t)
+        assert peaks[mode, 3] - peaks[mode, 2] == peaks[mode, 2] - peaks[mode, 1] > 0
+        assert all(p.grad is None for p in net.parameters())
+    assert peaks["backbone", 3] < peaks["none", 3]
+    # the peak includes at least everything the forward saved
+    net.checkpoint = "none"
+    assert peaks["none", 2] > saved_bytes(net, torch.randn(2, 3, 16, 16))
+    with pytest.raises(ValueError, match="leading batch dimension"):
+        step_peak(net, nn.functional.cross_entropy, torch.randn(2, 3, 16, 16), t)
