@@ -44,6 +44,9 @@ ABS_TOL = 64 * 1024
 RULES = [
     ("ch00_kept_", "cpu_saved", "cuda_held"),     # held after forward vs saved-tensor meter
     ("ch09_layer_", "gpu_terms", "cuda_held"),    # GPU element sizes (1-byte dropout masks)
+    ("ch07_step_", "cpu_saved", "cuda_after_forward"),  # held after forward vs saved-tensor meter
+    ("ch07_step_", "cpu_tracker_peak", "cuda_step_peak"),  # MemTracker's step peak vs allocator's
+    ("ch08_checkpoint_sequential_", "cpu_saved", "cuda_held"),
 ]
 
 
