@@ -20,7 +20,9 @@ BUDGET_S = 60.0
 
 def execute(path: Path) -> float:
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=600, kernel_name="python3",
+    for cell in nb.cells:  # no per-cell timestamps: they would churn every diff
+        cell.metadata.pop("execution", None)
+    client = NotebookClient(nb, timeout=600, kernel_name="python3", record_timing=False,
                             resources={"metadata": {"path": str(path.parent)}})
     start = time.perf_counter()
     client.execute()
