@@ -5,6 +5,7 @@ copying code from one another. Everything works on minigrad alone (NumPy).
 """
 from __future__ import annotations
 
+import gc
 import math
 import time
 from contextlib import contextmanager
@@ -115,6 +116,9 @@ def measure_chain_step(layers, x, plan=None, seed: int = 0) -> ChainStep:
     for p in _params(layers):
         p.grad = None
     minigrad.random.manual_seed(seed)
+    # Earlier graphs caught in reference cycles would otherwise be freed by the cyclic
+    # garbage collector in the middle of the step and shift its relative peaks.
+    gc.collect()
     with memory.track(record_timeline=False) as m:
         y = run_chain(layers, x, plan)
         y.sum().backward()
@@ -529,6 +533,7 @@ def _measure_step(forward, loss_of, optimizer, split_logits, warmup):
     for _ in range(warmup):
         step()
     optimizer.zero_grad()
+    gc.collect()  # no garbage from earlier steps may be freed inside the measured step
     died = []  # number of timeline events recorded when the logits' buffer was freed
     with memory.track() as m:
         out = forward()

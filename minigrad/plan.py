@@ -57,6 +57,7 @@ plus the one taped layer), so one frontier can show both kinds of plan.
 """
 from __future__ import annotations
 
+import gc
 import math
 from dataclasses import dataclass
 from typing import Sequence
@@ -538,8 +539,18 @@ def optimal_segments(layers, x=None, budget_bytes: int | None = None) -> Segment
 
 
 def _saved_activation_holds(ledger):
-    """``{buffer key: (activation holds, category, nbytes)}`` of every counted array."""
-    return {k: (e.roles.get("activations", 0), e.cat, e.nbytes) for k, e in ledger.entries.items()}
+    """``{buffer key: (activation holds, category, nbytes)}`` of every counted array.
+
+    The cyclic garbage collector is paused while the ledger is read: a collection
+    triggered mid-read would run finalizers that remove entries from the dict."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        entries = list(ledger.entries.items())
+    finally:
+        if was_enabled:
+            gc.enable()
+    return {k: (e.roles.get("activations", 0), e.cat, e.nbytes) for k, e in entries}
 
 
 def profile_chain(layers, x) -> ChainProfile:
@@ -568,6 +579,7 @@ def profile_chain(layers, x) -> ChainProfile:
         raise ValueError("profile_chain needs at least one layer")
     if not isinstance(x, Tensor):
         raise TypeError(f"x must be a minigrad Tensor, got {type(x).__name__}")
+    gc.collect()  # garbage of earlier graphs must not be freed (and counted) mid-run
     ledger = memory._LEDGER
     key = lambda arr: id(ledger._base(arr))  # noqa: E731  (the ledger's buffer identity)
     rng_state = _get_rng_state()
