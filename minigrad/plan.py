@@ -64,7 +64,7 @@ from typing import Sequence
 
 import numpy as np
 
-from minigrad.multilevel import RevolvePlan, revolve  # noqa: F401  (re-exported: plan.revolve)
+from minigrad.multilevel import RevolvePlan, _check_int, revolve  # noqa: F401  (re-exported: plan.revolve)
 
 __all__ = [
     "SegmentPlan",
@@ -135,16 +135,6 @@ class SegmentPlan:
             out += [("reverse", i) for i in reversed(range(a, b))]
             out.append(("free", a))
         return tuple(out)
-
-
-def _check_int(name: str, value, lo: int, hi: int | None = None) -> int:
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
-    value = int(value)
-    if value < lo or (hi is not None and value > hi):
-        allowed = f"{lo} <= {name}" + (f" <= {hi}" if hi is not None else "")
-        raise ValueError(f"{name}={value} is out of range; allowed: {allowed}")
-    return value
 
 
 def _check_starts(starts: Sequence[int], n: int) -> tuple[int, ...]:

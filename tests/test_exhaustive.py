@@ -16,27 +16,21 @@ from minigrad import memory, nn
 from minigrad import plan as P
 from minigrad.checkpoint import checkpoint_sequential
 
+from chains import KINDS, make_layer
+
 
 def random_chain(rng, n, dtype=np.float32):
     """n layers mixing Linear (random widths), ReLU, GELU, Tanh, LayerNorm and Dropout."""
     layers, width = [], int(rng.integers(2, 12))
     first_width = width
     for i in range(n):
-        kind = "linear" if i == 0 else rng.choice(["linear", "relu", "gelu", "tanh", "layernorm", "dropout"])
-        if kind == "linear":
-            out = int(rng.integers(2, 12))
-            layers.append(nn.Linear(width, out, dtype=dtype))
-            width = out
-        elif kind == "relu":
-            layers.append(nn.ReLU())
-        elif kind == "gelu":
-            layers.append(nn.GELU())
-        elif kind == "tanh":
-            layers.append(nn.Tanh())
-        elif kind == "layernorm":
-            layers.append(nn.LayerNorm(width, dtype=dtype))
-        else:
-            layers.append(nn.Dropout(float(rng.uniform(0.1, 0.6))))
+        kind = "linear" if i == 0 else rng.choice(list(KINDS))
+        # draw in the same order as before: the output width only for a Linear,
+        # the dropout probability only for a Dropout
+        out = int(rng.integers(2, 12)) if kind == "linear" else width
+        p = float(rng.uniform(0.1, 0.6)) if kind == "dropout" else 0.0
+        layer, width = make_layer(kind, width, out, p, dtype)
+        layers.append(layer)
     return layers, first_width
 
 

@@ -21,12 +21,14 @@ from minigrad import nn
 from minigrad import plan as P
 from minigrad.checkpoint import checkpoint_sequential
 
+from chains import KINDS, make_layer
+
 settings.register_profile("ci", max_examples=50, deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=300, deadline=None)
 PROFILE = settings.get_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-KINDS = ("linear", "relu", "gelu", "tanh", "layernorm", "dropout")
+
 
 
 @st.composite
@@ -64,19 +66,9 @@ def build(kinds, widths, p, dtype, seed):
     minigrad.random.manual_seed(seed)
     layers, width = [], widths[0]
     for i, kind in enumerate(kinds):
-        if kind == "linear":
-            layers.append(nn.Linear(width, widths[i + 1], dtype=dtype))
-            width = widths[i + 1]
-        elif kind == "relu":
-            layers.append(nn.ReLU())
-        elif kind == "gelu":
-            layers.append(nn.GELU())
-        elif kind == "tanh":
-            layers.append(nn.Tanh())
-        elif kind == "layernorm":
-            layers.append(nn.LayerNorm(width, dtype=dtype))
-        else:
-            layers.append(nn.Dropout(p[i]))
+        out = widths[i + 1] if kind == "linear" else width
+        layer, width = make_layer(kind, width, out, p[i], dtype)
+        layers.append(layer)
     return layers
 
 
