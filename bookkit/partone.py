@@ -116,9 +116,6 @@ def measure_chain_step(layers, x, plan=None, seed: int = 0) -> ChainStep:
     for p in _params(layers):
         p.grad = None
     minigrad.random.manual_seed(seed)
-    # Earlier graphs caught in reference cycles would otherwise be freed by the cyclic
-    # garbage collector in the middle of the step and shift its relative peaks.
-    gc.collect()
     with memory.track(record_timeline=False) as m:
         y = run_chain(layers, x, plan)
         y.sum().backward()
@@ -533,7 +530,10 @@ def _measure_step(forward, loss_of, optimizer, split_logits, warmup):
     for _ in range(warmup):
         step()
     optimizer.zero_grad()
-    gc.collect()  # no garbage from earlier steps may be freed inside the measured step
+    # The figures are absolute (everything alive in the process), so unreachable
+    # graphs left by earlier code must be gone first; track() then keeps the
+    # collector paused during the step (minigrad.memory, rule 7).
+    gc.collect()
     died = []  # number of timeline events recorded when the logits' buffer was freed
     with memory.track() as m:
         out = forward()

@@ -60,6 +60,13 @@ The rules (PLAN's dynamic program and the book's chapters rely on them)
    ``m.peak[c]`` is the true maximum over the region of category ``c``, and
    ``m.peak["total"]`` the maximum of the sum (not the sum of the maxima).
    Peaks start from the bytes live when ``track()`` is entered.
+7. **No stray garbage collection.** Python's cyclic garbage collector runs at
+   moments that depend on the whole history of the process; if it freed an old,
+   unreachable graph in the middle of a tracked region, that region's figures
+   would depend on what ran before it. ``track()`` therefore pauses the cyclic
+   collector for the region (reference counting still frees everything the
+   region's own code drops, which is all that minigrad's graphs need) and
+   restores it on exit.
 
 Timeline and counts
 -------------------
@@ -75,6 +82,7 @@ while a checkpoint recomputes (including nested checkpoints inside it) count as
 """
 from __future__ import annotations
 
+import gc
 import weakref
 from collections import Counter
 from contextlib import contextmanager
@@ -280,7 +288,10 @@ class Tracker:
 def track(record_timeline: bool = True):
     """Track peaks, a timeline and op counts over the ``with`` block.
 
-    ``record_timeline=False`` keeps only peaks and counts (for long loops)."""
+    ``record_timeline=False`` keeps only peaks and counts (for long loops).
+    The cyclic garbage collector is paused inside the block (rule 7)."""
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
     t = Tracker(record_timeline)
     _LEDGER.trackers.append(t)
     try:
@@ -288,3 +299,5 @@ def track(record_timeline: bool = True):
     finally:
         _LEDGER.trackers.remove(t)
         t.end = live_bytes()
+        if gc_was_enabled:
+            gc.enable()
