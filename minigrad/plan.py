@@ -569,7 +569,6 @@ def profile_chain(layers, x) -> ChainProfile:
         raise ValueError("profile_chain needs at least one layer")
     if not isinstance(x, Tensor):
         raise TypeError(f"x must be a minigrad Tensor, got {type(x).__name__}")
-    gc.collect()  # garbage of earlier graphs must not be freed (and counted) mid-run
     ledger = memory._LEDGER
     key = lambda arr: id(ledger._base(arr))  # noqa: E731  (the ledger's buffer identity)
     rng_state = _get_rng_state()
