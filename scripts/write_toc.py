@@ -30,6 +30,7 @@ PARTS = [
         "notebooks/ch12_cost_in_time",
     ]),
     ("Part III: in the real stack", [
+        "notebooks/ch13_hugging_face",
         "notebooks/ch15_related_techniques",
         "notebooks/ch16_applications",
         "book/playbook",
