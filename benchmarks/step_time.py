@@ -219,6 +219,14 @@ def gpt_torch(checkpoint_blocks):
     return step
 
 
+def time_configs(model: str, minigrad_step, torch_step, configs) -> list:
+    """Median step times of each (name, minigrad setting, torch setting) in ``configs``,
+    all steps interleaved; rows of (model, name, minigrad seconds, torch seconds)."""
+    steps = [f for _, mine, theirs in configs for f in (minigrad_step(mine), torch_step(theirs))]
+    t = median_steps(steps)
+    return [(model, name, t[2 * i], t[2 * i + 1]) for i, (name, _, _) in enumerate(configs)]
+
+
 def main():
     print(f"threads={ARGS.threads} (torch.get_num_threads()={torch.get_num_threads()}), "
           f"repeats={ARGS.repeats} (median), warmup={ARGS.warmup}, clock={ARGS.clock}; numpy {np.__version__}, "
@@ -227,23 +235,17 @@ def main():
     if ARGS.only in (None, "mlp"):
         sq = P.sqrt_segments(MLP_LAYERS)
         # torch's checkpoint_sequential takes a segment count; sqrt_segments splits the same way
-        configs = (("no checkpointing", None, None),
-                   (f"sqrt(n): starts {list(sq.starts)}", list(sq.starts), len(sq.starts)),
-                   ("every block", MLP_LAYERS, MLP_LAYERS))
-        steps = [f for _, mine, theirs in configs for f in (mlp_minigrad(mine), mlp_torch(theirs))]
-        t = median_steps(steps)
-        for i, (name, _, _) in enumerate(configs):
-            rows.append((f"MLP {MLP_LAYERS}x{MLP_WIDTH}, batch {MLP_BATCH}", name, t[2 * i], t[2 * i + 1]))
+        rows += time_configs(f"MLP {MLP_LAYERS}x{MLP_WIDTH}, batch {MLP_BATCH}", mlp_minigrad, mlp_torch,
+                             (("no checkpointing", None, None),
+                              (f"sqrt(n): starts {list(sq.starts)}", list(sq.starts), len(sq.starts)),
+                              ("every block", MLP_LAYERS, MLP_LAYERS)))
     if ARGS.only in (None, "gpt"):
         sq = P.sqrt_segments(GPT_BLOCKS)
-        configs = (("no checkpointing", False, False),
-                   (f"sqrt(n): starts {list(sq.starts)}", list(sq.starts), len(sq.starts)),
-                   ("every block", True, True))
-        steps = [f for _, mine, theirs in configs for f in (gpt_minigrad(mine), gpt_torch(theirs))]
-        t = median_steps(steps)
-        for i, (name, _, _) in enumerate(configs):
-            rows.append((f"GPT {GPT_BLOCKS} blocks, d={GPT_WIDTH}, s={GPT_SEQ}, b={GPT_BATCH}", name,
-                         t[2 * i], t[2 * i + 1]))
+        rows += time_configs(f"GPT {GPT_BLOCKS} blocks, d={GPT_WIDTH}, s={GPT_SEQ}, b={GPT_BATCH}",
+                             gpt_minigrad, gpt_torch,
+                             (("no checkpointing", False, False),
+                              (f"sqrt(n): starts {list(sq.starts)}", list(sq.starts), len(sq.starts)),
+                              ("every block", True, True)))
 
     w = max(len(r[0]) for r in rows)
     c = max(len(r[1]) for r in rows)
