@@ -5,7 +5,7 @@ optional dependencies (myst-nb, torch) are imported lazily and have fallbacks.
 """
 from __future__ import annotations
 
-__all__ = ["glue", "device", "fmt_bytes", "REPOSITORY_URL"]
+__all__ = ["glue", "rounded", "bound", "device", "fmt_bytes", "REPOSITORY_URL"]
 
 # The one place a notebook learns where the book lives (kept equal to
 # `repository.url` in _config.yml by tests/test_config.py).
@@ -32,6 +32,76 @@ def glue(name: str, value, display: bool = False) -> None:
         return None
     _glue(name, value, display=display)
     return None
+
+
+def rounded(value, spec: str = ".4g", *, rel_err: float = 1e-5, abs_err: float = 0.0) -> str:
+    """``format(value, spec)``, checked to read the same on every CPU.
+
+    A float computed in float32, or through BLAS, threads or SIMD maths, carries a
+    rounding error that differs from CPU to CPU (see CONTRIBUTING.md, "Numbers and
+    outputs"). Print and glue it at a precision that error cannot change: this
+    returns the formatted string after checking that every value within
+    ``max(abs_err, rel_err * |value|)`` of ``value`` formats the same, and raises
+    ``ValueError`` (print fewer digits) when ``value`` lies that close to a rounding
+    boundary of ``spec``.
+
+    Args:
+        value: a Python, NumPy or 0-d torch number.
+        spec: a format spec, e.g. ``".4g"`` (4 significant digits), ``".2f"``, ``".1e"``.
+        rel_err, abs_err: how far another CPU's result may lie from this one.
+
+    Returns:
+        The formatted string, e.g. ``"0.05986"``; glue this string, not ``value``.
+
+    Example:
+        >>> rounded(0.059860832989, ".4g")
+        '0.05986'
+    """
+    if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"rounded: expected a real number, got {type(value).__name__}")
+    value = float(value) + 0.0  # + 0.0: -0.0 would print as "-0"
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"rounded: {value} has no digits to show")
+    if rel_err < 0 or abs_err < 0:
+        raise ValueError(f"rounded: errors must be >= 0, got rel_err={rel_err}, abs_err={abs_err}")
+    err = max(abs_err, rel_err * abs(value))
+    shown, low, high = (_format_no_minus_zero(v, spec) for v in (value, value - err, value + err))
+    if low != shown or high != shown:
+        raise ValueError(
+            f"rounded: {value!r} is within {err:.1e} of a rounding boundary of {spec!r} "
+            f"({low} .. {high}): another CPU may print other digits; show fewer digits")
+    return shown
+
+
+def _format_no_minus_zero(value: float, spec: str) -> str:
+    """``format`` without the sign of a value that rounds to zero ("-0.00" -> "0.00")."""
+    text = format(value, spec)
+    if text.startswith("-") and not any(d in "123456789" for d in text.partition("e")[0]):
+        text = text[1:]
+    return text
+
+
+def bound(value, limit: float) -> str:
+    """The text of ``limit`` ("1e-6"), after asserting ``|value| < limit``.
+
+    A rounding gap (the largest difference between two float computations that
+    agree in exact arithmetic) has digits that change from CPU to CPU: show it as a
+    bound, ``f"< {bound(gap, 1e-6)}"``, and glue the bound, never the gap.
+
+    Example:
+        >>> bound(8.2e-07, 1e-6)
+        '1e-6'
+    """
+    if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
+        value = value.item()
+    if not limit > 0:
+        raise ValueError(f"bound: the limit must be positive, got {limit!r}")
+    if not abs(value) < limit:
+        raise AssertionError(f"bound: |{value!r}| is not below {limit!r}")
+    mantissa, _, exponent = f"{limit:g}".partition("e")
+    return f"{mantissa}e{int(exponent)}" if exponent else mantissa
 
 
 def device() -> str:
