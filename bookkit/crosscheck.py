@@ -165,12 +165,9 @@ def minigrad_saved_arrays(root) -> dict:
         for t in leaves:
             if isinstance(t, nn.Parameter):
                 param_bases.add(id(_base(t.data)))
-        if ctx is None:
-            continue
-        for a in ctx.saved:
-            if isinstance(a, np.ndarray):
-                b = _base(a)
-                bases.setdefault(id(b), (b, a))
+    for a in _tensor.saved_arrays(root):  # a checkpoint's kept inputs included
+        b = _base(a)
+        bases.setdefault(id(b), (b, a))
     groups: dict = {}
     for key, (b, a) in bases.items():
         if key in param_bases:

@@ -5,13 +5,22 @@ copying code from one another. Everything works on minigrad alone (NumPy).
 """
 from __future__ import annotations
 
+import ctypes
 import gc
-import math
+import re
 import time
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import matplotlib.pyplot as plt
 import numpy as np
+
+import minigrad
+from bookkit import fmt_bytes
+from minigrad import Tensor, memory, nn, no_grad, random
+from minigrad.checkpoint import checkpoint_sequential
+from minigrad.viz import byte_unit
 
 __all__ = [
     "block_chain",
@@ -40,8 +49,6 @@ def block_chain(widths, hidden, seed: int = 0, activation: str = "tanh", dtype=n
     activation's output (``4 b hidden[i]`` bytes; ``activation`` is ``"tanh"`` or
     ``"relu"``, both save their output); its output is saved by the next block.
     Parameters are drawn from ``minigrad.random`` seeded with ``seed``."""
-    from minigrad import nn, random
-
     widths = [int(w) for w in widths]
     n = len(widths) - 1
     if n < 1:
@@ -63,9 +70,8 @@ def block_chain(widths, hidden, seed: int = 0, activation: str = "tanh", dtype=n
 def run_chain(layers, x, plan=None):
     """Output of ``layers`` applied in turn to ``x``: plainly (``plan=None``) or through
     ``minigrad.checkpoint.checkpoint_sequential(layers, plan, x)`` (``plan``: a number
-    of segments, a list of segment starts, a `minigrad.plan` plan or a Revolve plan)."""
-    from minigrad.checkpoint import checkpoint_sequential
-
+    of segments, a list of segment starts, a `minigrad.plan` plan or a schedule such as
+    ``minigrad.plan.revolve(n, slots)``)."""
     if plan is None:
         h = x
         for layer in layers:
@@ -85,19 +91,28 @@ class ChainStep:
     objects alive in the process do not count);
     ``forward_ops``: op executions of the forward pass (checkpoint nodes not
     counted); ``recompute_ops``: op executions repeated in backward (likewise);
-    ``grads``:
-    copies of the parameters' gradients after the step (a list of arrays)."""
+    ``forward_flops``, ``recompute_flops``, ``backward_flops``: the ledger's FLOPs of each
+    phase (``m.flops``; exact, the same on every machine); ``grads``: copies of the
+    parameters' gradients after the step (a list of arrays)."""
 
     peak_activations: int
     peak_total: int
     forward_ops: int
     recompute_ops: int
     grads: list = field(repr=False)
+    forward_flops: int = 0
+    recompute_flops: int = 0
+    backward_flops: int = 0
 
     @property
     def extra_forwards(self) -> float:
         """Recomputed op executions as a fraction of one forward pass."""
         return self.recompute_ops / self.forward_ops
+
+    @property
+    def extra_forward_flops(self) -> float:
+        """Recomputed FLOPs as a fraction of the forward pass's FLOPs."""
+        return self.recompute_flops / self.forward_flops
 
 
 def _params(layers):
@@ -110,9 +125,6 @@ def measure_chain_step(layers, x, plan=None, seed: int = 0) -> ChainStep:
 
     ``x``: a minigrad Tensor ``(batch, widths[0])``. Gradients are reset first;
     ``minigrad.random`` is seeded with ``seed`` (dropout masks are reproducible)."""
-    import minigrad
-    from minigrad import memory
-
     for p in _params(layers):
         p.grad = None
     minigrad.random.manual_seed(seed)
@@ -123,8 +135,8 @@ def measure_chain_step(layers, x, plan=None, seed: int = 0) -> ChainStep:
     grads = [p.grad.copy() for p in _params(layers)]
     for p in _params(layers):
         p.grad = None
-    # Checkpoint nodes are bookkeeping events, not forward work (nested ones, as in a
-    # Revolve schedule, are created again during recomputation).
+    # Checkpoint nodes are bookkeeping events, not forward work (nested ones are created
+    # again during recomputation).
     fwd = m.ops("forward") - m.counts["forward"].get("checkpoint", 0)
     recomputed = m.ops("recompute") - m.counts["recompute"].get("checkpoint", 0)
     # The ledger counts every array alive in the process, so subtract what was live
@@ -134,14 +146,13 @@ def measure_chain_step(layers, x, plan=None, seed: int = 0) -> ChainStep:
     peak_total = m.peak["total"] - m.start["total"] + own
     peak_act = m.peak["activations"] - m.start["activations"]
     return ChainStep(peak_activations=int(peak_act), peak_total=int(peak_total),
-                     forward_ops=int(fwd), recompute_ops=int(recomputed), grads=grads)
+                     forward_ops=int(fwd), recompute_ops=int(recomputed), grads=grads,
+                     forward_flops=m.flops["forward"], recompute_flops=m.flops["recompute"],
+                     backward_flops=m.flops["backward"])
 
 
 def _openblas():
     """``(set, get)`` for the number of threads of the OpenBLAS NumPy loaded, or None."""
-    import ctypes
-    import re
-
     try:
         maps = open("/proc/self/maps").read()
     except OSError:  # not Linux
@@ -246,8 +257,6 @@ def gradient_check(fn, inputs, eps: float = 1e-6):
     Returns a list with one ``(analytical, numerical)`` pair of arrays (each of the
     input's shape) per input. Costs two calls of ``fn`` per input element: for small
     inputs only."""
-    from minigrad import Tensor, no_grad
-
     inputs = list(inputs)
     for i, t in enumerate(inputs):
         if not isinstance(t, Tensor) or not t.requires_grad:
@@ -335,8 +344,6 @@ class LayerTags:
             raise TypeError(f"LayerTags.wrap: layer {name!r} is not callable ({type(layer).__name__})")
 
         def run(*args, **kwargs):
-            import minigrad
-
             if self._m is None:  # not tracking: run plainly
                 return layer(*args, **kwargs)
             first, grad = len(self._m.timeline), minigrad.is_grad_enabled()
@@ -351,10 +358,6 @@ class LayerTags:
 
     def track(self):
         """``minigrad.memory.track()`` (timeline on) that also records the layer spans."""
-        from contextlib import contextmanager
-
-        from minigrad import memory
-
         @contextmanager
         def _track():
             self.spans = []
@@ -406,8 +409,6 @@ def event_rows(m, tags: LayerTags | None = None) -> list[EventRow]:
     graph, under ``no_grad``, open nothing). Notes: "keeps" (bytes saved for
     backward), "nothing kept" (no graph), "rebuilds" (a recomputation saves them
     again), "frees" (a backward node releases what its op saved)."""
-    from bookkit import fmt_bytes
-
     events = list(m.timeline)
     if not events:
         raise ValueError("event_rows: the tracker's timeline is empty (track with record_timeline=True)")
@@ -514,10 +515,6 @@ def measure_step(forward, loss_of, optimizer, split_logits: bool = False, warmup
 
 
 def _measure_step(forward, loss_of, optimizer, split_logits, warmup):
-    import weakref
-
-    from minigrad import Tensor, memory
-
     if warmup < 0:
         raise ValueError(f"measure_step: warmup must be >= 0, got {warmup}")
 
@@ -585,11 +582,6 @@ def overlay_timelines(trackers: dict, category: str = "activations", ax=None, ti
 
     ``trackers``: ``{label: tracker}``. A vertical dotted line marks where each
     tracker's backward pass begins (its first backward or recompute event)."""
-    import matplotlib.pyplot as plt
-
-    from minigrad import memory
-    from minigrad.viz import byte_unit
-
     if not trackers:
         raise ValueError("overlay_timelines: no trackers given")
     allowed = list(memory.CATEGORIES) + ["total"]

@@ -1,257 +1,591 @@
 """Activation checkpointing: keep a segment's inputs, recompute the rest in backward.
 
-``checkpoint(fn, *args)`` runs ``fn`` under ``no_grad`` (nothing inside is saved
-for backward) and records one node that saves only ``fn``'s tensor inputs, at
-the engine's one saving point (so the ledger counts them as activations). When
-backward reaches the node it
+Names and behaviour follow ``torch.utils.checkpoint``. ``checkpoint(fn, *args, **kwargs)``
+returns what ``fn`` returns, but keeps for backward only the tensors passed to ``fn``
+(positional or keyword, also inside lists, tuples and dicts); what ``fn``'s ops would have
+saved is rebuilt by running ``fn`` again during backward. Two implementations, chosen with
+``use_reentrant`` exactly as in torch:
 
-1. restores the random-number state of the first forward (``preserve_rng_state``),
-   so dropout draws the same masks,
-2. re-runs ``fn`` with grad enabled on tensors that share the saved inputs'
-   buffers (the ledger's phase ``"recompute"``),
-3. compares every recomputed op's output shape and dtype with the first forward's
-   (``determinism_check``) and raises `CheckpointError` naming the first op that differs,
-4. back-propagates through the recomputed graph at once (parameters inside ``fn``
-   accumulate into ``.grad`` as usual) and hands the inputs' gradients on,
-5. frees the recomputed graph and, when the engine releases the node, the inputs.
+* ``use_reentrant=False`` (the default, and torch's recommendation): ``fn`` runs with grad
+  enabled, so its graph is recorded as usual, but inside a `saved_tensors_hooks` block whose
+  pack hook stores a small handle instead of each array. The first time backward unpacks
+  one of those handles, the unpack hook re-runs ``fn`` on the kept inputs under a second
+  pair of hooks that collects the arrays its ops save again, and hands each one to the node
+  that asked for it. Backward runs through the *original* graph, so ``fn`` may take and
+  return anything, call ``backward``/``grad`` itself, and ``minigrad.grad(out, inputs)``
+  works through it. (torch: ``_checkpoint_without_reentrant_generator``.)
+* ``use_reentrant=True``: `Checkpoint`, an ordinary `Function` (chapter 3 builds it by
+  hand): its forward runs ``fn`` under ``no_grad`` and saves the inputs; its backward runs
+  ``fn`` again with grad enabled and back-propagates through that new graph at once (a
+  backward inside the backward: "reentrant"). ``fn`` must return one Tensor; gradients
+  reach only the positional tensor inputs, and if none requires grad the output does not
+  either (torch warns, and the parameters inside get no gradient).
 
-Checkpoints nest: ``fn`` may call ``checkpoint`` itself (`minigrad.multilevel`
-builds Revolve schedules that way); under ``no_grad`` a checkpoint simply calls ``fn``.
+Both replay the random-number state of the first forward (``preserve_rng_state``: dropout
+draws the same masks) and check that the recomputation matches (``determinism_check``:
+non-reentrant compares every saved array's op, shape and dtype, reentrant every op's
+output), raising `CheckpointError` naming the first difference. The ledger counts the kept
+inputs as activations; ops run while recomputing count in phase ``"recompute"``, during
+which `is_recomputing` is True (``nn.BatchNorm1d`` uses it to update its running
+statistics once). Checkpoints nest.
 
-Unlike torch's ``use_reentrant=True``, a checkpoint whose inputs do not require
-grad still gives the parameters inside ``fn`` their gradients (the first
-forward notices them); it warns, because in torch's reentrant mode this is the
-classic "gradients are None" trap.
-
-Mutable state: a module that updates state in its forward (BatchNorm's running
-statistics) would update it twice, once in the forward and once in the
-recomputation. `is_recomputing` lets it tell the two apart;
-``minigrad.nn.BatchNorm1d`` skips the update during recomputation unless built
-with ``update_stats_on_recompute=True`` (torch's behaviour, shown in chapter 6).
+Executors of plans (`minigrad.plan`): ``checkpoint_sequential(functions, segments, input)``
+runs a chain of layers with one checkpoint per segment but the last, as torch does, for a
+number of segments, a list of segment starts or a plan with ``starts``; any other plan (a
+Revolve or multi-level schedule: an object with ``n`` and ``actions``) is walked action by
+action by `run_schedule`.
 """
 from __future__ import annotations
 
+import itertools
 import warnings
+import weakref
+from collections import defaultdict
+from contextlib import contextmanager
 
 import numpy as np
 
-from minigrad import memory as _mem
+from minigrad import memory as _memory
 from minigrad import random as _random
 from minigrad import tensor as _tensor
-from minigrad.tensor import Context, Tensor, enable_grad, is_grad_enabled, no_grad, run_backward
+from minigrad._validation import check_int, check_segment_starts
+from minigrad.tensor import (Context, Function, Tensor, enable_grad, is_grad_enabled, no_grad,
+                             register_hooks, run_backward, saved_tensors_hooks)
 
-__all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "is_recomputing"]
+__all__ = ["checkpoint", "checkpoint_sequential", "run_schedule", "Checkpoint", "CheckpointError",
+           "is_recomputing", "set_checkpoint_early_stop"]
 
 
 class CheckpointError(RuntimeError):
-    """A recomputation did not reproduce the original forward (shape or dtype of an op's output)."""
+    """A recomputation did not reproduce the original forward (torch's ``CheckpointError``)."""
 
 
-_DEPTH = 0  # how many checkpoint recomputations are running (nested ones count)
+# --- shared pieces: recomputation state, RNG replay, the op record ---------------------------------
+_DEPTH = 0  # how many recomputations are running (nested ones count)
+_EARLY_STOP = None  # set by set_checkpoint_early_stop; None: each checkpoint's own setting
 
 
 def is_recomputing() -> bool:
-    """True while a checkpoint re-runs its function during backward."""
+    """True while a checkpoint re-runs its function during backward.
+
+    Example:
+        >>> def f(h):
+        ...     print("recomputing" if is_recomputing() else "first forward")
+        ...     return h.tanh()
+    """
     return _DEPTH > 0
 
 
-class _Recorder:
-    """Watches the ops executed while a checkpointed function runs: whether any
-    input requires grad (a parameter), and each output's (op, shape, dtype)."""
+@contextmanager
+def set_checkpoint_early_stop(enable: bool):
+    """Context manager: whether the non-reentrant checkpoints *created* inside stop their
+    recomputation as soon as every array backward needs has been rebuilt (torch's
+    ``set_checkpoint_early_stop``; it overrides each call's ``early_stop``).
 
-    def __init__(self, record: bool):
-        self.record = record
-        self.ops: list[tuple[str, tuple, np.dtype]] = []
+    Example:
+        >>> with set_checkpoint_early_stop(False):
+        ...     y = checkpoint(fn, x)        # its recomputation runs fn to the end
+        >>> y.sum().backward()
+    """
+    global _EARLY_STOP
+    old, _EARLY_STOP = _EARLY_STOP, bool(enable)
+    try:
+        yield
+    finally:
+        _EARLY_STOP = old
+
+
+@contextmanager
+def _recomputing(rng_state):
+    """Run a recomputation: grad enabled, ledger phase "recompute", `is_recomputing` True,
+    and the random state of the first forward (``rng_state``, if any) replayed, then the
+    caller's state put back."""
+    global _DEPTH
+    now = _random.get_rng_state() if rng_state is not None else None
+    if rng_state is not None:
+        _random.set_rng_state(rng_state)
+    _DEPTH += 1
+    try:
+        with enable_grad(), _memory.phase("recompute"):
+            yield
+    finally:
+        _DEPTH -= 1
+        if now is not None:
+            _random.set_rng_state(now)
+
+
+def _determinism(value) -> bool:
+    if value in ("default", True):
+        return True
+    if value in ("none", False):
+        return False
+    raise ValueError(f"checkpoint: determinism_check must be 'default' or 'none' (or True/False), "
+                     f"got {value!r}")
+
+
+class _OpRecord:
+    """The (op, output shape, dtype) of every op run while `watching`, and whether any op's
+    input required grad (a parameter inside the function)."""
+
+    def __init__(self):
+        self.ops: list[tuple] = []
         self.saw_grad = False
 
-    def __call__(self, fn, args, result):
-        if fn is _Checkpoint:
+    def __call__(self, kind, fn, ctx, args, kwargs, out):
+        # A nested checkpoint's own node is left out: under no_grad (the first run of a
+        # reentrant checkpoint) a nested checkpoint is a plain call and makes none.
+        if kind != "forward" or fn.name() == "checkpoint":
             return
+        self.ops.append((fn.name(), out.shape, out.dtype))
         if not self.saw_grad:
             self.saw_grad = any(isinstance(a, Tensor) and a.requires_grad for a in args)
-        if self.record:
-            self.ops.append((fn.name(), result.shape, result.dtype))
+
+    @contextmanager
+    def watching(self):
+        handle = register_hooks(op=self)
+        try:
+            yield self
+        finally:
+            handle.remove()
 
 
-def _run_recorded(fn, args, kwargs, record):
-    rec = _Recorder(record)
-    _tensor._OP_OBSERVERS.append(rec)
-    try:
-        out = fn(*args, **kwargs)
-    finally:
-        _tensor._OP_OBSERVERS.remove(rec)
-    if not isinstance(out, Tensor):
-        raise TypeError(f"checkpoint: fn must return one Tensor, got {type(out).__name__}")
-    return out, rec
-
-
-def _compare(first: _Recorder, again: _Recorder, out0, out1):
-    a, b = first.ops, again.ops
-    for i, (x, y) in enumerate(zip(a, b)):
+def _compare_ops(first: list, again: list, what: str = "checkpoint") -> None:
+    """Raise `CheckpointError` naming the first op whose recomputed output differs."""
+    for i, (x, y) in enumerate(zip(first, again)):
         if x != y:
             raise CheckpointError(
-                f"checkpoint: the recomputation differs from the original forward at op #{i} "
+                f"{what}: the recomputation differs from the original forward at op #{i} "
                 f"'{y[0]}' (original op '{x[0]}'): original output shape {x[1]} dtype {x[2]}, "
                 f"recomputed shape {y[1]} dtype {y[2]}. The checkpointed function must run the "
                 f"same ops on the same shapes each time (beware of state it reads or mutates).")
-    if len(a) != len(b):
-        i = min(len(a), len(b))
-        extra = (b if len(b) > len(a) else a)[i]
-        which = "recomputation ran an extra" if len(b) > len(a) else "recomputation skipped the"
+    if len(first) != len(again):
+        i = min(len(first), len(again))
+        extra = (again if len(again) > len(first) else first)[i]
+        which = "recomputation ran an extra" if len(again) > len(first) else "recomputation skipped the"
         raise CheckpointError(
-            f"checkpoint: the {which} op #{i} '{extra[0]}' (original forward ran {len(a)} ops, "
-            f"recomputation {len(b)}).")
-    if out0 != out1:
-        raise CheckpointError(
-            f"checkpoint: the recomputed output has shape {out1[0]} dtype {out1[1]}, the original "
-            f"had shape {out0[0]} dtype {out0[1]}")
+            f"{what}: the {which} op #{i} '{extra[0]}' (original forward ran {len(first)} ops, "
+            f"recomputation {len(again)}).")
 
 
-class _Checkpoint:
-    """The graph node of one checkpoint (not a Function: its forward is ``fn``)."""
+# --- inputs of any structure ----------------------------------------------------------------------
+class _Slot:
+    """Where a tensor input sat in ``(args, kwargs)``: its index among the saved arrays."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index):
+        self.index = index
+
+
+def _split_inputs(obj, tensors: list, seen: dict):
+    """``obj`` with every Tensor (also inside lists, tuples and dicts) replaced by a `_Slot`;
+    the tensors are appended to ``tensors`` (a tensor passed twice gets one slot)."""
+    if isinstance(obj, Tensor):
+        if id(obj) not in seen:
+            seen[id(obj)] = _Slot(len(tensors))
+            tensors.append(obj)
+        return seen[id(obj)]
+    if isinstance(obj, (list, tuple)):
+        items = [_split_inputs(o, tensors, seen) for o in obj]
+        if isinstance(obj, list):
+            return items
+        return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
+    if isinstance(obj, dict):
+        return type(obj)((k, _split_inputs(v, tensors, seen)) for k, v in obj.items())
+    return obj
+
+
+def _fill_inputs(obj, leaves: list):
+    """The inverse of `_split_inputs`: each `_Slot` replaced by ``leaves[slot.index]``."""
+    if isinstance(obj, _Slot):
+        return leaves[obj.index]
+    if isinstance(obj, (list, tuple)):
+        items = [_fill_inputs(o, leaves) for o in obj]
+        if isinstance(obj, list):
+            return items
+        return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
+    if isinstance(obj, dict):
+        return type(obj)((k, _fill_inputs(v, leaves)) for k, v in obj.items())
+    return obj
+
+
+# --- use_reentrant=False: saved-tensor hooks ------------------------------------------------------
+class _Holder:
+    """What a checkpointed op stores instead of an array (torch's ``_Holder``): one handle
+    per backward pass, set when that pass has recomputed the array."""
+
+    __slots__ = ("handles", "frame", "__weakref__")
+
+    def __init__(self, frame):
+        self.handles: dict[int, object] = {}
+        self.frame = frame
+
+    def kept_arrays(self):
+        """What is kept for backward in this array's stead: its checkpoint's inputs
+        (see ``minigrad.tensor.saved_arrays``)."""
+        return self.frame.kept_arrays()
+
+
+class _Handle:
+    __slots__ = ("__weakref__",)
+
+
+class _StopRecomputation(Exception):
+    """Raised by the recomputation's pack hook once every needed array is rebuilt (early stop)."""
+
+
+_OUTSIDE_BACKWARD_IDS = itertools.count(-1, -1)  # an unpack outside backward recomputes afresh
+
+
+class _CheckpointInputs(Function):
+    """The node that keeps a non-reentrant checkpoint's inputs (torch's ``_NoopSaveInputs``).
+
+    Its forward saves the input arrays at the engine's saving point (so the ledger counts
+    them as activations, and an enclosing checkpoint's hooks apply to them: that is how
+    checkpoints nest) and returns an empty array. Its output is not part of the result's
+    graph: the checkpoint's frame holds it until the last node that may recompute is gone.
+    A zero-size input that requires grad makes the engine record it whatever the inputs."""
 
     @staticmethod
-    def name():
-        return "checkpoint"
+    def forward(ctx, dummy, *arrays):
+        ctx.save_for_backward(*arrays)
+        return np.empty(0, dtype=np.float32)
 
     @staticmethod
     def backward(ctx, g):
-        global _DEPTH
-        saved = iter(ctx.saved_tensors)  # raises if this node was already released
-        args = []
-        for is_tensor, value in ctx.args:
-            # Shares the saved buffer: recomputing adds no bytes for the inputs.
-            args.append(Tensor(next(saved), requires_grad=value) if is_tensor else value)
-        now = _random.get_rng_state() if ctx.rng_state is not None else None
-        if ctx.rng_state is not None:
-            _random.set_rng_state(ctx.rng_state)
-        _DEPTH += 1
+        raise RuntimeError("checkpoint: the inputs' keeper is not part of any graph")
+
+    @classmethod
+    def name(cls) -> str:
+        return "checkpoint"
+
+
+def _dummy() -> Tensor:
+    return Tensor(np.empty(0, dtype=np.float32), requires_grad=True)
+
+
+class _Frame:
+    """One non-reentrant checkpoint call (torch's ``_CheckpointFrame``).
+
+    Keeps ``fn``, its inputs (in a `_CheckpointInputs` node), the RNG state, and, for each
+    array the forward saved, a weak reference to its holder and its (op, shape, dtype).
+    ``recomputed[task][handle]`` holds the arrays one backward pass has rebuilt until the
+    node that needs each one unpacks it."""
+
+    def __init__(self, fn, args, kwargs, preserve_rng_state, check, early_stop):
+        self.fn = fn
+        tensors: list[Tensor] = []
+        self.template = _split_inputs((args, kwargs), tensors, {})
+        self.requires_grad = [t.requires_grad for t in tensors]
+        self.keeper = _CheckpointInputs.apply(_dummy(), *[Tensor(t.data) for t in tensors])
+        self.rng_state = _random.get_rng_state() if preserve_rng_state else None
+        self.check = check
+        self.early_stop = early_stop
+        self.holders: list = []  # weakref.ref(_Holder), one per array the forward saved
+        self.meta: list[tuple] = []  # (op name, shape, dtype) of each
+        self.forward_done = False
+        self.ignore_extra = False  # set when fn ran backward inside its own first forward
+        self.recomputed = defaultdict(weakref.WeakKeyDictionary)  # task id -> {handle: Context}
+        self.counter = defaultdict(int)  # task id -> arrays saved so far by its recomputation
+        self.done: set[int] = set()  # task ids that have recomputed
+
+    def kept_arrays(self):
+        """The arrays this checkpoint keeps (its inputs, or what an enclosing hook stored)."""
+        out = []
+        for s in self.keeper._ctx.saved:
+            value = getattr(s, "value", s)
+            if isinstance(value, np.ndarray):
+                out.append(value)
+            elif hasattr(value, "kept_arrays"):
+                out.extend(value.kept_arrays())
+        return out
+
+    # The hooks active while fn first runs.
+    def pack(self, array):
+        holder = _Holder(self)
+        self.holders.append(weakref.ref(holder))
+        op = _tensor.current_op()
+        self.meta.append((op.name() if op is not None else "checkpoint input", array.shape, array.dtype))
+        return holder
+
+    def unpack(self, holder):
+        task = _tensor.current_backward()
+        tid = task.id if task is not None else next(_OUTSIDE_BACKWARD_IDS)
+        if tid not in self.done:
+            self._recompute(tid)
+        if tid not in holder.handles:
+            raise CheckpointError("checkpoint: an array was not rebuilt by the recomputation (its "
+                                  "holder was created after the recomputation ran)")
+        handle = holder.handles[tid]
+        if handle is None:
+            raise CheckpointError(
+                "checkpoint: Unpack is being triggered for a tensor that was already unpacked once "
+                "in this backward pass. If you are calling ctx.saved_tensors in backward, make sure "
+                "to do so only once.")
+        holder.handles[tid] = None
+        box = self.recomputed[tid].pop(handle)
+        (array,) = box.saved
+        if task is None:  # outside backward: nothing else will ask for this recomputation
+            self._forget(tid)
+        return array
+
+    def _recompute(self, tid):
+        # fresh leaves sharing the kept buffers, requiring grad as the inputs did (so that
+        # every op saves what it saved the first time)
+        leaves = [Tensor(a, requires_grad=rg)
+                  for a, rg in zip(self.keeper._ctx.saved_tensors, self.requires_grad)]
+        args, kwargs = _fill_inputs(self.template, leaves)
         try:
-            with enable_grad(), _mem.phase("recompute"):
-                out, rec = _run_recorded(ctx.run, args, ctx.kwargs, ctx.first is not None)
-        finally:
-            _DEPTH -= 1
-            if now is not None:
-                _random.set_rng_state(now)
-        if ctx.first is not None:
-            _compare(ctx.first, rec, ctx.out_meta, (out.shape, out.dtype))
-        if not out.requires_grad:
-            return tuple(None for _ in args)
-        wanted = [a for a in args if isinstance(a, Tensor) and a.requires_grad]
-        grads = iter(run_backward(out, g, inputs=wanted))
-        return tuple(next(grads) if isinstance(a, Tensor) and a.requires_grad else None for a in args)
+            with _recomputing(self.rng_state), saved_tensors_hooks(
+                    lambda a: self._pack_recomputed(tid, a), lambda a: a):
+                self.fn(*args, **kwargs)
+        except _StopRecomputation:
+            pass
+        self.done.add(tid)
+        if self.forward_done and not self.ignore_extra and self.counter[tid] != len(self.holders):
+            i = self.counter[tid]
+            op, shape, dtype = self.meta[i]
+            raise CheckpointError(
+                f"checkpoint: the recomputation saved {i} arrays for backward but the original "
+                f"forward saved {len(self.holders)}; the first one missing was saved by op '{op}' "
+                f"(shape {shape}, dtype {dtype}). The checkpointed function must run the same ops "
+                f"each time (beware of state it reads or mutates).")
+
+    def _pack_recomputed(self, tid, array):
+        i = self.counter[tid]
+        self.counter[tid] += 1
+        if i >= len(self.holders):
+            if not self.forward_done:  # fn called backward inside its first forward (torch's rule 6)
+                self.ignore_extra = True
+                return array
+            op = _tensor.current_op()
+            raise CheckpointError(
+                f"checkpoint: the recomputation saved more arrays for backward than the original "
+                f"forward ({len(self.holders)}); the extra one is saved by op "
+                f"'{op.name() if op is not None else '?'}' (shape {array.shape}, dtype {array.dtype}). "
+                f"The checkpointed function must run the same ops each time.")
+        if self.check:
+            op = _tensor.current_op()
+            again = (op.name() if op is not None else "checkpoint input", array.shape, array.dtype)
+            if again != self.meta[i]:
+                x = self.meta[i]
+                raise CheckpointError(
+                    f"checkpoint: the recomputation differs from the original forward at saved "
+                    f"array #{i}: originally op '{x[0]}' saved shape {x[1]} dtype {x[2]}, "
+                    f"recomputed op '{again[0]}' saved shape {again[1]} dtype {again[2]}. The "
+                    f"checkpointed function must save the same arrays each time (beware of state "
+                    f"it reads or mutates).")
+        holder = self.holders[i]()
+        if holder is not None:  # (None: its node was already released, nothing will ask)
+            handle = _Handle()
+            holder.handles[tid] = handle
+            box = Context()
+            box.save_for_backward(array)  # hooks are paused inside a hook: stored as is
+            self.recomputed[tid][handle] = box
+        if self.early_stop and self.counter[tid] == len(self.holders):
+            raise _StopRecomputation
+        return array  # the recomputed graph keeps it too, so fn may call backward inside
+
+    def _forget(self, tid):
+        self.recomputed.pop(tid, None)
+        for ref in self.holders:
+            holder = ref()
+            if holder is not None:
+                holder.handles.pop(tid, None)
 
 
-def _checkpoint(fn, args, kwargs, preserve_rng_state, determinism_check, warn):
+def _checkpoint_without_reentrant(fn, args, kwargs, preserve_rng_state, check, early_stop):
+    frame = _Frame(fn, args, kwargs, preserve_rng_state, check,
+                   early_stop if _EARLY_STOP is None else _EARLY_STOP)
+    with saved_tensors_hooks(frame.pack, frame.unpack):
+        out = fn(*args, **kwargs)
+    frame.forward_done = True
+    return out
+
+
+# --- use_reentrant=True: a Function ---------------------------------------------------------------
+class Checkpoint(Function):
+    """The reentrant checkpoint (``use_reentrant=True``; torch's ``CheckpointFunction``).
+
+    Chapter 3's ``HandCheckpoint`` plus RNG replay and the determinism check. Apply as
+    ``Checkpoint.apply(run_function, preserve_rng_state, determinism_check, is_tensor, *args)``
+    where ``is_tensor[i]`` says whether ``args[i]`` is a Tensor; `checkpoint` does this for you.
+
+    forward: run ``run_function`` under ``no_grad`` (nothing inside is saved), keep only the
+    tensor inputs. backward: rebuild the inputs as fresh leaves sharing the kept buffers,
+    re-run ``run_function`` with grad enabled (replaying the RNG), compare its ops with the
+    first run, back-propagate through the new graph at once (parameters inside accumulate
+    into ``.grad``) and hand on the inputs' gradients."""
+
+    @staticmethod
+    def forward(ctx, run_function, preserve_rng_state, determinism_check, is_tensor, *args):
+        ctx.run_function, ctx.is_tensor = run_function, is_tensor
+        ctx.constants = [None if t else a for a, t in zip(args, is_tensor)]
+        ctx.rng_state = _random.get_rng_state() if preserve_rng_state else None
+        record = _OpRecord()
+        with no_grad(), record.watching():
+            out = run_function(*[Tensor(a) if t else a for a, t in zip(args, is_tensor)])
+        if not isinstance(out, Tensor):
+            raise TypeError(f"checkpoint: with use_reentrant=True the function must return one Tensor, "
+                            f"got {type(out).__name__}; use_reentrant=False accepts any output")
+        ctx.first_ops = record.ops if determinism_check else None
+        ctx.save_for_backward(*[a for a, t in zip(args, is_tensor) if t])
+        return out.data
+
+    @staticmethod
+    def backward(ctx, g):
+        task = _tensor.current_backward()
+        if task is not None and not task.accumulates:
+            raise RuntimeError(
+                "checkpoint: use_reentrant=True is incompatible with grad() or with passing "
+                "`inputs` to backward(); use use_reentrant=False, or call backward() without inputs")
+        saved = iter(ctx.saved_tensors)  # raises if this node was already released
+        needs = ctx.needs_input_grad[4:]
+        inputs = [Tensor(next(saved), requires_grad=need) if t else c
+                  for t, c, need in zip(ctx.is_tensor, ctx.constants, needs)]
+        record = _OpRecord()
+        with _recomputing(ctx.rng_state), record.watching():
+            out = ctx.run_function(*inputs)
+        if ctx.first_ops is not None:
+            _compare_ops(ctx.first_ops, record.ops)
+        if not isinstance(out, Tensor) or not out.requires_grad:
+            raise RuntimeError("checkpoint: none of output has requires_grad=True, this checkpoint() "
+                               "is not necessary")
+        wanted = [x for x in inputs if isinstance(x, Tensor) and x.requires_grad]
+        grads = iter(run_backward([out], [g], capture=wanted))
+        return (None,) * 4 + tuple(next(grads) if isinstance(x, Tensor) and x.requires_grad else None
+                                   for x in inputs)
+
+
+def _checkpoint_reentrant(fn, args, kwargs, preserve_rng_state, check):
+    if kwargs:
+        raise ValueError(f"checkpoint: keyword arguments are not supported with use_reentrant=True "
+                         f"(got {sorted(kwargs)}); use use_reentrant=False")
+    is_tensor = tuple(isinstance(a, Tensor) for a in args)
+    if not any(isinstance(a, Tensor) and a.requires_grad for a in args):
+        warnings.warn("checkpoint: None of the inputs have requires_grad=True. Gradients will be None "
+                      "(use_reentrant=True gives gradients only through the positional tensor "
+                      "inputs; use_reentrant=False also reaches the parameters inside)",
+                      UserWarning, stacklevel=3)
+    return Checkpoint.apply(fn, preserve_rng_state, check, is_tensor, *args)
+
+
+# --- the public function --------------------------------------------------------------------------
+def checkpoint(function, *args, use_reentrant: bool = False, preserve_rng_state: bool = True,
+               determinism_check="default", early_stop: bool = True, **kwargs):
+    """Run ``function(*args, **kwargs)`` keeping only its tensor inputs for backward.
+
+    Args:
+        function: what to run (a Module or any callable).
+        *args, **kwargs: its arguments; every Tensor among them (also inside lists,
+            tuples and dicts) is kept for the recomputation.
+        use_reentrant: False (default): saved-tensor hooks, the original graph is
+            back-propagated (see the module docstring). True: the `Checkpoint` Function.
+        preserve_rng_state: replay ``minigrad.random``'s state in the recomputation
+            (dropout draws the same masks).
+        determinism_check: ``"default"`` (or True) raises `CheckpointError` naming the first
+            saved array (non-reentrant) or op output (reentrant) whose op, shape or dtype
+            differs in the recomputation; ``"none"`` (or False) skips the check.
+        early_stop: non-reentrant only: stop recomputing once every array backward needs is
+            rebuilt (torch's default; `set_checkpoint_early_stop` overrides it).
+
+    Returns:
+        What ``function`` returns. Under ``no_grad`` it is simply called. The gradients equal
+        those of calling ``function`` plainly, bit for bit, when it is deterministic given the
+        random state.
+
+    Raises:
+        TypeError: ``function`` is not callable.
+        CheckpointError: the recomputation differs (during backward).
+
+    Example:
+        >>> y = checkpoint(block, x)           # block's activations are not kept
+        >>> y.sum().backward()                 # block runs again here
+    """
+    if not callable(function):
+        hint = (" (for a list of layers use checkpoint_sequential(layers, segments, x))"
+                if isinstance(function, (list, tuple)) else "")
+        raise TypeError(f"checkpoint: function must be callable, got {type(function).__name__}{hint}")
+    if not isinstance(use_reentrant, (bool, np.bool_)):
+        raise TypeError(f"checkpoint: use_reentrant must be True or False, got {use_reentrant!r}")
+    check = _determinism(determinism_check)
     if not is_grad_enabled():
-        return fn(*args, **kwargs)
-    if determinism_check in ("default", True):
-        determinism_check = True
-    elif determinism_check in ("none", False, None):
-        determinism_check = False
-    else:
-        raise ValueError(f"checkpoint: determinism_check must be True/False or 'default'/'none', "
-                         f"got {determinism_check!r}")
-    inputs_need_grad = any(isinstance(a, Tensor) and a.requires_grad for a in args)
-    if warn and not inputs_need_grad:
-        warnings.warn(
-            "checkpoint: none of the inputs requires grad. minigrad still recomputes fn and gives "
-            "the parameters inside it their gradients (torch's use_reentrant=True would leave "
-            "them None); make an input require grad, or use use_reentrant=False in torch.",
-            UserWarning, stacklevel=3)
-    rng_state = _random.get_rng_state() if preserve_rng_state else None
-    with no_grad():
-        out, rec = _run_recorded(fn, args, kwargs, determinism_check)
-    if not (inputs_need_grad or rec.saw_grad):
-        return out  # nothing to differentiate: no node, nothing kept
-    ctx = Context(True)
-    ctx.fn = _Checkpoint
-    ctx.inputs = tuple(_tensor._edge(a) for a in args)
-    ctx.input_shapes = tuple(a.shape if isinstance(a, Tensor) else None for a in args)
-    ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
-    # (is_tensor, requires_grad or the value): the node keeps no Tensor, only the saved arrays.
-    ctx.args = tuple((True, a.requires_grad) if isinstance(a, Tensor) else (False, a) for a in args)
-    ctx.kwargs, ctx.run = kwargs, fn
-    ctx.rng_state = rng_state
-    ctx.first = rec if determinism_check else None
-    ctx.out_meta = (out.shape, out.dtype)
-    # The engine's one saving point: the inputs become this node's activations.
-    ctx.save_for_backward(*[a.data for a in args if isinstance(a, Tensor)])
-    result = Tensor(out.data, requires_grad=True)
-    result._ctx = ctx
-    for obs in _tensor._OP_OBSERVERS:  # an enclosing checkpoint's probe
-        obs(_Checkpoint, args, result)
-    _mem._LEDGER.event("checkpoint")
-    return result
+        return function(*args, **kwargs)
+    if use_reentrant:
+        return _checkpoint_reentrant(function, args, kwargs, preserve_rng_state, check)
+    return _checkpoint_without_reentrant(function, args, kwargs, preserve_rng_state, check,
+                                         bool(early_stop))
 
 
-def checkpoint(fn, *args, preserve_rng_state: bool = True, determinism_check=True, **kwargs):
-    """Run ``fn(*args, **kwargs)`` keeping only its tensor inputs for backward.
-
-    ``fn`` must return one Tensor. Returns a tensor equal to ``fn(*args)``; in
-    backward, ``fn`` is re-run (see the module docstring) and the gradients equal
-    those of running ``fn`` plainly, bit for bit, when ``fn`` is deterministic
-    given the random state. ``preserve_rng_state``: replay ``minigrad.random``'s
-    state in the recomputation (dropout masks match). ``determinism_check``
-    (True/"default" or False/"none"): raise `CheckpointError` naming the first op
-    whose recomputed output differs in shape or dtype."""
-    if not callable(fn):
-        raise TypeError(f"checkpoint: fn must be callable, got {type(fn).__name__}")
-    return _checkpoint(fn, args, kwargs, preserve_rng_state, determinism_check, warn=True)
+# --- executors of plans ------------------------------------------------------------------------
+def _layer_list(functions, where):
+    if isinstance(functions, Tensor) or not hasattr(functions, "__iter__"):
+        raise TypeError(f"{where}: functions must be a list of layers (callables) or an "
+                        f"nn.Sequential, got {type(functions).__name__}")
+    layers = list(functions)
+    if not layers:
+        raise ValueError(f"{where}: no layers given")
+    for i, layer in enumerate(layers):
+        if not callable(layer):
+            raise TypeError(f"{where}: functions[{i}] is not callable ({type(layer).__name__})")
+    return layers
 
 
 def _segment_starts(segments, n):
-    if isinstance(segments, bool):
-        raise TypeError("checkpoint_sequential: segments must be an int, a list of starts or a plan")
-    if isinstance(segments, (int, np.integer)):
-        k = int(segments)
-        if not 1 <= k <= n:
-            raise ValueError(f"checkpoint_sequential: segments={k} is out of range for {n} layers; "
-                             f"allowed: 1 <= segments <= {n}")
+    """Segment starts from what ``checkpoint_sequential`` accepts as ``segments``."""
+    where = "checkpoint_sequential"
+    if isinstance(segments, (int, np.integer)) and not isinstance(segments, (bool, np.bool_)):
+        k = check_int("segments", segments, 1, n, where)
         size = n // k  # torch's split: k - 1 segments of n // k layers, the last takes the rest
         return [j * size for j in range(k)]
     starts = getattr(segments, "starts", segments)
     plan_n = getattr(segments, "n", None)
     if plan_n is not None and plan_n != n:
-        raise ValueError(f"checkpoint_sequential: the plan is for n={plan_n} layers but {n} layers were given")
-    try:
-        starts = [int(s) for s in starts]
-    except TypeError:
-        raise TypeError(f"checkpoint_sequential: segments must be an int, a sorted list of segment "
-                        f"starts or a plan, got {type(segments).__name__}") from None
-    if not starts or starts[0] != 0:
-        raise ValueError(f"checkpoint_sequential: segment starts must begin with 0, got {starts}")
-    if any(b <= a for a, b in zip(starts, starts[1:])):
-        raise ValueError(f"checkpoint_sequential: segment starts must be strictly increasing, got {starts}")
-    if starts[-1] >= n:
-        raise ValueError(f"checkpoint_sequential: segment starts must be in 0 .. {n - 1} for {n} "
-                         f"layers, got {starts}")
-    return starts
+        raise ValueError(f"{where}: the plan is for n={plan_n} layers but {n} layers were given")
+    if isinstance(starts, (str, bytes, dict, set)) or not hasattr(starts, "__iter__"):
+        raise TypeError(f"{where}: segments must be an int, a sorted list of segment starts or a "
+                        f"plan, got {type(segments).__name__}")
+    return list(check_segment_starts(starts, n, where))
 
 
-def checkpoint_sequential(layers, segments, x, preserve_rng_state: bool = True,
-                          determinism_check=True):
-    """Run the chain ``h = layer(h)`` over ``layers`` on ``x`` with checkpointed segments.
+def checkpoint_sequential(functions, segments, input, use_reentrant: bool = False,
+                          preserve_rng_state: bool = True, determinism_check="default"):
+    """Run the chain ``h = f(h)`` over ``functions`` on ``input``, checkpointing segments.
 
-    ``segments`` is an int ``k`` (``1 <= k <= len(layers)``: ``k - 1`` segments of
-    ``n // k`` layers and a last one with the rest, as in torch), a sorted list of
-    segment start indices beginning with 0 (``[0, 3, 7]`` on 10 layers: layers
-    0-2, 3-6, 7-9), a plan from `minigrad.plan` (anything with ``.starts``), or a
-    Revolve plan (``kind == "revolve"``, run by `minigrad.multilevel.run_revolve`).
+    As in ``torch.utils.checkpoint.checkpoint_sequential``, every segment but the last is
+    run through `checkpoint`; **the last segment is not checkpointed**: its activations are
+    the first backward needs. Segments are recomputed whole (``early_stop=False``): a
+    checkpointed layer runs its forward exactly once more, which is what the planners of
+    `minigrad.plan` count.
 
-    As in ``torch.utils.checkpoint.checkpoint_sequential``, **the last segment is
-    not checkpointed**: it runs normally and keeps its activations (they are
-    needed first in backward anyway). ``segments=1`` therefore checkpoints nothing.
-    The first segment's input need not require grad (no warning here)."""
-    layers = list(layers)
+    Args:
+        functions: a list of callables (Tensor -> Tensor) or an ``nn.Sequential``.
+        segments: an int ``k`` (``1 <= k <= n``: ``k - 1`` segments of ``n // k`` layers and
+            a last one with the rest, torch's split; ``k = 1`` checkpoints nothing); a sorted
+            list of segment starts beginning with 0 (``[0, 3, 7]`` on 10 layers: layers 0-2,
+            3-6, 7-9); a plan with ``starts`` (``minigrad.plan.optimal_segments``); or a
+            schedule with ``n`` and ``actions`` (``minigrad.plan.revolve``, a multi-level
+            schedule), which `run_schedule` executes.
+        input: the chain's input Tensor.
+        use_reentrant, preserve_rng_state, determinism_check: passed to `checkpoint`.
+
+    Returns:
+        The chain's output Tensor.
+
+    Raises:
+        ValueError, TypeError: bad segments (out of range, not integers, not increasing),
+            a plan for another number of layers, or layers that are not callable.
+
+    Example:
+        >>> y = checkpoint_sequential(layers, 4, x)          # 4 segments
+        >>> y = checkpoint_sequential(layers, [0, 3, 7], x)  # explicit starts
+    """
+    layers = _layer_list(functions, "checkpoint_sequential")
     n = len(layers)
-    if n == 0:
-        raise ValueError("checkpoint_sequential: no layers given")
-    if getattr(segments, "kind", None) == "revolve":
-        from minigrad.multilevel import run_revolve  # lazy: written alongside the planners
-        return run_revolve(layers, segments, x)
-    starts = _segment_starts(segments, n)
-    bounds = starts + [n]
+    if not hasattr(segments, "starts") and hasattr(segments, "actions"):
+        return run_schedule(layers, segments, input, preserve_rng_state=preserve_rng_state,
+                            determinism_check=determinism_check)
+    bounds = _segment_starts(segments, n) + [n]
 
     def run_segment(a, b):
         def run(h):
@@ -260,7 +594,227 @@ def checkpoint_sequential(layers, segments, x, preserve_rng_state: bool = True,
             return h
         return run
 
-    h = x
+    h = input
     for a, b in zip(bounds[:-2], bounds[1:-1]):
-        h = _checkpoint(run_segment(a, b), (h,), {}, preserve_rng_state, determinism_check, warn=False)
+        h = checkpoint(run_segment(a, b), h, use_reentrant=use_reentrant,
+                       preserve_rng_state=preserve_rng_state, determinism_check=determinism_check,
+                       early_stop=False)
     return run_segment(bounds[-2], n)(h)
+
+
+# --- the schedule executor: a loop over a plan's actions ----------------------------------------
+class _ScheduleRun:
+    """The state of one execution of a schedule's actions on a chain of layers.
+
+    ``pos`` and ``state``: the chain's position and the array of ``x_pos``; ``snapshots``:
+    position -> a `Context` keeping that input (the engine's saving point, so the ledger
+    counts it as an activation); ``tape``: layers run with taping whose backward is still to
+    come, as ``(layer, input leaf, output node)``; ``grad``: the gradient of the position the
+    backward has reached."""
+
+    def __init__(self, layers, actions, x, preserve_rng_state, check):
+        self.layers, self.actions = layers, list(actions)
+        self.n = len(layers)
+        self.preserve, self.check = preserve_rng_state, check
+        self.pos, self.state = 0, x.data
+        self.requires_grad = [bool(x.requires_grad)] + [None] * self.n  # of x_0 .. x_n
+        self.first_rng: list = [None] * self.n
+        self.first_ops: list = [None] * self.n
+        self.snapshots: dict[int, Context] = {}
+        self.tape: list = []
+        self.step = 0  # next action
+        self.grad = None
+        self.output = None
+
+    def _run(self, i, taped):
+        """Run layer ``i`` on the current state; the first run records its RNG state, ops and
+        whether its output needs grad, later runs replay and compare them."""
+        if i != self.pos:
+            raise ValueError(f"run_schedule: action runs layer {i} but the chain is at position "
+                             f"{self.pos}; the schedule's actions are inconsistent")
+        first = self.first_ops[i] is None
+        if first:
+            self.first_rng[i] = _random.get_rng_state() if self.preserve else None
+        elif self.first_rng[i] is not None:
+            _random.set_rng_state(self.first_rng[i])
+        record = _OpRecord()
+        leaf = Tensor(self.state, requires_grad=bool(self.requires_grad[i]) and taped)
+        with record.watching(), _tensor.set_grad_enabled(taped):
+            out = self.layers[i](leaf)
+        if not isinstance(out, Tensor):
+            raise TypeError(f"run_schedule: layer {i} returned {type(out).__name__}, expected a Tensor")
+        if first:
+            self.first_ops[i] = record.ops
+            self.requires_grad[i + 1] = bool(self.requires_grad[i]) or record.saw_grad
+        elif self.check:
+            _compare_ops(self.first_ops[i], record.ops, f"run_schedule (layer {i})")
+        self.pos, self.state = i + 1, out.data
+        if taped:
+            self.tape.append((i, leaf, out._ctx if out._ctx is not None else out))
+
+    def _reverse(self, i):
+        if not self.tape or self.tape[-1][0] != i:
+            raise ValueError(f"run_schedule: action reverses layer {i}, but the last layer taped "
+                             f"and not yet reversed is {self.tape[-1][0] if self.tape else None}")
+        _, leaf, node = self.tape.pop()
+        if self.grad is None or not (node.requires_grad if isinstance(node, Tensor) else True):
+            self.grad = None  # nothing below needs a gradient
+            return
+        captured = run_backward([node], [self.grad], capture=[leaf] if leaf.requires_grad else [])
+        self.grad = captured[0] if captured else None
+
+    def forward(self):
+        """Run actions until the chain's output exists; the rest waits for the gradient."""
+        while self.step < len(self.actions):
+            act = self.actions[self.step]
+            kind = act[0]
+            if kind in ("reverse", "restore", "free"):
+                break
+            self.step += 1
+            if kind == "taped":  # its forward now, its reverse first thing in backward
+                self._run(act[1], taped=True)
+                self.step -= 1
+                self.actions[self.step] = ("reverse", act[1])
+                break
+            self._do(act)
+        if self.pos != self.n or not self.tape:
+            raise ValueError(f"run_schedule: the actions before the first reversal reach position "
+                             f"{self.pos} of {self.n} with {len(self.tape)} layers taped; a schedule "
+                             f"must run the whole chain, ending with taped layers, before reversing")
+        return self.state
+
+    def backward(self, grad):
+        self.grad = grad
+        rng = _random.get_rng_state()
+        try:
+            while self.step < len(self.actions):
+                act = self.actions[self.step]
+                self.step += 1
+                if act[0] in ("reverse", "taped", "free", "snapshot", "restore"):
+                    self._do(act)
+                else:
+                    with _recomputing(None):
+                        self._do(act)
+        finally:
+            _random.set_rng_state(rng)
+            self.release()
+        return self.grad
+
+    def _do(self, act):
+        kind = act[0]
+        if kind == "snapshot":
+            if act[1] != self.pos:
+                raise ValueError(f"run_schedule: snapshot of position {act[1]} while the chain is at "
+                                 f"{self.pos}")
+            box = Context()
+            box.save_for_backward(self.state)
+            self.snapshots[act[1]] = box
+        elif kind == "advance":
+            for i in range(act[1], act[2]):
+                self._run(i, taped=False)
+        elif kind == "tape":
+            self._run(act[1], taped=True)
+        elif kind == "reverse":
+            self._reverse(act[1])
+        elif kind == "taped":
+            with _recomputing(None):
+                self._run(act[1], taped=True)
+            self._reverse(act[1])
+        elif kind == "restore":
+            box = self.snapshots.get(act[1])
+            if box is None:
+                raise ValueError(f"run_schedule: restore of position {act[1]}, which holds no snapshot")
+            self.pos, self.state = act[1], box.saved[0]
+        elif kind == "free":
+            box = self.snapshots.pop(act[1], None)
+            if box is not None:
+                box.release()
+        else:
+            raise ValueError(f"run_schedule: unknown action {act!r}; allowed: snapshot, advance, "
+                             f"tape, reverse, taped, restore, free")
+
+    def release(self):
+        for box in self.snapshots.values():
+            box.release()
+        self.snapshots.clear()
+        self.tape.clear()
+        self.state = None
+
+
+class _Schedule(Function):
+    """The graph node of one schedule execution: its forward runs the actions up to the
+    chain's output, its backward the rest (a reentrant backward, like `Checkpoint`)."""
+
+    @staticmethod
+    def forward(ctx, dummy, x, run):
+        ctx.run = run
+        return run.forward()
+
+    @staticmethod
+    def backward(ctx, g):
+        task = _tensor.current_backward()
+        if task is not None and not task.accumulates:
+            raise RuntimeError("run_schedule: a schedule is back-propagated by a reentrant backward; "
+                               "it does not support grad() or backward(inputs=...)")
+        run = ctx.run
+        if run.state is None:
+            raise RuntimeError("run_schedule: this schedule was already back-propagated (it can be "
+                               "back-propagated once; retain_graph=True is not supported)")
+        gx = run.backward(g)
+        return None, gx, None
+
+
+def run_schedule(functions, plan, input, preserve_rng_state: bool = True, determinism_check="default"):
+    """Execute a checkpointing schedule on a chain of layers, one action at a time.
+
+    The actions (``plan.actions``; see `minigrad.plan.revolve.revolve_actions`):
+    ``("snapshot", i)`` keep the chain's state before layer ``i``; ``("advance", i, j)`` run
+    layers ``i .. j-1`` without taping; ``("tape", i)`` run layer ``i`` taping it (its saved
+    arrays stay until it is reversed); ``("reverse", i)`` back-propagate through the last
+    taped layer ``i``; ``("taped", i)`` tape and reverse at once; ``("restore", i)`` resume
+    from the snapshot before layer ``i``; ``("free", i)`` drop that snapshot. Everything up to
+    the first reversal runs in the forward pass (it must reach the chain's output); the rest
+    runs when the gradient arrives. The loop is iterative: any depth, any nesting.
+
+    Each layer's first run records its random state and ops; every later run replays the
+    state (``preserve_rng_state``) and is compared with it (``determinism_check``). The
+    backward is reentrant (each taped layer is back-propagated on its own, parameters
+    accumulating into ``.grad``), so it does not support ``grad()``.
+
+    Args:
+        functions: the layers (callables Tensor -> Tensor), ``len == plan.n``.
+        plan: an object with ``n`` and ``actions`` (``plan.revolve(n, slots)``, a
+            ``SegmentPlan``, a multi-level schedule).
+        input: the chain's input Tensor.
+
+    Returns:
+        The chain's output Tensor.
+
+    Example:
+        >>> y = run_schedule(layers, minigrad.plan.revolve(len(layers), 3), x)
+        >>> y.sum().backward()
+    """
+    layers = _layer_list(functions, "run_schedule")
+    n_plan, actions = getattr(plan, "n", None), getattr(plan, "actions", None)
+    if n_plan is None or actions is None:
+        raise TypeError(f"run_schedule: plan must have n and actions (a schedule from "
+                        f"minigrad.plan), got {type(plan).__name__}")
+    if n_plan != len(layers):
+        raise ValueError(f"run_schedule: the plan is for n={n_plan} layers but {len(layers)} layers "
+                         f"were given")
+    if not isinstance(input, Tensor):
+        raise TypeError(f"run_schedule: input must be a Tensor, got {type(input).__name__}")
+    check = _determinism(determinism_check)
+    if not is_grad_enabled():
+        h = input
+        for layer in layers:
+            h = layer(h)
+        return h
+    run = _ScheduleRun(layers, actions, input, preserve_rng_state, check)
+    # A zero-size input that requires grad makes the engine record the node even when `input`
+    # does not require grad (the parameters inside still do; torch's _NoopSaveInputs trick).
+    out = _Schedule.apply(_dummy(), input, run)
+    if not run.requires_grad[run.n]:
+        run.release()  # nothing to differentiate: an output that needs no gradient
+        return out.detach()
+    return out

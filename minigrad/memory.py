@@ -48,13 +48,15 @@ The rules (PLAN's dynamic program and the book's chapters rely on them)
 4. **Under ``no_grad``** nothing is saved, so a forward run there (the first
    forward of a checkpointed segment) adds no activations; its intermediate
    outputs are temporaries that die as soon as the next op no longer needs them.
-5. **Checkpointing and recomputation.** ``checkpoint(fn, x)`` saves ``x`` (one
-   activation, shared with anything else that saves the same buffer). In
-   backward the node re-runs ``fn`` on a detached tensor that *shares* ``x``'s
-   buffer (no new bytes), with grad enabled: the recomputed nodes save their
-   arrays as in a normal forward (activations again), the recomputed segment is
-   back-propagated at once, its saved arrays are released node by node, and
-   finally the checkpoint node releases ``x``.
+5. **Checkpointing and recomputation.** A checkpoint keeps its inputs at the
+   engine's one saving point (activations, shared with anything else that saves
+   the same buffer); what the checkpointed function's ops would have saved is not
+   kept (non-reentrant: a saved-tensor hook stores a handle instead; reentrant:
+   the function runs under ``no_grad``). In backward the function is run again on
+   the same input buffers (no new bytes for the inputs), with grad enabled: the
+   recomputed arrays are activations again, each released right after the node
+   that needs it has run backward; the inputs are released after the segment's
+   last node.
 6. **Peaks.** The ledger updates live bytes on every registration, role change
    and free, and a tracker updates its per-category peaks at each change, so
    ``m.peak[c]`` is the true maximum over the region of category ``c``, and
@@ -68,17 +70,21 @@ The rules (PLAN's dynamic program and the book's chapters rely on them)
    region's own code drops, which is all that minigrad's graphs need) and
    restores it on exit.
 
-Timeline and counts
--------------------
+Timeline, counts and FLOPs
+--------------------------
 ``m.timeline`` holds one `Event` after every op execution (phase ``"forward"``
 or ``"recompute"``, op name) and after every node's backward (phase
 ``"backward"``), with the live bytes per category (and ``"total"``) *after*
-the event. ``m.counts`` is ``{"forward": Counter, "recompute": Counter,
-"backward": Counter}`` mapping op name (``"matmul"``, ``"relu"``, ...,
-``"checkpoint"`` for the checkpoint node itself) to executions. Ops run in a
-checkpointed segment's first (no-grad) forward count as ``"forward"``; ops run
+the event and the FLOPs of that event. ``m.counts`` is ``{"forward": Counter,
+"recompute": Counter, "backward": Counter}`` mapping op name (``"matmul"``,
+``"relu"``, ...) to executions. ``m.flops`` is ``{"forward": int, "recompute":
+int, "backward": int}``, the floating-point operations of each phase, and
+``m.flops_by_op[phase][op]`` splits them by op; each op's count follows the
+formula written next to it in `minigrad.ops` (matmul ``2 m n k``, elementwise one
+per element, ...): exact, deterministic and the same on every machine. Ops run
 while a checkpoint recomputes (including nested checkpoints inside it) count as
-``"recompute"``.
+``"recompute"``; ops run during a backward pass outside a recomputation (inside a
+custom backward) count as ``"backward"``; all others as ``"forward"``.
 """
 from __future__ import annotations
 
@@ -90,22 +96,56 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["CATEGORIES", "Event", "Tracker", "track", "live_bytes", "register", "hold", "release"]
+from minigrad import tensor as _tensor
+
+__all__ = ["CATEGORIES", "ROLES", "PHASES", "Event", "Tracker", "track", "live_bytes", "register",
+           "hold", "release", "phase", "base_buffer", "category", "gc_paused"]
 
 #: Role categories, highest priority first; "temporaries" is the fallback.
 ROLES = ("parameters", "buffers", "optimizer", "gradients", "activations")
 CATEGORIES = ("parameters", "buffers", "gradients", "activations", "optimizer", "temporaries")
+#: The phases of a training step that the ledger tells apart.
+PHASES = ("forward", "recompute", "backward")
 _PRIO = {c: i for i, c in enumerate(ROLES + ("temporaries",))}
 
 
 @dataclass
 class Event:
-    """One timeline entry: ``phase`` ("forward", "backward" or "recompute"),
-    ``op`` name, and ``live`` bytes per category plus ``"total"`` after the event."""
+    """One timeline entry: ``phase`` ("forward", "backward" or "recompute"), ``op`` name,
+    ``live`` bytes per category plus ``"total"`` after the event, and the event's ``flops``."""
 
     phase: str
     op: str
     live: dict
+    flops: int = 0
+
+
+def base_buffer(a: np.ndarray) -> np.ndarray:
+    """The array that owns ``a``'s memory: ``a`` itself, or the base of a view (of a view...).
+
+    The ledger identifies arrays by this buffer (rule 2): a view and its base are one array.
+
+    Example:
+        >>> a = np.zeros((4, 4)); base_buffer(a.T[1:]) is a
+        True
+    """
+    b = a
+    while isinstance(b.base, np.ndarray):
+        b = b.base
+    return b
+
+
+@contextmanager
+def gc_paused():
+    """Pause Python's cyclic garbage collector inside the block (rule 7), restoring its
+    previous state on exit: frees then happen only where the code drops references."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 class _Entry:
@@ -120,22 +160,15 @@ class _Entry:
 
 class _Ledger:
     """Process-wide live bytes per category. Always on (a few dict operations per
-    array); `track` only adds peaks, a timeline and counts on top."""
+    array); `track` only adds peaks, a timeline, counts and FLOPs on top."""
 
     def __init__(self):
         self.entries: dict[int, _Entry] = {}
         self.live = dict.fromkeys(CATEGORIES, 0)
         self.trackers: list[Tracker] = []
-        self.phase = "forward"
+        self.phase = None  # set by `phase`; None: inferred (see `current_phase`)
 
     # --- helpers ---------------------------------------------------------
-    @staticmethod
-    def _base(a):
-        b = a
-        while isinstance(b.base, np.ndarray):
-            b = b.base
-        return b
-
     def _changed(self):
         for t in self.trackers:
             t._observe(self.live)
@@ -152,7 +185,7 @@ class _Ledger:
             e.cat = new
 
     def _entry(self, a):
-        base = self._base(a)
+        base = base_buffer(a)
         key = id(base)
         e = self.entries.get(key)
         if e is None:
@@ -181,7 +214,9 @@ class _Ledger:
                 self._changed()
 
     def hold(self, a, role):
-        """Give the (registered) array ``a`` the role ``role`` once more."""
+        """Give the array ``a`` the role ``role`` once more."""
+        if role not in _PRIO or role == "temporaries":
+            raise ValueError(f"memory.hold: unknown role {role!r}; allowed: {list(ROLES)}")
         key, e = self._entry(a)
         # Also count the buffer for as long as this object lives: ``a`` may be a view
         # that outlives every registered object of the same buffer.
@@ -195,7 +230,7 @@ class _Ledger:
 
     def release(self, a, role):
         """Drop one ``role`` hold on ``a`` (no-op if ``a`` is no longer counted)."""
-        e = self.entries.get(id(self._base(a)))
+        e = self.entries.get(id(base_buffer(a)))
         if e is None or not e.roles.get(role):
             return
         e.roles[role] -= 1
@@ -206,31 +241,75 @@ class _Ledger:
                 if self.trackers:
                     self._changed()
 
-    # --- events ----------------------------------------------------------
-    def event(self, op, phase=None):
+    # --- op events (the engine's op hook) ------------------------------------
+    def current_phase(self) -> str:
+        """The phase new forward ops belong to: the one set by `phase`, otherwise
+        "backward" while a backward pass runs (ops inside a custom backward), else "forward"."""
+        if self.phase is not None:
+            return self.phase
+        return "backward" if _tensor.current_backward() is not None else "forward"
+
+    def op(self, kind, fn, ctx, args, kwargs, output):
         if not self.trackers:
             return
-        phase = phase or self.phase
+        if kind == "backward":
+            phase_name, flops = "backward", fn.backward_flops(ctx)
+        else:
+            arrays = [a.data if isinstance(a, _tensor.Tensor) else a for a in args]
+            phase_name, flops = self.current_phase(), fn.flops(ctx, output.data, *arrays, **kwargs)
+        flops = int(flops)
+        name = fn.name()
         for t in self.trackers:
-            t._event(phase, op, self.live)
+            t._event(phase_name, name, self.live, flops)
 
 
 _LEDGER = _Ledger()
 register = _LEDGER.register
 hold = _LEDGER.hold
 release = _LEDGER.release
+# The ledger observes the engine through its one hook registry.
+_tensor.register_hooks(array=_LEDGER.register, hold=_LEDGER.hold, release=_LEDGER.release,
+                       op=_LEDGER.op)
 
 
 def live_bytes() -> dict:
-    """Live bytes per category right now, plus ``"total"``."""
+    """Live bytes per category right now, plus ``"total"``.
+
+    Example:
+        >>> live_bytes()["activations"]
+        0
+    """
     d = dict(_LEDGER.live)
     d["total"] = sum(d.values())
     return d
 
 
+def category(a: np.ndarray) -> str | None:
+    """The ledger category of ``a``'s buffer right now (``"activations"``,
+    ``"parameters"``, ...), or None if minigrad does not count it.
+
+    Example:
+        >>> w = minigrad.nn.Parameter(np.ones(3)); category(w.data)
+        'parameters'
+    """
+    e = _LEDGER.entries.get(id(base_buffer(a)))
+    return None if e is None else e.cat
+
+
 @contextmanager
 def phase(name: str):
-    """Set the ledger's phase ("forward", "backward", "recompute") inside the block."""
+    """Set the ledger's phase inside the block: ``"forward"``, ``"recompute"`` or
+    ``"backward"`` (checkpointing sets ``"recompute"`` while it re-runs a segment).
+
+    Raises:
+        ValueError: ``name`` is not one of `PHASES`.
+
+    Example:
+        >>> with phase("recompute"):
+        ...     y = segment(x)        # its ops count as recomputation
+    """
+    if name not in PHASES:
+        raise ValueError(f"memory.phase: unknown phase {name!r}; allowed: {list(PHASES)}")
     old = _LEDGER.phase
     _LEDGER.phase = name
     try:
@@ -240,17 +319,26 @@ def phase(name: str):
 
 
 class Tracker:
-    """What ``track()`` yields. ``peak`` (bytes by category and ``"total"``),
-    ``start`` (bytes live when tracking began), ``end`` (bytes live when it ended),
-    ``peak_increase`` (peak minus start), ``timeline`` (list of `Event`),
-    ``counts`` (``{"forward"|"recompute"|"backward": Counter(op -> executions)}``)."""
+    """What ``track()`` yields.
+
+    Attributes:
+        peak: bytes by category and ``"total"``, each the maximum over the region.
+        start, end: bytes live when tracking began and ended.
+        peak_increase: ``peak - start`` per key.
+        timeline: list of `Event` (empty with ``record_timeline=False``).
+        counts: ``{"forward"|"recompute"|"backward": Counter(op -> executions)}``.
+        flops: ``{"forward"|"recompute"|"backward": int}`` floating-point operations.
+        flops_by_op: ``{phase: Counter(op -> flops)}``.
+    """
 
     def __init__(self, record_timeline: bool = True):
         self.start = live_bytes()
         self.peak = dict(self.start)
         self.end: dict | None = None
         self.timeline: list[Event] = []
-        self.counts = {"forward": Counter(), "recompute": Counter(), "backward": Counter()}
+        self.counts = {p: Counter() for p in PHASES}
+        self.flops = dict.fromkeys(PHASES, 0)
+        self.flops_by_op = {p: Counter() for p in PHASES}
         self._record = record_timeline
 
     def _observe(self, live):
@@ -263,41 +351,56 @@ class Tracker:
         if total > peak["total"]:
             peak["total"] = total
 
-    def _event(self, phase, op, live):
-        self.counts[phase][op] += 1
+    def _event(self, phase_name, op, live, flops):
+        self.counts[phase_name][op] += 1
+        if flops:
+            self.flops[phase_name] += flops
+            self.flops_by_op[phase_name][op] += flops
         if self._record:
             d = dict(live)
             d["total"] = sum(live.values())
-            self.timeline.append(Event(phase, op, d))
+            self.timeline.append(Event(phase_name, op, d, flops))
 
     @property
     def peak_increase(self) -> dict:
         """``peak[c] - start[c]`` for every key: what the tracked region added at its peak."""
         return {c: self.peak[c] - self.start[c] for c in self.peak}
 
-    def ops(self, phase: str) -> int:
-        """Total op executions in ``phase``."""
-        return sum(self.counts[phase].values())
+    def ops(self, phase_name: str) -> int:
+        """Total op executions in ``phase_name`` ("forward", "recompute" or "backward")."""
+        if phase_name not in PHASES:
+            raise ValueError(f"Tracker.ops: unknown phase {phase_name!r}; allowed: {list(PHASES)}")
+        return sum(self.counts[phase_name].values())
 
     def __repr__(self):
         from_ = ", ".join(f"{k}={v}" for k, v in self.peak.items())
-        return f"Tracker(peak: {from_})"
+        return f"Tracker(peak: {from_}; flops: {self.flops})"
 
 
 @contextmanager
 def track(record_timeline: bool = True):
-    """Track peaks, a timeline and op counts over the ``with`` block.
+    """Track peaks, a timeline, op counts and FLOPs over the ``with`` block.
 
-    ``record_timeline=False`` keeps only peaks and counts (for long loops).
-    The cyclic garbage collector is paused inside the block (rule 7)."""
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    t = Tracker(record_timeline)
-    _LEDGER.trackers.append(t)
-    try:
-        yield t
-    finally:
-        _LEDGER.trackers.remove(t)
-        t.end = live_bytes()
-        if gc_was_enabled:
-            gc.enable()
+    Args:
+        record_timeline: keep one `Event` per op (False keeps only peaks, counts and
+            FLOPs, for long loops).
+
+    Yields:
+        A `Tracker`, complete (``end`` set) once the block exits.
+
+    The cyclic garbage collector is paused inside the block (rule 7).
+
+    Example:
+        >>> with track() as m:
+        ...     loss = model(x).sum()
+        ...     loss.backward()
+        >>> m.peak["activations"], m.flops["backward"]
+    """
+    with gc_paused():
+        t = Tracker(record_timeline)
+        _LEDGER.trackers.append(t)
+        try:
+            yield t
+        finally:
+            _LEDGER.trackers.remove(t)
+            t.end = live_bytes()

@@ -7,18 +7,22 @@ buffers tell the memory ledger their role (``"parameters"``, ``"buffers"``).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from minigrad import memory as _mem
 from minigrad import ops as F
 from minigrad import random as _random
+from minigrad._validation import check_int, check_number
+from minigrad.checkpoint import checkpoint, checkpoint_sequential, is_recomputing
 from minigrad.tensor import Tensor
 
 __all__ = ["Parameter", "Module", "Linear", "ReLU", "GELU", "Tanh", "Dropout", "LayerNorm",
            "BatchNorm1d", "Embedding", "Sequential", "ModuleList", "CausalSelfAttention", "MLP",
-           "TransformerBlock", "GPT"]
+           "TransformerBlock", "GPTConfig", "GPT"]
 
 
 class Parameter(Tensor):
@@ -161,6 +165,8 @@ class Linear(Module):
     weight and bias uniform in ``[-1/sqrt(in), 1/sqrt(in))``."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype=np.float32):
+        in_features = check_int("in_features", in_features, 1, where="Linear")
+        out_features = check_int("out_features", out_features, 1, where="Linear")
         self.in_features, self.out_features = in_features, out_features
         bound = 1.0 / math.sqrt(in_features)
         self.weight = Parameter(_random.uniform(-bound, bound, (out_features, in_features), dtype))
@@ -194,9 +200,7 @@ class Dropout(Module):
     """Zero elements with probability ``p`` in training (masks from `minigrad.random`)."""
 
     def __init__(self, p: float = 0.5):
-        if not 0.0 <= p < 1.0:
-            raise ValueError(f"Dropout: p must be in [0, 1), got {p}")
-        self.p = p
+        self.p = check_number("p", p, 0.0, 1.0, where="Dropout", hi_open=True)
 
     def forward(self, x):
         return F.dropout(x, self.p, self.training)
@@ -210,7 +214,8 @@ class LayerNorm(Module):
 
     def __init__(self, normalized_shape: int, eps: float = 1e-5, elementwise_affine: bool = True,
                  dtype=np.float32):
-        self.normalized_shape, self.eps = int(normalized_shape), eps
+        self.normalized_shape = check_int("normalized_shape", normalized_shape, 1, where="LayerNorm")
+        self.eps = check_number("eps", eps, 0.0, where="LayerNorm")
         self.weight = Parameter(np.ones(self.normalized_shape, dtype)) if elementwise_affine else None
         self.bias = Parameter(np.zeros(self.normalized_shape, dtype)) if elementwise_affine else None
 
@@ -232,7 +237,9 @@ class BatchNorm1d(Module):
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
                  affine: bool = True, update_stats_on_recompute: bool = False, dtype=np.float32):
-        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.num_features = check_int("num_features", num_features, 1, where="BatchNorm1d")
+        self.eps = check_number("eps", eps, 0.0, where="BatchNorm1d")
+        self.momentum = check_number("momentum", momentum, 0.0, 1.0, where="BatchNorm1d")
         self.update_stats_on_recompute = update_stats_on_recompute
         self.weight = Parameter(np.ones(num_features, dtype)) if affine else None
         self.bias = Parameter(np.zeros(num_features, dtype)) if affine else None
@@ -241,7 +248,6 @@ class BatchNorm1d(Module):
         self.num_batches_tracked = 0
 
     def forward(self, x):
-        from minigrad.checkpoint import is_recomputing
         update = self.training and (self.update_stats_on_recompute or not is_recomputing())
         if update:
             self.num_batches_tracked += 1
@@ -257,7 +263,8 @@ class Embedding(Module):
     """A table of ``num_embeddings`` vectors of size ``embedding_dim`` (initialised N(0, 1), as torch)."""
 
     def __init__(self, num_embeddings: int, embedding_dim: int, dtype=np.float32):
-        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.num_embeddings = check_int("num_embeddings", num_embeddings, 1, where="Embedding")
+        self.embedding_dim = check_int("embedding_dim", embedding_dim, 1, where="Embedding")
         self.weight = Parameter(_random.default_generator.normal(0.0, 1.0, (num_embeddings, embedding_dim), dtype))
 
     def forward(self, idx):
@@ -315,6 +322,8 @@ class CausalSelfAttention(Module):
     causal mask, heads side by side again, then ``proj`` Linear(d, d) and dropout."""
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, dtype=np.float32):
+        d_model = check_int("d_model", d_model, 1, where="CausalSelfAttention")
+        n_heads = check_int("n_heads", n_heads, 1, where="CausalSelfAttention")
         if d_model % n_heads:
             raise ValueError(f"CausalSelfAttention: d_model={d_model} is not divisible by n_heads={n_heads}")
         self.d_model, self.n_heads = d_model, n_heads
@@ -328,9 +337,11 @@ class CausalSelfAttention(Module):
                              f"got {tuple(x.shape)}")
         b, s, d = x.shape
         a = self.n_heads
-        q, k, v = self.qkv(x).reshape(b, s, 3, a, d // a).permute(2, 0, 3, 1, 4)  # each (b, a, s, d/a)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        y = y.transpose(1, 2).reshape(b, s, d)
+        # (B, T, 3C) -> (B, T, 3, nh, hs) -> (3, B, nh, T, hs): q, k, v are views of one array
+        # (one expression, so that no name keeps that array alive after attention)
+        q, k, v = self.qkv(x).reshape(b, s, 3, a, d // a).permute(2, 0, 3, 1, 4)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, nh, T, hs)
+        y = y.transpose(1, 2).reshape(b, s, d)  # (B, T, nh, hs) -> (B, T, C)
         return self.dropout(self.proj(y))
 
 
@@ -361,35 +372,89 @@ class TransformerBlock(Module):
         return x + self.mlp(self.ln2(x))
 
 
+@dataclass(frozen=True)
+class GPTConfig:
+    """The sizes of a `GPT` (nanoGPT's ``GPTConfig``).
+
+    Attributes:
+        vocab_size: number of tokens.
+        d_model: width of the residual stream.
+        n_heads: attention heads (must divide ``d_model``).
+        n_layers: transformer blocks.
+        seq_len: the longest sequence (positions embedded).
+        dropout: dropout probability after the embeddings, attention and MLP.
+        checkpoint_blocks: False (store everything), True (each block in its own
+            checkpoint), or anything ``checkpoint_sequential`` accepts as ``segments``.
+        dtype: float32 or float64.
+
+    Example:
+        >>> config = GPTConfig(vocab_size=64, d_model=32, n_heads=4, n_layers=2, seq_len=16)
+        >>> model = GPT(config)
+    """
+
+    vocab_size: int
+    d_model: int
+    n_heads: int
+    n_layers: int
+    seq_len: int
+    dropout: float = 0.0
+    checkpoint_blocks: object = False
+    dtype: object = np.float32
+
+    def __post_init__(self):
+        for name in ("vocab_size", "d_model", "n_heads", "n_layers", "seq_len"):
+            check_int(name, getattr(self, name), 1, where="GPTConfig")
+        check_number("dropout", self.dropout, 0.0, 1.0, where="GPTConfig", hi_open=True)
+        if self.d_model % self.n_heads:
+            raise ValueError(f"GPTConfig: d_model={self.d_model} is not divisible by "
+                             f"n_heads={self.n_heads}")
+
+
 class GPT(Module):
     """A small GPT: token + position embeddings, ``n_layers`` TransformerBlocks, a final
     LayerNorm and an unbiased ``head`` Linear(d_model, vocab_size) (no weight tying).
 
-    ``forward(idx)``: integer tokens (batch, seq) with seq <= ``seq_len`` -> logits
-    (batch, seq, vocab_size). ``checkpoint_blocks``: False (store everything), True
-    (each block in its own checkpoint, every block recomputed), or anything
-    ``checkpoint_sequential`` accepts as ``segments`` (an int, a list of starts, a plan;
-    its last segment is not checkpointed)."""
+    Args:
+        config: a `GPTConfig`; or give its fields as keywords (``GPT(vocab_size=64, ...)``),
+            which also override a config's (``GPT(config, checkpoint_blocks=True)``).
 
-    def __init__(self, vocab_size: int, d_model: int, n_heads: int, n_layers: int, seq_len: int,
-                 dropout: float = 0.0, checkpoint_blocks=False, dtype=np.float32):
-        self.vocab_size, self.d_model, self.seq_len = vocab_size, d_model, seq_len
-        self.tok_emb = Embedding(vocab_size, d_model, dtype=dtype)
-        self.pos_emb = Embedding(seq_len, d_model, dtype=dtype)
-        self.drop = Dropout(dropout)
-        self.blocks = ModuleList(*[TransformerBlock(d_model, n_heads, dropout, dtype=dtype)
-                                   for _ in range(n_layers)])
-        self.ln_f = LayerNorm(d_model, dtype=dtype)
-        self.head = Linear(d_model, vocab_size, bias=False, dtype=dtype)
-        self.checkpoint_blocks = checkpoint_blocks
+    ``forward(idx)``: integer tokens (batch, seq) with seq <= ``seq_len`` -> logits
+    (batch, seq, vocab_size). ``checkpoint_blocks`` (an attribute, from the config):
+    False (store everything), True (each block in its own checkpoint, every block
+    recomputed), or anything ``checkpoint_sequential`` accepts as ``segments`` (an int, a
+    list of starts, a plan; its last segment is not checkpointed).
+
+    Example:
+        >>> model = GPT(GPTConfig(vocab_size=64, d_model=32, n_heads=4, n_layers=2, seq_len=16))
+        >>> loss = model.loss(idx, targets)
+    """
+
+    def __init__(self, config: GPTConfig | None = None, **overrides):
+        if config is None:
+            config = GPTConfig(**overrides)
+        elif not isinstance(config, GPTConfig):
+            raise TypeError(f"GPT: expected a GPTConfig (or its fields as keywords), got "
+                            f"{type(config).__name__}")
+        elif overrides:
+            config = dataclasses.replace(config, **overrides)
+        self.config = config
+        d, dtype = config.d_model, config.dtype
+        self.vocab_size, self.d_model, self.seq_len = config.vocab_size, d, config.seq_len
+        self.tok_emb = Embedding(config.vocab_size, d, dtype=dtype)
+        self.pos_emb = Embedding(config.seq_len, d, dtype=dtype)
+        self.drop = Dropout(config.dropout)
+        self.blocks = ModuleList(*[TransformerBlock(d, config.n_heads, config.dropout, dtype=dtype)
+                                   for _ in range(config.n_layers)])
+        self.ln_f = LayerNorm(d, dtype=dtype)
+        self.head = Linear(d, config.vocab_size, bias=False, dtype=dtype)
+        self.checkpoint_blocks = config.checkpoint_blocks
 
     def forward(self, idx):
-        from minigrad.checkpoint import checkpoint, checkpoint_sequential
         ia = idx.data if isinstance(idx, Tensor) else np.asarray(idx)
         if ia.ndim != 2 or ia.shape[1] > self.seq_len:
             raise ValueError(f"GPT: expected tokens (batch, seq <= {self.seq_len}), got shape {ia.shape}")
         pos = np.arange(ia.shape[1])
-        h = self.drop(self.tok_emb(ia) + self.pos_emb(pos))
+        h = self.drop(self.tok_emb(ia) + self.pos_emb(pos))  # (b, s, d)
         cb = self.checkpoint_blocks
         if cb is True:
             for block in self.blocks:
@@ -399,7 +464,7 @@ class GPT(Module):
                 h = block(h)
         else:
             h = checkpoint_sequential(list(self.blocks), cb, h)
-        return self.head(self.ln_f(h))
+        return self.head(self.ln_f(h))  # (b, s, vocab)
 
     def loss(self, idx, targets):
         """Mean next-token cross-entropy of ``forward(idx)`` against ``targets`` (batch, seq)."""

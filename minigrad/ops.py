@@ -7,10 +7,33 @@ PyTorch saves, so the memory ledger's numbers mean what torch's would).
 inputs that need none). Shapes follow PyTorch: ``(batch, ..., features)``.
 dtypes are preserved: float32 in, float32 out (constants are Python floats,
 which NumPy does not let upcast an array).
+
+FLOPs. Each op also says how many floating-point operations its forward
+(``flops``) and its backward (``backward_flops``) perform, for the ledger's
+``m.flops``. The convention, the same for every op so that counts add up:
+
+* one FLOP per scalar arithmetic operation the formula performs: add, subtract,
+  multiply, divide, compare (``max``, ``>``), and one per ``exp``, ``log``,
+  ``tanh``, ``sqrt`` or power (a transcendental function counts as one);
+* a dot product of length ``k`` counts ``2 k`` (``k`` multiplies and ``k`` adds),
+  so a matrix product (..., n, k) @ (k, m) counts ``2 n k m`` per batch entry, as
+  ``torch.utils.flop_counter.FlopCounterMode`` counts it; the gradient of an
+  operand that was broadcast over batch dimensions is part of the same contraction;
+* summing ``s`` numbers counts ``s - 1``; a mean adds one division per result;
+* moving data counts nothing: reshape, transpose, permute, indexing, gathering an
+  embedding, broadcasting, copying; nor does drawing random numbers;
+* backward counts the gradient formulas of the inputs that need a gradient
+  (``ctx.needs_input_grad``); summing a gradient over broadcast dimensions counts
+  one add per summed element (``N - numel(input)``).
+
+Each op's formula is written next to it; the counts are exact integers that depend
+only on shapes (and on which inputs need gradients), never on the machine.
 """
 from __future__ import annotations
 
+import builtins  # this module defines its own sum
 import math
+import numbers
 
 import numpy as np
 
@@ -26,12 +49,40 @@ __all__ = [
 
 
 # --- helpers -------------------------------------------------------------------------
-def _tensor(x, like=None):
-    """Wrap a Python/NumPy number as a constant tensor of ``like``'s dtype."""
+def _tensor(x, like=None, op="op"):
+    """Wrap a Python/NumPy number or a NumPy array as a constant tensor of ``like``'s dtype.
+
+    Raises TypeError naming ``op`` for anything else (None, a list, a string): never a
+    silent NaN tensor."""
     if isinstance(x, Tensor):
         return x
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (numbers.Number, np.ndarray, np.generic)):
+        raise TypeError(f"{op}: unsupported operand of type {type(x).__name__}; expected a Tensor, "
+                        f"a NumPy array or a Python number")
+    if isinstance(x, numbers.Number) and not isinstance(x, numbers.Real):
+        raise TypeError(f"{op}: complex operands are not supported, got {x!r}")
     dtype = like.dtype if isinstance(like, Tensor) and like.dtype.kind == "f" else None
     return Tensor(np.asarray(x, dtype=dtype) if dtype is not None else x)
+
+
+def _operand(x, op, which="input"):
+    """``x`` as a Tensor (a NumPy array becomes a constant one); anything else (a list,
+    None, a number where a tensor is needed) raises TypeError naming ``op`` and the operand."""
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, np.ndarray):
+        return Tensor(x)
+    raise TypeError(f"{op}: {which} must be a Tensor, got {type(x).__name__} "
+                    f"(wrap data with minigrad.Tensor(...))")
+
+
+def _numel(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64)) if shape is not None else 0
+
+
+def _reduce_flops(n_full, shape) -> int:
+    """Adds to sum a broadcast gradient of ``n_full`` elements down to ``shape``."""
+    return n_full - _numel(shape)
 
 
 def _broadcast_shape(name, a, b):
@@ -73,6 +124,15 @@ class Add(Function):
     def backward(ctx, g):
         return _unbroadcast(g, ctx.shapes[0]), _unbroadcast(g, ctx.shapes[1])
 
+    @staticmethod
+    def flops(ctx, out, a, b):
+        return out.size  # one add per output element
+
+    @staticmethod
+    def backward_flops(ctx):
+        n = _numel(ctx.output_shape)  # the gradient passes through, summed if broadcast
+        return builtins.sum(_reduce_flops(n, s) for s, need in zip(ctx.shapes, ctx.needs_input_grad) if need)
+
 
 class Sub(Function):
     @staticmethod
@@ -84,6 +144,17 @@ class Sub(Function):
     def backward(ctx, g):
         gb = _unbroadcast(-g, ctx.shapes[1]) if ctx.needs_input_grad[1] else None
         return _unbroadcast(g, ctx.shapes[0]), gb
+
+    @staticmethod
+    def flops(ctx, out, a, b):
+        return out.size
+
+    @staticmethod
+    def backward_flops(ctx):
+        n = _numel(ctx.output_shape)
+        fa = _reduce_flops(n, ctx.shapes[0]) if ctx.needs_input_grad[0] else 0
+        fb = n + _reduce_flops(n, ctx.shapes[1]) if ctx.needs_input_grad[1] else 0  # -g, then sum
+        return fa + fb
 
 
 class Mul(Function):
@@ -102,6 +173,15 @@ class Mul(Function):
         gb = _unbroadcast(g * a, ctx.shapes[1]) if a is not None else None
         return ga, gb
 
+    @staticmethod
+    def flops(ctx, out, a, b):
+        return out.size
+
+    @staticmethod
+    def backward_flops(ctx):
+        n = _numel(ctx.output_shape)  # g * other, then sum if broadcast
+        return builtins.sum(n + _reduce_flops(n, s) for s, need in zip(ctx.shapes, ctx.needs_input_grad) if need)
+
 
 class Div(Function):
     @staticmethod
@@ -117,6 +197,17 @@ class Div(Function):
         gb = _unbroadcast(-g * a / (b * b), ctx.shapes[1]) if ctx.needs_input_grad[1] else None
         return ga, gb
 
+    @staticmethod
+    def flops(ctx, out, a, b):
+        return out.size
+
+    @staticmethod
+    def backward_flops(ctx):
+        n = _numel(ctx.output_shape)
+        fa = n + _reduce_flops(n, ctx.shapes[0]) if ctx.needs_input_grad[0] else 0  # g / b
+        fb = 4 * n + _reduce_flops(n, ctx.shapes[1]) if ctx.needs_input_grad[1] else 0  # -g * a / (b * b)
+        return fa + fb
+
 
 class Neg(Function):
     @staticmethod
@@ -126,6 +217,14 @@ class Neg(Function):
     @staticmethod
     def backward(ctx, g):
         return -g
+
+    @staticmethod
+    def flops(ctx, out, a):
+        return out.size
+
+    @staticmethod
+    def backward_flops(ctx):
+        return _numel(ctx.output_shape)
 
 
 class Pow(Function):
@@ -141,45 +240,53 @@ class Pow(Function):
         p = ctx.exponent
         return g * (p * a ** (p - 1)), None
 
+    @staticmethod
+    def flops(ctx, out, a, exponent):
+        return out.size  # one power per element
+
+    @staticmethod
+    def backward_flops(ctx):
+        return 3 * _numel(ctx.output_shape)  # a ** (p - 1), p * ., g * .
+
 
 def add(a, b):
     """``a + b`` with broadcasting. Raises ValueError naming both shapes if they do not broadcast."""
-    a, b = _tensor(a, b), _tensor(b, a)
+    a, b = _tensor(a, b, "add"), _tensor(b, a, "add")
     _broadcast_shape("add", a, b)
     return Add.apply(a, b)
 
 
 def sub(a, b):
     """``a - b`` with broadcasting."""
-    a, b = _tensor(a, b), _tensor(b, a)
+    a, b = _tensor(a, b, "sub"), _tensor(b, a, "sub")
     _broadcast_shape("sub", a, b)
     return Sub.apply(a, b)
 
 
 def mul(a, b):
     """``a * b`` elementwise with broadcasting."""
-    a, b = _tensor(a, b), _tensor(b, a)
+    a, b = _tensor(a, b, "mul"), _tensor(b, a, "mul")
     _broadcast_shape("mul", a, b)
     return Mul.apply(a, b)
 
 
 def div(a, b):
     """``a / b`` elementwise with broadcasting."""
-    a, b = _tensor(a, b), _tensor(b, a)
+    a, b = _tensor(a, b, "div"), _tensor(b, a, "div")
     _broadcast_shape("div", a, b)
     return Div.apply(a, b)
 
 
 def neg(a):
     """``-a``."""
-    return Neg.apply(a)
+    return Neg.apply(_operand(a, "neg"))
 
 
 def pow(a, exponent: float):
     """``a ** exponent`` for a Python number ``exponent``."""
-    if isinstance(exponent, Tensor):
-        raise TypeError("pow: only a Python number exponent is supported")
-    return Pow.apply(a, float(exponent))
+    if isinstance(exponent, (bool, np.bool_)) or not isinstance(exponent, numbers.Real):
+        raise TypeError(f"pow: the exponent must be a Python number, got {type(exponent).__name__}")
+    return Pow.apply(_operand(a, "pow"), float(exponent))
 
 
 # --- matmul -----------------------------------------------------------------------------
@@ -207,11 +314,21 @@ class MatMul(Function):
                 gb = _unbroadcast(np.matmul(np.swapaxes(a, -1, -2), g), bshape)
         return ga, gb
 
+    @staticmethod
+    def flops(ctx, out, a, b):
+        return 2 * out.size * a.shape[-1]  # 2 n k m per batch entry
+
+    @staticmethod
+    def backward_flops(ctx):
+        # g @ b^T and a^T @ g: each a contraction of the same size as the forward
+        return 2 * _numel(ctx.output_shape) * ctx.input_shapes[0][-1] * builtins.sum(ctx.needs_input_grad)
+
 
 def matmul(a, b):
     """Matrix product ``a @ b`` of (..., n, k) and (..., k, m) tensors (batch dims broadcast).
 
     Raises ValueError naming both shapes if the inner dimensions differ."""
+    a, b = _operand(a, "matmul", "the first operand"), _operand(b, "matmul", "the second operand")
     if a.ndim < 2 or b.ndim < 2:
         raise ValueError(f"matmul: both operands need at least 2 dimensions, got shapes "
                          f"{tuple(a.shape)} and {tuple(b.shape)}")
@@ -254,10 +371,25 @@ class Linear(Function):
             gb = g.reshape(-1, g.shape[-1]).sum(axis=0)
         return gx, gw, gb
 
+    @staticmethod
+    def flops(ctx, out, x, weight, bias=None):
+        # (M, in) @ (in, out): 2 M in out, plus one add per output for the bias
+        return 2 * out.size * x.shape[-1] + (out.size if bias is not None else 0)
+
+    @staticmethod
+    def backward_flops(ctx):
+        n, d_in = _numel(ctx.output_shape), ctx.input_shapes[1][-1]
+        need = ctx.needs_input_grad
+        total = 2 * n * d_in * (int(need[0]) + int(need[1]))  # g @ W and g^T @ x
+        if len(need) > 2 and need[2]:
+            total += n - ctx.output_shape[-1]  # the bias gradient sums M rows
+        return total
+
 
 def linear(x, weight, bias=None):
     """``x @ weight.T + bias`` (like ``torch.nn.functional.linear``): x (..., in),
     weight (out, in), bias (out,) -> (..., out). One op (torch's addmm)."""
+    x, weight = _operand(x, "linear", "input"), _operand(weight, "linear", "weight")
     if weight.ndim != 2 or x.shape[-1] != weight.shape[-1]:
         raise ValueError(f"linear: input of shape {tuple(x.shape)} does not match weight of shape "
                          f"{tuple(weight.shape)} (expected last dim {weight.shape[-1]})")
@@ -279,6 +411,14 @@ class Sum(Function):
             g = np.expand_dims(g, _norm_axis(ctx.axis, len(ctx.shape)))
         return np.broadcast_to(g, ctx.shape)
 
+    @staticmethod
+    def flops(ctx, out, a, axis=None, keepdims=False):
+        return a.size - out.size  # summing s numbers: s - 1 adds per result
+
+    @staticmethod
+    def backward_flops(ctx):
+        return 0  # broadcast
+
 
 class Mean(Function):
     @staticmethod
@@ -293,6 +433,14 @@ class Mean(Function):
         if not ctx.keepdims and ctx.axis is not None:
             g = np.expand_dims(g, _norm_axis(ctx.axis, len(ctx.shape)))
         return np.broadcast_to(g, ctx.shape)
+
+    @staticmethod
+    def flops(ctx, out, a, axis=None, keepdims=False):
+        return a.size - out.size + out.size  # the sum, then one division per result
+
+    @staticmethod
+    def backward_flops(ctx):
+        return _numel(ctx.output_shape)  # g / count, then broadcast
 
 
 class Reshape(Function):
@@ -340,6 +488,11 @@ class GetItem(Function):
         np.add.at(gx, ctx.index, g) if _advanced(ctx.index) else gx.__setitem__(ctx.index, g)
         return gx
 
+    @staticmethod
+    def backward_flops(ctx):
+        # integer-array indexing may pick an element twice: its gradients are added up
+        return _numel(ctx.output_shape) if _advanced(ctx.index) else 0
+
 
 def _advanced(index):
     items = index if isinstance(index, tuple) else (index,)
@@ -348,6 +501,7 @@ def _advanced(index):
 
 def permute(a, *dims):
     """Reorder dimensions (a view, like ``torch.permute``)."""
+    a = _operand(a, "permute")
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = tuple(dims[0])
     if sorted(d % a.ndim for d in dims) != list(range(a.ndim)):
@@ -358,6 +512,7 @@ def permute(a, *dims):
 
 def getitem(a, index):
     """``a[index]``: basic indexing gives a view; integer-array indexing a copy."""
+    a = _operand(a, "getitem")
     if isinstance(index, Tensor):
         index = index.data
     return GetItem.apply(a, index=index)
@@ -365,16 +520,17 @@ def getitem(a, index):
 
 def sum(a, axis=None, keepdims=False):
     """Sum over ``axis`` (int, tuple or None for all)."""
-    return Sum.apply(a, axis=axis, keepdims=keepdims)
+    return Sum.apply(_operand(a, "sum"), axis=axis, keepdims=keepdims)
 
 
 def mean(a, axis=None, keepdims=False):
     """Mean over ``axis`` (int, tuple or None for all)."""
-    return Mean.apply(a, axis=axis, keepdims=keepdims)
+    return Mean.apply(_operand(a, "mean"), axis=axis, keepdims=keepdims)
 
 
 def reshape(a, *shape):
     """A tensor with the same data and a new shape (a view when NumPy can make one)."""
+    a = _operand(a, "reshape")
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     shape = tuple(int(n) for n in shape)
@@ -390,7 +546,7 @@ def reshape(a, *shape):
 
 def transpose(a, dim0, dim1):
     """Swap dimensions ``dim0`` and ``dim1`` (a view, like ``torch.transpose``)."""
-    return Transpose.apply(a, dim0=dim0, dim1=dim1)
+    return Transpose.apply(_operand(a, "transpose"), dim0=dim0, dim1=dim1)
 
 
 # --- elementwise functions ------------------------------------------------------------
@@ -406,6 +562,14 @@ class Exp(Function):
         (out,) = ctx.saved_tensors
         return g * out
 
+    @staticmethod
+    def flops(ctx, out, a):
+        return out.size
+
+    @staticmethod
+    def backward_flops(ctx):
+        return _numel(ctx.output_shape)  # g * exp(a)
+
 
 class Log(Function):
     @staticmethod
@@ -417,6 +581,14 @@ class Log(Function):
     def backward(ctx, g):
         (a,) = ctx.saved_tensors
         return g / a
+
+    @staticmethod
+    def flops(ctx, out, a):
+        return out.size
+
+    @staticmethod
+    def backward_flops(ctx):
+        return _numel(ctx.output_shape)  # g / a
 
 
 class Tanh(Function):
@@ -431,6 +603,14 @@ class Tanh(Function):
         (out,) = ctx.saved_tensors
         return g * (1.0 - out * out)
 
+    @staticmethod
+    def flops(ctx, out, a):
+        return out.size
+
+    @staticmethod
+    def backward_flops(ctx):
+        return 3 * _numel(ctx.output_shape)  # out * out, 1 - ., g * .
+
 
 class ReLU(Function):
     @staticmethod
@@ -443,6 +623,14 @@ class ReLU(Function):
     def backward(ctx, g):
         (out,) = ctx.saved_tensors
         return g * (out > 0)
+
+    @staticmethod
+    def flops(ctx, out, a):
+        return out.size  # one max per element
+
+    @staticmethod
+    def backward_flops(ctx):
+        return 2 * _numel(ctx.output_shape)  # out > 0, g * .
 
 
 _GELU_C = math.sqrt(2.0 / math.pi)
@@ -490,26 +678,35 @@ class GELU(Function):
         t *= g
         return t
 
+    @staticmethod
+    def flops(ctx, out, a):
+        # a*a, *0.044715, +1, *a, *c, tanh, +1, *a, *0.5: the nine steps of forward
+        return 9 * out.size
+
+    @staticmethod
+    def backward_flops(ctx):
+        return 18 * _numel(ctx.output_shape)  # the eighteen in-place steps of backward
+
 
 def exp(a):
-    return Exp.apply(a)
+    return Exp.apply(_operand(a, "exp"))
 
 
 def log(a):
-    return Log.apply(a)
+    return Log.apply(_operand(a, "log"))
 
 
 def tanh(a):
-    return Tanh.apply(a)
+    return Tanh.apply(_operand(a, "tanh"))
 
 
 def relu(a):
-    return ReLU.apply(a)
+    return ReLU.apply(_operand(a, "relu"))
 
 
 def gelu(a):
     """GELU, tanh approximation (= torch's ``approximate="tanh"``)."""
-    return GELU.apply(a)
+    return GELU.apply(_operand(a, "gelu"))
 
 
 # --- softmax family -------------------------------------------------------------------
@@ -527,6 +724,17 @@ class Softmax(Function):
         (out,) = ctx.saved_tensors
         return out * (g - (g * out).sum(axis=ctx.dim, keepdims=True))
 
+    @staticmethod
+    def flops(ctx, out, a, dim=-1):
+        n, rows = out.size, out.size // max(out.shape[dim], 1) if out.size else 0
+        return 5 * n - 2 * rows  # max, subtract, exp, sum, divide
+
+    @staticmethod
+    def backward_flops(ctx):
+        n = _numel(ctx.output_shape)
+        rows = n // max(ctx.output_shape[ctx.dim], 1) if n else 0
+        return 4 * n - rows  # g * out, sum, g - s, out * .
+
 
 class LogSoftmax(Function):
     @staticmethod
@@ -542,13 +750,26 @@ class LogSoftmax(Function):
         (out,) = ctx.saved_tensors
         return g - np.exp(out) * g.sum(axis=ctx.dim, keepdims=True)
 
+    @staticmethod
+    def flops(ctx, out, a, dim=-1):
+        n, rows = out.size, out.size // max(out.shape[dim], 1) if out.size else 0
+        return 5 * n - rows  # max, subtract, exp, sum, log (one per row), subtract
+
+    @staticmethod
+    def backward_flops(ctx):
+        n = _numel(ctx.output_shape)
+        rows = n // max(ctx.output_shape[ctx.dim], 1) if n else 0
+        return 4 * n - rows  # exp(out), sum of g, product, g - .
+
 
 def softmax(a, dim=-1):
-    return Softmax.apply(a, dim=dim)
+    """``exp(a) / sum(exp(a))`` along ``dim`` (computed with the maximum subtracted)."""
+    return Softmax.apply(_operand(a, "softmax"), dim=dim)
 
 
 def log_softmax(a, dim=-1):
-    return LogSoftmax.apply(a, dim=dim)
+    """``log(softmax(a, dim))``, computed stably."""
+    return LogSoftmax.apply(_operand(a, "log_softmax"), dim=dim)
 
 
 # --- normalisation --------------------------------------------------------------------
@@ -561,6 +782,21 @@ def _norm_backward(g, x, w, mean, rstd, axes):
     gx = rstd * (gxhat - gxhat.mean(axis=axes, keepdims=True)
                  - xhat * (gxhat * xhat).mean(axis=axes, keepdims=True))
     return gx, xhat
+
+
+def _norm_backward_flops(n, stats, weighted, training, need_w, need_b):
+    """FLOPs of `_norm_backward` and of the weight and bias gradients.
+
+    ``n``: elements of x; ``stats``: number of (mean, rstd) pairs (rows of a layer norm,
+    channels of a batch norm)."""
+    if training:  # xhat (2n), [g * w], two means (2n), two products (2n), two subtractions, * rstd
+        total = 9 * n
+    else:  # xhat (2n), [g * w], * rstd
+        total = 3 * n
+    total += n if weighted else 0
+    total += 2 * n - stats if need_w else 0  # (g * xhat).sum over the statistics' axes
+    total += n - stats if need_b else 0
+    return total
 
 
 class LayerNorm(Function):
@@ -579,6 +815,13 @@ class LayerNorm(Function):
         return y
 
     @staticmethod
+    def flops(ctx, out, x, weight, bias, eps=1e-5):
+        n, rows = x.size, x.size // max(x.shape[-1], 1) if x.size else 0
+        # mean (n), x - mean, xc * xc, mean (n), + eps, sqrt, 1 / . (3 per row), xc * rstd
+        total = 5 * n + 3 * rows
+        return total + (n if weight is not None else 0) + (n if bias is not None else 0)
+
+    @staticmethod
     def backward(ctx, g):
         x, w, mean, rstd = ctx.saved_tensors
         gx, xhat = _norm_backward(g, x, w, mean, rstd, (-1,))
@@ -587,9 +830,17 @@ class LayerNorm(Function):
         gb = g.sum(axis=lead) if ctx.needs_input_grad[2] else None
         return gx, gw, gb
 
+    @staticmethod
+    def backward_flops(ctx):
+        n, d = _numel(ctx.input_shapes[0]), ctx.input_shapes[0][-1]
+        need = ctx.needs_input_grad
+        return _norm_backward_flops(n, n // d if d else 0, ctx.input_shapes[1] is not None, True,
+                                    need[1], need[2])
+
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalise over the last dimension: x (..., d), weight and bias (d,)."""
+    x = _operand(x, "layer_norm")
     d = normalized_shape if isinstance(normalized_shape, int) else tuple(normalized_shape)[-1]
     if isinstance(normalized_shape, (tuple, list)) and len(normalized_shape) != 1:
         raise ValueError("layer_norm: only normalisation over the last dimension is supported")
@@ -635,6 +886,15 @@ class BatchNorm(Function):
         return y
 
     @staticmethod
+    def flops(ctx, out, x, weight, bias, running_mean, running_var, training, momentum, eps,
+              update_stats):
+        n, c = x.size, x.shape[1]
+        # training: mean (n), x - mean, xc * xc, mean (n); both: + eps, sqrt, 1 / . (3 per
+        # channel), xc * rstd, [* w], [+ b]. The running statistics' update is not counted.
+        total = (4 * n if training else n) + 3 * c + n
+        return total + (n if weight is not None else 0) + (n if bias is not None else 0)
+
+    @staticmethod
     def backward(ctx, g):
         x, w, mean, rstd = ctx.saved_tensors
         axes = ctx.axes
@@ -647,6 +907,13 @@ class BatchNorm(Function):
         gb = g.sum(axis=axes) if ctx.needs_input_grad[2] else None
         return gx, gw, gb, None, None
 
+    @staticmethod
+    def backward_flops(ctx):
+        shape = ctx.input_shapes[0]
+        need = ctx.needs_input_grad
+        return _norm_backward_flops(_numel(shape), shape[1], ctx.input_shapes[1] is not None,
+                                    ctx.training, need[1], need[2])
+
 
 def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-5, update_stats=True):
@@ -654,6 +921,7 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
 
     ``running_mean``/``running_var``: NumPy arrays (C,) (or None), updated *in place*
     when ``training`` and ``update_stats`` (unbiased variance, like torch)."""
+    x = _operand(x, "batch_norm")
     if x.ndim not in (2, 3):
         raise ValueError(f"batch_norm: expected input of shape (N, C) or (N, C, L), got {tuple(x.shape)}")
     c = x.shape[1]
@@ -691,6 +959,14 @@ class Dropout(Function):
         out *= ctx.scale
         return out
 
+    @staticmethod
+    def flops(ctx, out, x, p, generator):
+        return 3 * out.size  # draw >= p (a compare), x * mask, * scale
+
+    @staticmethod
+    def backward_flops(ctx):
+        return 2 * _numel(ctx.output_shape)  # g * mask, * scale
+
 
 def dropout(x, p=0.5, training=True, generator=None):
     """Zero each element with probability ``p`` and scale the rest by 1/(1-p).
@@ -698,8 +974,9 @@ def dropout(x, p=0.5, training=True, generator=None):
     The mask comes from ``minigrad.random`` (or ``generator``), so
     ``minigrad.random.manual_seed`` makes it reproducible and checkpoint can
     replay it. Identity (no op recorded) when not training or ``p == 0``."""
-    if not 0.0 <= p < 1.0:
-        raise ValueError(f"dropout: p must be in [0, 1), got {p}")
+    x = _operand(x, "dropout")
+    if isinstance(p, (bool, np.bool_)) or not isinstance(p, numbers.Real) or not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout: p must be a number in [0, 1), got {p!r}")
     if not training or p == 0.0:
         return x
     return Dropout.apply(x, p, generator)
@@ -720,9 +997,14 @@ class Embedding(Function):
         np.add.at(gw, idx.reshape(-1), g.reshape(-1, g.shape[-1]))
         return None, gw
 
+    @staticmethod
+    def backward_flops(ctx):
+        return _numel(ctx.output_shape)  # rows of g added into the table (a gather moves data)
+
 
 def embedding(idx, weight):
     """Rows of ``weight`` (num, d) picked by the integer tensor ``idx`` (...) -> (..., d)."""
+    weight = _operand(weight, "embedding", "weight")
     ia = idx.data if isinstance(idx, Tensor) else np.asarray(idx)
     if ia.dtype.kind not in "iu":
         raise ValueError(f"embedding: indices must be integers, got dtype {ia.dtype}")
@@ -776,11 +1058,32 @@ class ScaledDotProductAttention(Function):
         dk = np.matmul(np.swapaxes(dp, -1, -2), q)
         return dq, dk, dv
 
+    @staticmethod
+    def flops(ctx, out, q, k, v, is_causal=False, scale=None):
+        b = _numel(q.shape[:-2])
+        t, s, e, ev = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
+        scores = b * t * s
+        # q k^T (2 b t s e), * scale, [+ causal mask], max, - max, exp, sum, / sum, p v (2 b t s ev)
+        rows = b * t
+        return (2 * scores * e + scores + (scores if is_causal else 0) + (scores - rows)
+                + 2 * scores + (scores - rows) + scores + 2 * scores * ev)
+
+    @staticmethod
+    def backward_flops(ctx):
+        qs, ks, vs = ctx.input_shapes
+        b = _numel(qs[:-2])
+        t, s, e, ev = qs[-2], ks[-2], qs[-1], vs[-1]
+        scores, rows = b * t * s, b * t
+        # p^T g and g v^T (2 b t s ev each), rowsum(dp * p) (2 scores - rows), - rowsum, * p,
+        # * scale, dp k and dp^T q (2 b t s e each)
+        return 4 * scores * ev + (2 * scores - rows) + 3 * scores + 4 * scores * e
+
 
 def scaled_dot_product_attention(q, k, v, is_causal=False, scale=None):
     """``softmax(q @ k^T * scale [+ causal mask]) @ v``, the math of
     ``torch.nn.functional.scaled_dot_product_attention``. q (..., T, E), k (..., S, E),
     v (..., S, Ev) -> (..., T, Ev); scale defaults to 1/sqrt(E)."""
+    q, k, v = (_operand(t, "scaled_dot_product_attention", n) for t, n in ((q, "q"), (k, "k"), (v, "v")))
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2] or q.shape[:-2] != k.shape[:-2]:
         raise ValueError(f"scaled_dot_product_attention: incompatible shapes q {tuple(q.shape)}, "
                          f"k {tuple(k.shape)}, v {tuple(v.shape)}")
@@ -806,11 +1109,24 @@ class CrossEntropy(Function):
         grad *= g / n
         return grad, None
 
+    @staticmethod
+    def flops(ctx, out, logits, target):
+        n = logits.size
+        # log-softmax (max, subtract, exp, sum, one log per row, subtract: 5 n - rows),
+        # sum of the picked rows (rows - 1), / rows, negate
+        return 5 * n + 1
+
+    @staticmethod
+    def backward_flops(ctx):
+        n, rows = _numel(ctx.input_shapes[0]), ctx.input_shapes[0][0]
+        return 2 * n + rows + 1  # exp, - 1 at the targets, g / rows, * .
+
 
 def cross_entropy(logits, target):
     """Mean cross-entropy of logits (N, C) and integer class targets (N,).
 
     Logits (..., C) with targets (...) are flattened first (as for a GPT's (B, T, V))."""
+    logits = _operand(logits, "cross_entropy", "logits")
     ta = target.data if isinstance(target, Tensor) else np.asarray(target)
     if ta.dtype.kind not in "iu":
         raise ValueError(f"cross_entropy: targets must be integer class indices, got dtype {ta.dtype}")
@@ -839,10 +1155,20 @@ class MSELoss(Function):
         ga = diff * (2.0 * g / diff.size)
         return ga, (-ga if ctx.needs_input_grad[1] else None)
 
+    @staticmethod
+    def flops(ctx, out, a, b):
+        return 3 * a.size  # a - b, diff * diff, mean (sum and one division)
+
+    @staticmethod
+    def backward_flops(ctx):
+        n = _numel(ctx.input_shapes[0])
+        return 2 + n + (n if ctx.needs_input_grad[1] else 0)  # 2 g / size, diff * ., [- ga]
+
 
 def mse_loss(input, target):
     """Mean squared error of two tensors of the same shape."""
-    target = _tensor(target, input)
+    input = _operand(input, "mse_loss", "input")
+    target = _tensor(target, input, "mse_loss")
     if tuple(input.shape) != tuple(target.shape):
         raise ValueError(f"mse_loss: input shape {tuple(input.shape)} and target shape "
                          f"{tuple(target.shape)} differ")
@@ -863,7 +1189,7 @@ def _attach():
     T.__neg__ = lambda a: neg(a)
     T.__pow__ = lambda a, e: pow(a, e)
     T.__matmul__ = lambda a, b: matmul(a, b)
-    T.__rmatmul__ = lambda a, b: matmul(_tensor(b, a), a)
+    T.__rmatmul__ = lambda a, b: matmul(_tensor(b, a, "matmul"), a)
     T.sum = lambda a, axis=None, keepdims=False: sum(a, axis, keepdims)
     T.mean = lambda a, axis=None, keepdims=False: mean(a, axis, keepdims)
     T.reshape = lambda a, *shape: reshape(a, *shape)

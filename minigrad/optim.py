@@ -12,18 +12,22 @@ import math
 import numpy as np
 
 from minigrad import memory as _mem
+from minigrad._validation import check_number
 
 __all__ = ["Optimizer", "SGD", "AdamW"]
 
 
 class Optimizer:
     def __init__(self, params, lr: float):
+        where = type(self).__name__
         self.params = list(params)
         if not self.params:
-            raise ValueError("optimizer got an empty parameter list")
-        if lr < 0:
-            raise ValueError(f"invalid learning rate: {lr} (must be >= 0)")
-        self.lr = lr
+            raise ValueError(f"{where}: got an empty parameter list")
+        for i, p in enumerate(self.params):
+            if not (getattr(p, "requires_grad", False) and hasattr(p, "grad")):
+                raise TypeError(f"{where}: parameter {i} is not a Tensor that requires grad "
+                                f"(got {type(p).__name__})")
+        self.lr = check_number("lr", lr, 0.0, where=where)
         self.state: dict[int, dict] = {}
 
     def zero_grad(self, set_to_none: bool = True):
@@ -48,9 +52,8 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, weight_decay: float = 0.0):
         super().__init__(params, lr)
-        if momentum < 0 or weight_decay < 0:
-            raise ValueError(f"invalid momentum {momentum} or weight_decay {weight_decay} (must be >= 0)")
-        self.momentum, self.weight_decay = momentum, weight_decay
+        self.momentum = check_number("momentum", momentum, 0.0, where="SGD")
+        self.weight_decay = check_number("weight_decay", weight_decay, 0.0, where="SGD")
 
     def step(self):
         for p in self.params:
@@ -80,12 +83,13 @@ class AdamW(Optimizer):
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 1e-2):
         super().__init__(params, lr)
-        b1, b2 = betas
-        if not (0.0 <= b1 < 1.0 and 0.0 <= b2 < 1.0):
-            raise ValueError(f"invalid betas {betas}: each must be in [0, 1)")
-        if eps < 0 or weight_decay < 0:
-            raise ValueError(f"invalid eps {eps} or weight_decay {weight_decay} (must be >= 0)")
-        self.betas, self.eps, self.weight_decay = (b1, b2), eps, weight_decay
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise ValueError(f"AdamW: betas must be a pair (beta1, beta2), got {betas!r}")
+        b1 = check_number("betas[0]", betas[0], 0.0, 1.0, where="AdamW", hi_open=True)
+        b2 = check_number("betas[1]", betas[1], 0.0, 1.0, where="AdamW", hi_open=True)
+        self.betas = (b1, b2)
+        self.eps = check_number("eps", eps, 0.0, where="AdamW")
+        self.weight_decay = check_number("weight_decay", weight_decay, 0.0, where="AdamW")
         self.step_count = 0
 
     def step(self):

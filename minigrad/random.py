@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-__all__ = ["Generator", "default_generator", "manual_seed", "seed", "get_rng_state",
+__all__ = ["Generator", "default_generator", "manual_seed", "get_rng_state",
            "set_rng_state", "fork_rng", "rand", "randn", "uniform", "randint"]
 
 
@@ -60,8 +60,6 @@ def manual_seed(seed: int) -> Generator:
     """Seed the default generator (like ``torch.manual_seed``)."""
     return default_generator.manual_seed(seed)
 
-
-seed = manual_seed
 
 
 def get_rng_state() -> dict:

@@ -12,7 +12,13 @@ on; bytes are shown in KiB or MiB (whichever suits the largest value).
 """
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.colors import ListedColormap
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from minigrad import memory
 
 __all__ = ["timeline", "schedule_diagram", "schedule_steps", "frontier", "byte_unit"]
 
@@ -37,8 +43,6 @@ def byte_unit(max_bytes: float) -> tuple[str, float]:
 
 
 def _axes(ax, figsize):
-    import matplotlib.pyplot as plt  # lazy: only drawing needs matplotlib
-
     if ax is None:
         fig, ax = plt.subplots(figsize=figsize, layout="constrained")  # room for labels and legend
     return ax
@@ -47,8 +51,6 @@ def _axes(ax, figsize):
 def _timeline_rows(m):
     """``(phases, categories, matrix)`` from a ledger: one row per timeline event,
     one column per category, live bytes (ints) after the event."""
-    from minigrad import memory
-
     events = list(m.timeline)
     if not events:
         raise ValueError("the ledger's timeline is empty: run ops inside "
@@ -95,7 +97,6 @@ def timeline(m, ax=None, categories=None, title="Live memory over one step", sha
     ax.set_title(title)
     handles, labels = ax.get_legend_handles_labels()
     if shade_phases:
-        from matplotlib.patches import Patch
         for ph in ("recompute", "backward"):
             if ph in phases:
                 handles.append(Patch(color=PHASE_SHADES[ph], label=f"{ph} phase"))
@@ -157,10 +158,6 @@ def schedule_diagram(plan, ax=None, title=None):
     activations are alive, blue where its input is held as a checkpoint; a
     marker shows the layer that runs at each step (dot: untaped forward,
     triangle: taped forward, cross: backward)."""
-    from matplotlib.colors import ListedColormap
-    from matplotlib.patches import Patch
-    from matplotlib.lines import Line2D
-
     kinds, layers, states = schedule_steps(plan)
     ax = _axes(ax, (max(6, min(16, len(kinds) * 0.12)), max(2.5, min(8, plan.n * 0.3))))
     cmap = ListedColormap(["#f4f4f4", "#4c72b0", "#c44e52"])
@@ -173,12 +170,13 @@ def schedule_diagram(plan, ax=None, title=None):
         ax.scatter(t[sel], np.array(layers)[sel], marker=marker, s=10, c=color, linewidths=0.8)
     ax.set_xlabel("step")
     ax.set_ylabel("layer")
-    kind = getattr(plan, "kind", "segments")
     if title is None:
-        if kind == "revolve":
+        if hasattr(plan, "starts"):
+            title = f"{plan.n} layers, segments start at {list(plan.starts)}"
+        elif hasattr(plan, "slots"):
             title = f"Binomial schedule: {plan.n} layers, {plan.slots} slots"
         else:
-            title = f"{plan.n} layers, segments start at {list(plan.starts)}"
+            title = f"{plan.n} layers, multi-level schedule"
     ax.set_title(title)
     handles = [Patch(color="#c44e52", label="saved activations"),
                Patch(color="#4c72b0", label="checkpointed input"),
@@ -189,7 +187,7 @@ def schedule_diagram(plan, ax=None, title=None):
     return ax
 
 
-def frontier(points, ax=None, labels=None, xlabel="recomputed forward work (op executions)",
+def frontier(points, ax=None, labels=None, xlabel="recomputed forward work (FLOPs)",
              title="Memory–compute frontier"):
     """Peak memory against recomputation for a set of plans, with the Pareto front.
 

@@ -112,7 +112,7 @@ def test_transformer_block_and_gpt_shapes_and_causality():
 
 def test_gpt_parameter_count():
     v, d, n, s = 11, 8, 3, 5
-    model = nn.GPT(v, d, 2, n, s)
+    model = nn.GPT(nn.GPTConfig(v, d, 2, n, s))
     per_block = 2 * 2 * d + (d * 3 * d + 3 * d) + (d * d + d) + (d * 4 * d + 4 * d) + (4 * d * d + d)
     expected = v * d + s * d + n * per_block + 2 * d + d * v
     assert sum(p.size for p in model.parameters()) == expected

@@ -79,7 +79,7 @@ def test_zero_grad_modes():
 
 def test_bad_hyperparameters():
     p = param([1.0])
-    with pytest.raises(ValueError, match="learning rate"):
+    with pytest.raises(ValueError, match=r"SGD: lr=-1.0 is out of range; allowed: 0.0 <= lr"):
         optim.SGD([p], lr=-1)
     with pytest.raises(ValueError, match="betas"):
         optim.AdamW([p], betas=(1.0, 0.9))

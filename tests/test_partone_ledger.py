@@ -25,13 +25,13 @@ def _block(i, h):
     return nn.Sequential(nn.Linear(i, h), nn.Tanh(), nn.Linear(h, i))
 
 
-def _tracked_chain(batch=8, width=4, hidden=32, checkpoint_middle=False):
+def _tracked_chain(batch=8, width=4, hidden=32, checkpoint_middle=False, use_reentrant=True):
     minigrad.random.manual_seed(0)
     blocks = [_block(width, hidden) for _ in range(3)]
     x = Tensor(minigrad.random.randn(batch, width))
     tags = LayerTags()
     a, b, c = (tags.wrap(n, blk) for n, blk in zip("ABC", blocks))
-    mid = tags.wrap("B", lambda h: checkpoint(b, h)) if checkpoint_middle else b
+    mid = tags.wrap("B", lambda h: checkpoint(b, h, use_reentrant=use_reentrant)) if checkpoint_middle else b
     with tags.track() as m:
         loss = c(mid(a(x))).sum()
         loss.backward()
@@ -56,6 +56,7 @@ def test_event_rows_plain_chain_keeps_then_frees_everything():
 
 
 def test_event_rows_checkpointed_block_is_dropped_then_rebuilt():
+    # use_reentrant=True: chapter 3's hand-written checkpoint, as the library's Checkpoint
     batch, width, hidden = 8, 4, 32
     m, tags, _ = _tracked_chain(batch, width, hidden, checkpoint_middle=True)
     rows = event_rows(m, tags)
@@ -72,6 +73,28 @@ def test_event_rows_checkpointed_block_is_dropped_then_rebuilt():
     assert rows[-1].saved_live == 0
     plain, _, _ = _tracked_chain(batch, width, hidden)
     assert m.peak["activations"] < plain.peak["activations"]
+
+
+def test_event_rows_non_reentrant_checkpoint_keeps_its_input_then_runs_with_hooks():
+    batch, width, hidden = 8, 4, 32
+    m, tags, _ = _tracked_chain(batch, width, hidden, checkpoint_middle=True, use_reentrant=False)
+    rows = event_rows(m, tags)
+    b_fwd = [r for r in rows if r.phase == "forward" and r.layer == "B"]
+    # the checkpoint keeps B's input first; B's ops then run with grad but keep nothing
+    assert [r.op for r in b_fwd] == ["checkpoint", "linear", "tanh", "linear"]
+    assert b_fwd[0].saved_delta == 4 * batch * width
+    assert all(r.saved_delta == 0 for r in b_fwd[1:])
+    # early stop: the recomputation ends once tanh's output, the last saved array, exists
+    rec = [r for r in rows if r.phase == "recompute"]
+    assert [(r.layer, r.op) for r in rec] == [("B", "linear"), ("B", "tanh")]
+    assert rec[1].saved_delta == 4 * batch * hidden
+    b_bwd = [r for r in rows if r.phase == "backward" and r.layer == "B"]
+    assert [r.op for r in b_bwd] == ["linear", "tanh", "linear"]
+    # B's first linear is the last to need the checkpoint: its input goes with it
+    assert b_bwd[-1].saved_delta == -4 * batch * width
+    assert rows[-1].saved_live == 0
+    reentrant, _, _ = _tracked_chain(batch, width, hidden, checkpoint_middle=True)
+    assert m.peak["activations"] == reentrant.peak["activations"]
 
 
 def test_event_table_text_and_bad_unit():
@@ -132,7 +155,7 @@ def test_measure_step_model_state_and_activations_match_the_shapes():
 def test_measure_step_splits_the_logits_out():
     batch, seq, vocab = 2, 8, 64
     minigrad.random.manual_seed(0)
-    model = nn.GPT(vocab, 16, 2, 1, seq)
+    model = nn.GPT(nn.GPTConfig(vocab, 16, 2, 1, seq))
     opt = optim.AdamW(model.parameters(), lr=1e-3)
     tokens = minigrad.random.randint(0, vocab, (batch, seq))
     targets = minigrad.random.randint(0, vocab, (batch, seq))

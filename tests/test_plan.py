@@ -6,6 +6,7 @@ live in tests/test_exhaustive.py.
 import math
 import random
 import time
+from fractions import Fraction
 
 import pytest
 
@@ -27,11 +28,15 @@ def test_uniform_matches_torch_split():
             assert sum(b - a for a, b in plan.segments) == n
 
 
-def test_sqrt_segments_has_about_sqrt_n_segments():
-    for n in (1, 2, 4, 9, 10, 16, 100, 1000):
+def test_sqrt_segments_is_balanced_with_ceil_sqrt_n_segments():
+    for n in range(1, 1001):
         plan = P.sqrt_segments(n)
-        assert len(plan.starts) == max(1, round(math.sqrt(n)))
-        assert plan.starts[0] == 0 and plan.starts[-1] < n
+        k = math.ceil(math.sqrt(n))
+        assert len(plan.starts) == k
+        lengths = [b - a for a, b in plan.segments]
+        assert max(lengths) - min(lengths) <= 1  # balanced
+        assert lengths == sorted(lengths, reverse=True)  # longer first
+        assert max(lengths) <= k and sum(lengths) == n
 
 
 @pytest.mark.parametrize("k", [0, -1, 11])
@@ -60,17 +65,20 @@ def test_segment_plan_actions_count_calls():
 
 # --- the memory model against a set-based evaluation --------------------------------
 
-def _random_profile(rng, n):
+def _random_profile(rng, n, loss=None, floats=False):
     # a third of the chains begin with layers whose outputs need no grad
     f = rng.randint(0, n) if rng.random() < 1 / 3 else 0
+    loss = rng.random() < 0.5 if loss is None else loss
     return ChainProfile(
         input_bytes=tuple(rng.choice([4, 8, 16, 64, 100, 256, 1024]) for _ in range(n)),
         output_bytes=rng.choice([4, 64, 512]),
         saves_input=tuple(rng.random() < 0.6 for _ in range(n)),
         saves_output=tuple(rng.random() < 0.4 for _ in range(n)),
         own_bytes=tuple(rng.choice([0, 0, 8, 128, 512, 4096]) for _ in range(n)),
-        cost=tuple(rng.randint(0, 5) for _ in range(n)),
+        cost=tuple((rng.randint(0, 5) * 0.3 if floats else rng.randint(0, 5)) for _ in range(n)),
         requires_grad=tuple(b >= f for b in range(n + 1)),
+        loss_saves_input=loss and rng.random() < 0.7,
+        loss_own_bytes=rng.choice([0, 8, 512, 2048]) if loss else 0,
     )
 
 
@@ -78,7 +86,10 @@ def _reference_cost(pr, starts):
     """Layers of checkpointed segments whose output requires grad (those make a node)."""
     bounds = list(starts) + [pr.n]
     rg = pr.requires_grad or (True,) * (pr.n + 1)
-    return sum(sum(pr.cost[bounds[j]:bounds[j + 1]]) for j in range(len(starts) - 1) if rg[bounds[j + 1]])
+    total = sum(Fraction(c) for j in range(len(starts) - 1) if rg[bounds[j + 1]]
+                for c in pr.cost[bounds[j]:bounds[j + 1]])
+    # exact, then as the planner returns it: an int for int costs, else the nearest float
+    return int(total) if all(isinstance(c, int) for c in pr.cost) else float(total)
 
 
 def _reference_peak(pr, starts):
@@ -107,9 +118,13 @@ def _reference_peak(pr, starts):
             live |= saved(i)
         terms.append(sum(size[k] for k in live))
         kept.add(("x", bounds[j]))
-    live = set(kept)  # end of forward: last segment taped
+    live = set(kept)  # end of forward: last segment taped, then the loss
     for i in range(starts[-1], n):
         live |= saved(i)
+    if pr.loss_saves_input:
+        live.add(("x", n))
+    size[("loss",)] = pr.loss_own_bytes
+    live.add(("loss",))
     terms.append(sum(size[k] for k in live))
     return max(terms)
 
@@ -144,7 +159,7 @@ def test_no_checkpointing_keeps_everything_saved():
 def test_optimal_segments_is_minimal(seed):
     rng = random.Random(seed)
     for _ in range(40):
-        pr = _random_profile(rng, rng.randint(1, 9))
+        pr = _random_profile(rng, rng.randint(1, 9), floats=seed % 2 == 1)
         table = [(_reference_peak(pr, s), _reference_cost(pr, s), s) for s in _all_segmentations(pr.n)]
         best = min(t[0] for t in table)
         plan = P.optimal_segments(pr)
@@ -159,6 +174,14 @@ def test_optimal_segments_is_minimal(seed):
         assert pb.predicted_peak_activations <= budget
         assert pb.recompute_cost == min(c for c, _ in within)
         assert pb.predicted_peak_activations == min(p for c, p in within if c == pb.recompute_cost)
+
+        # the reference DP (the recurrence, as written) finds the same optimum
+        ref = P.optimal_segments_reference(pr)
+        assert (ref.predicted_peak_activations, ref.recompute_cost) == \
+            (plan.predicted_peak_activations, plan.recompute_cost)
+        ref_b = P.optimal_segments_reference(pr, budget_bytes=budget)
+        assert (ref_b.predicted_peak_activations, ref_b.recompute_cost) == \
+            (pb.predicted_peak_activations, pb.recompute_cost)
 
 
 def test_infeasible_budget_names_the_smallest_feasible_one():
@@ -228,7 +251,7 @@ def test_homogeneous_chain_optimum_is_near_sqrt_n():
 
 
 def test_revolve_is_reexported():
-    assert P.revolve(10, 3).kind == "revolve"
+    assert isinstance(P.revolve(10, 3), P.RevolvePlan) and P.revolve(10, 3).n == 10
     with pytest.raises(ValueError, match=r"1 <= slots"):
         P.revolve(10, 0)
 
@@ -243,3 +266,84 @@ def test_profile_validates_requires_grad():
     with pytest.raises(ValueError, match="n \\+ 1 = 3"):
         ChainProfile(requires_grad=(True, True), **kw)
     assert ChainProfile(requires_grad=(False, False, True), **kw).first_grad == 2
+
+
+# --- float costs, bad profiles -------------------------------------------------------------
+def test_float_costs_are_summed_exactly_not_truncated():
+    # Issue 8: a 0.9 s-per-layer cost used to become int64 0 per layer.
+    n = 6
+    pr = ChainProfile(input_bytes=(100,) * n, output_bytes=100, saves_input=(True,) * n,
+                      saves_output=(False,) * n, own_bytes=(50,) * n, cost=(0.9,) * n)
+    assert P.recompute_cost(pr, [0, 3]) == pytest.approx(2.7) and isinstance(P.recompute_cost(pr, [0, 3]), float)
+    assert P.recompute_cost(pr, [0, 1, 2, 3, 4, 5]) == pytest.approx(4.5)
+    budget = P.predict_peak(pr, [0, 3])
+    plan = P.optimal_segments(pr, budget_bytes=budget)
+    assert plan.recompute_cost == min(P.recompute_cost(pr, s) for s in _all_segmentations(n)
+                                      if P.predict_peak(pr, s) <= budget)
+    assert plan.recompute_cost > 0
+    ints = ChainProfile(**{**pr.__dict__, "cost": (1,) * n})
+    assert isinstance(P.recompute_cost(ints, [0, 3]), int)
+    # costs given to optimal_segments replace the profile's
+    assert P.optimal_segments(pr, budget_bytes=budget, cost=[2] * n).recompute_cost == 2 * 3
+
+
+@pytest.mark.parametrize("field, value, msg", [
+    ("cost", (1, float("nan")), r"cost\[1\] = nan is not a finite"),
+    ("cost", (1, float("inf")), r"cost\[1\] = inf is not a finite"),
+    ("cost", (1, -2), r"cost\[1\] = -2 is not a finite, non-negative"),
+    ("cost", (1, "3"), r"cost\[1\] = '3' is not a number"),
+    ("input_bytes", (4, 4.5), r"input_bytes\[1\] = 4.5 is not a whole"),
+    ("own_bytes", (0, -1), r"own_bytes\[1\] = -1"),
+    ("cost", (1,), "cost has 1 entries, expected n=2"),
+])
+def test_profile_rejects_bad_numbers(field, value, msg):
+    kw = dict(input_bytes=(4, 4), output_bytes=4, saves_input=(True, True),
+              saves_output=(False, False), own_bytes=(0, 0), cost=(1, 1))
+    kw[field] = value
+    with pytest.raises(ValueError, match=msg):
+        ChainProfile(**kw)
+
+
+def test_budget_must_be_whole_bytes():
+    pr = _random_profile(random.Random(3), 5)
+    with pytest.raises(TypeError, match="budget_bytes must be an integer"):
+        P.optimal_segments(pr, budget_bytes=1000.5)
+
+
+def test_plans_for_another_chain_are_refused():
+    pr = _random_profile(random.Random(4), 5)
+    with pytest.raises(ValueError, match="n=6 layers, the profile has 5"):
+        P.predict_peak(pr, P.uniform(6, 2))
+    with pytest.raises(ValueError, match="n=6 layers, the profile has 5"):
+        P.recompute_cost(pr, P.revolve(6, 2))
+
+
+# --- sqrt(n): the plan of chapter 4's theorem -------------------------------------------------
+def test_sqrt_segments_peak_within_the_theorem_bound_for_every_n_up_to_512():
+    # Chapter 4's chain: every layer saves its input (c bytes) and a private array (a bytes).
+    a, c = 2048, 512
+    for n in range(1, 513):
+        pr = ChainProfile(input_bytes=(c,) * n, output_bytes=c, saves_input=(True,) * n,
+                          saves_output=(False,) * n, own_bytes=(a,) * n, cost=(1,) * n)
+        k = math.ceil(math.sqrt(n))
+        peak = P.predict_peak(pr, P.sqrt_segments(n))
+        assert peak <= k * (a + 2 * c), n
+        if n % 37 == 1:  # and the lower bound of the theorem: no one-level plan beats it
+            assert P.optimal_segments(pr).predicted_peak_activations >= math.sqrt(n * a * c) - c / 2
+
+
+def test_balanced_and_uniform_splits():
+    assert P.balanced(10, 3).starts == (0, 4, 7)
+    assert P.uniform(10, 3).starts == (0, 3, 6)
+    assert P.balanced(10, 10).starts == tuple(range(10))
+    with pytest.raises(ValueError, match=r"1 <= segments <= 10"):
+        P.balanced(10, 11)
+    with pytest.raises(TypeError, match="segments must be an integer, got 2.5"):
+        P.uniform(10, 2.5)
+
+
+def test_segment_plan_validates_itself():
+    with pytest.raises(TypeError, match="segment starts must be integers, got 1.7"):
+        P.SegmentPlan(n=4, starts=(0, 1.7))
+    with pytest.raises(ValueError, match="begin with 0"):
+        P.SegmentPlan(n=4, starts=(1, 2))

@@ -153,3 +153,160 @@ def test_parameter_data_assignment_keeps_role_and_checks_shape():
     with pytest.raises(ValueError, match=r"\(2,\).*\(3,\)"):
         p.data = np.ones(2)
     assert p.shape == (3,)
+
+
+# --- grad(): torch.autograd.grad ---------------------------------------------------------
+def test_grad_returns_gradients_and_writes_no_grad():
+    x = Tensor(np.array([1.0, 2.0]), requires_grad=True)
+    w = Tensor(np.array([3.0, -1.0]), requires_grad=True)
+    y = (x * w).sum()
+    gx, gw = mg.grad(y, [x, w], retain_graph=True)
+    np.testing.assert_array_equal(gx, w.data)
+    np.testing.assert_array_equal(gw, x.data)
+    assert x.grad is None and w.grad is None
+    (gx_only,) = mg.grad(y, x)  # a single tensor is accepted
+    np.testing.assert_array_equal(gx_only, w.data)
+
+
+def test_grad_of_an_intermediate_tensor():
+    x = Tensor(np.array([0.5, -0.5]), requires_grad=True)
+    h = x * 3.0
+    y = (h * h).sum()
+    gh, gx = mg.grad(y, [h, x])
+    np.testing.assert_array_equal(gh, 2 * h.data)
+    np.testing.assert_array_equal(gx, 6 * h.data)
+
+
+def test_grad_runs_only_the_needed_part_of_the_graph():
+    x = Tensor(np.array([1.0]), requires_grad=True)
+    other = Tensor(np.array([2.0]), requires_grad=True)
+    seen = []
+    handle = mg.tensor.register_hooks(op=lambda kind, fn, *rest: seen.append((kind, fn.name())))
+    try:
+        y = (x.exp() + other.tanh()).sum()
+        seen.clear()
+        mg.grad(y, [x])
+    finally:
+        handle.remove()
+    assert ("backward", "exp") in seen and ("backward", "tanh") not in seen
+    assert other.grad is None
+
+
+def test_grad_unused_input_and_grad_outputs():
+    x = Tensor(np.array([1.0, 2.0]), requires_grad=True)
+    z = Tensor(np.array([5.0]), requires_grad=True)
+    y = x * 2.0
+    with pytest.raises(RuntimeError, match="was not used"):
+        mg.grad(y.sum(), [x, z], retain_graph=True)
+    gx, gz = mg.grad(y, [x, z], grad_outputs=[np.array([1.0, 10.0])], allow_unused=True)
+    np.testing.assert_array_equal(gx, [2.0, 20.0])
+    assert gz is None
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        mg.grad(Tensor(np.ones(1)), [x])
+
+
+def test_backward_with_inputs_accumulates_only_into_them():
+    x = Tensor(np.array([1.0]), requires_grad=True)
+    w = Tensor(np.array([4.0]), requires_grad=True)
+    (x * w).sum().backward(inputs=[w])
+    assert x.grad is None
+    np.testing.assert_array_equal(w.grad, [1.0])
+
+
+# --- the hook registry ---------------------------------------------------------------------
+def test_saved_tensors_hooks_pack_and_unpack_every_saved_array():
+    packed, unpacked = [], []
+
+    def pack(a):
+        packed.append(a.shape)
+        return ("box", a.copy())
+
+    def unpack(box):
+        unpacked.append(box[0])
+        return box[1]
+    x = Tensor(np.array([0.5, 1.5]), requires_grad=True)
+    with mg.saved_tensors_hooks(pack, unpack):
+        y = (x.exp() * x).sum()  # exp saves its output, mul saves both inputs
+    assert packed == [(2,), (2,), (2,)]
+    y.backward()
+    assert unpacked == ["box"] * 3
+    np.testing.assert_allclose(x.grad, np.exp(x.data) * (x.data + 1))
+
+
+def test_saved_tensors_hooks_innermost_wins_and_nothing_outside():
+    calls = []
+    x = Tensor(np.ones(2), requires_grad=True)
+    with mg.saved_tensors_hooks(lambda a: calls.append("outer") or a, lambda a: a):
+        with mg.saved_tensors_hooks(lambda a: calls.append("inner") or a, lambda a: a):
+            x.exp()
+        x.tanh()
+    x.relu()
+    assert calls == ["inner", "outer"]
+
+
+def test_packed_copies_count_as_activations_and_handles_do_not():
+    x = Tensor(np.ones((4, 4)), requires_grad=True)
+    before = mg.memory.live_bytes()["activations"]
+    with mg.saved_tensors_hooks(lambda a: a.copy(), lambda a: a):
+        y = x.exp()
+    assert mg.memory.live_bytes()["activations"] - before == 128  # the copy is what is kept
+    del y
+    with mg.saved_tensors_hooks(lambda a: "a handle", lambda h: np.ones((4, 4))):
+        y = x.exp()
+    assert mg.memory.live_bytes()["activations"] == before
+    y.sum().backward()  # unpack hands back ones: d exp / dx taken as 1
+    np.testing.assert_array_equal(x.grad, np.ones((4, 4)))
+
+
+def test_unpack_must_return_an_array():
+    x = Tensor(np.ones(2), requires_grad=True)
+    with mg.saved_tensors_hooks(lambda a: a, lambda a: [1, 2]):
+        y = x.exp().sum()
+    with pytest.raises(TypeError, match="unpack_hook must return a NumPy array"):
+        y.backward()
+    with pytest.raises(TypeError, match="must be callable"):
+        mg.saved_tensors_hooks(1, lambda a: a)
+
+
+def test_register_hooks_sees_ops_arrays_and_roles():
+    events = []
+    handle = mg.tensor.register_hooks(
+        array=lambda a: events.append(("array", a.shape)),
+        hold=lambda a, role: events.append(("hold", role)),
+        release=lambda a, role: events.append(("release", role)),
+        op=lambda kind, fn, ctx, args, kwargs, out: events.append((kind, fn.name())))
+    try:
+        x = Tensor(np.ones(3), requires_grad=True)
+        x.exp().sum().backward()
+    finally:
+        handle.remove()
+    assert ("forward", "exp") in events and ("backward", "exp") in events
+    assert ("hold", "activations") in events and ("release", "activations") in events
+    assert ("hold", "gradients") in events and ("array", (3,)) in events
+    n = len(events)
+    x.exp()
+    assert len(events) == n  # removed
+    with pytest.raises(TypeError, match="must be callable"):
+        mg.tensor.register_hooks(op=3)
+
+
+def test_current_op_names_the_op_inside_forward():
+    names = []
+    x = Tensor(np.ones(2), requires_grad=True)
+    with mg.saved_tensors_hooks(lambda a: names.append(mg.tensor.current_op().name()) or a, lambda a: a):
+        (x * x).tanh()
+    assert names == ["mul", "mul", "tanh"] and mg.tensor.current_op() is None
+
+
+def test_bad_operands_are_named():
+    x = Tensor(np.ones(3))
+    with pytest.raises(TypeError, match="add: unsupported operand of type NoneType"):
+        x + None
+    with pytest.raises(TypeError, match="mul: unsupported operand of type list"):
+        x * [1, 2, 3]
+    with pytest.raises(TypeError, match="matmul: the first operand must be a Tensor, got list"):
+        mg.matmul([[1.0, 2.0]], Tensor(np.ones((2, 2))))
+    with pytest.raises(TypeError, match="matmul: the second operand must be a Tensor, got list"):
+        mg.matmul(Tensor(np.ones((2, 2))), [[1.0], [2.0]])
+    with pytest.raises(TypeError, match="cannot make a tensor from"):
+        Tensor(None)

@@ -1,11 +1,11 @@
-"""The binomial (revolve) schedule: counts on numbers, then executed by the engine."""
+"""minigrad.plan.revolve, the binomial schedule: counts on numbers, then executed by the engine."""
 import math
 from functools import lru_cache
 
 import numpy as np
 import pytest
 
-from minigrad import multilevel as ML
+from minigrad import plan as ML  # the binomial schedule: minigrad/plan/revolve.py
 
 
 @lru_cache(maxsize=None)
@@ -90,7 +90,7 @@ def test_bad_input(n, slots, msg):
 def _engine():
     import minigrad as mg
     from minigrad import checkpoint, nn
-    return mg, nn, checkpoint.checkpoint_sequential
+    return mg, nn, checkpoint.checkpoint_sequential  # (imports kept local: numbers first)
 
 
 class Counted:
@@ -166,11 +166,39 @@ def test_revolve_memory_stays_within_its_slots(s):
     assert got >= min(s, 2) * B  # it does keep snapshots: more than one layer's worth
 
 
-def test_run_revolve_rejects_a_plan_for_another_chain():
+def test_run_schedule_rejects_a_plan_for_another_chain():
     mg, nn, checkpoint_sequential = _engine()
+    from minigrad.checkpoint import run_schedule
     layers = [nn.Tanh() for _ in range(4)]
     x = mg.Tensor(np.ones((2, 3), np.float32), requires_grad=True)
     with pytest.raises(ValueError, match="n=5 layers but 4"):
-        ML.run_revolve(layers, ML.revolve(5, 2), x)
-    with pytest.raises(TypeError, match="kind == 'revolve'"):
-        ML.run_revolve(layers, object(), x)
+        run_schedule(layers, ML.revolve(5, 2), x)
+    with pytest.raises(ValueError, match="n=5 layers but 4"):
+        checkpoint_sequential(layers, ML.revolve(5, 2), x)
+    with pytest.raises(TypeError, match="must have n and actions"):
+        run_schedule(layers, object(), x)
+
+
+def test_revolve_thousand_layers_one_slot_is_iterative():
+    # The recursion of the schedule is unrolled: no RecursionError however deep.
+    plan = ML.revolve(1000, 1)
+    assert plan.n_untaped_forward_steps == 1000 * 999 // 2
+    assert plan.max_snapshots == 1
+    # snapshot 0; advance + taped 999; (restore 0, advance, taped) for 998 .. 1;
+    # restore 0 + taped 0; free 0
+    assert len(plan.actions) == 1 + 2 + 998 * 3 + 2 + 1
+
+
+def test_six_hundred_layers_one_slot_run_is_iterative():
+    mg, nn, checkpoint_sequential = _engine()
+    layers = [nn.Tanh() for _ in range(600)]
+    x = mg.Tensor(np.full((1, 2), 0.01), requires_grad=True)
+    y = checkpoint_sequential(layers, ML.revolve(600, 1), x)
+    y.sum().backward()
+    got = x.grad.copy()
+    x.grad = None
+    h = x
+    for layer in layers:
+        h = layer(h)
+    h.sum().backward()
+    assert np.array_equal(got, x.grad)

@@ -1,0 +1,125 @@
+"""Argument checks shared by minigrad's modules: one place, one style of message.
+
+Every message names the function, the argument, the value received and what is allowed,
+like ``ops.matmul``'s shape errors: ``"uniform: segments=11 is out of range; allowed:
+1 <= segments <= 10"``.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+__all__ = ["check_int", "check_number", "check_segment_starts"]
+
+
+def _prefix(where: str) -> str:
+    return f"{where}: " if where else ""
+
+
+def check_int(name: str, value, lo: int | None = None, hi: int | None = None, where: str = "") -> int:
+    """``value`` as an ``int`` if it is an integer in ``[lo, hi]``; else a named error.
+
+    Args:
+        name: the argument's name, used in the message.
+        value: what was passed (Python or NumPy integers; ``bool`` and floats are refused,
+            even ``2.0``, so that ``1.7`` never silently becomes ``1``).
+        lo, hi: inclusive bounds (``None``: unbounded).
+        where: the calling function's name, prefixed to the message.
+
+    Returns:
+        ``int(value)``.
+
+    Raises:
+        TypeError: ``value`` is not an integer.
+        ValueError: it is out of range (the message states the allowed range).
+
+    Example:
+        >>> check_int("segments", 3, 1, 10)
+        3
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{_prefix(where)}{name} must be an integer, got {value!r} "
+                        f"({type(value).__name__})")
+    value = int(value)
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        allowed = " <= ".join(str(x) for x in (lo, name, hi) if x is not None)
+        raise ValueError(f"{_prefix(where)}{name}={value} is out of range; allowed: {allowed}")
+    return value
+
+
+def check_number(name: str, value, lo: float | None = None, hi: float | None = None,
+                 where: str = "", lo_open: bool = False, hi_open: bool = False) -> float:
+    """``value`` as a ``float`` if it is a finite real number within the bounds.
+
+    Args:
+        name: the argument's name, used in the message.
+        value: a Python or NumPy real number (``bool`` is refused).
+        lo, hi: bounds (``None``: unbounded); inclusive unless ``lo_open``/``hi_open``.
+        where: the calling function's name, prefixed to the message.
+
+    Returns:
+        ``float(value)``.
+
+    Raises:
+        TypeError: not a real number.
+        ValueError: NaN, infinite, or out of range.
+
+    Example:
+        >>> check_number("lr", 1e-3, lo=0)
+        0.001
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{_prefix(where)}{name} must be a real number, got {value!r} "
+                        f"({type(value).__name__})")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{_prefix(where)}{name} must be a finite number, got {value}")
+    too_low = lo is not None and (value <= lo if lo_open else value < lo)
+    too_high = hi is not None and (value >= hi if hi_open else value > hi)
+    if too_low or too_high:
+        left = "" if lo is None else f"{lo} {'<' if lo_open else '<='} "
+        right = "" if hi is None else f" {'<' if hi_open else '<='} {hi}"
+        raise ValueError(f"{_prefix(where)}{name}={value} is out of range; allowed: {left}{name}{right}")
+    return value
+
+
+def check_segment_starts(starts, n: int, where: str = "") -> tuple[int, ...]:
+    """Validate one-level segment starts for a chain of ``n`` layers.
+
+    Args:
+        starts: the first layer of every segment: integers, beginning with 0, strictly
+            increasing, each below ``n`` (``[0, 3, 7]`` on 10 layers: layers 0-2, 3-6, 7-9).
+        n: the number of layers.
+        where: the calling function's name, prefixed to the message.
+
+    Returns:
+        The starts as a tuple of ints.
+
+    Raises:
+        TypeError: ``starts`` is not a sequence of integers (``1.7`` is refused, not rounded).
+        ValueError: it is empty, does not begin with 0, is not strictly increasing or
+            reaches ``n``.
+
+    Example:
+        >>> check_segment_starts([0, 3, 7], 10)
+        (0, 3, 7)
+    """
+    try:
+        items = list(starts)
+    except TypeError:
+        raise TypeError(f"{_prefix(where)}segment starts must be a sequence of integers, got "
+                        f"{type(starts).__name__}") from None
+    for s in items:
+        if isinstance(s, (bool, np.bool_)) or not isinstance(s, numbers.Integral):
+            raise TypeError(f"{_prefix(where)}segment starts must be integers, got {s!r} in {items}")
+    out = tuple(int(s) for s in items)
+    if not out or out[0] != 0:
+        raise ValueError(f"{_prefix(where)}segment starts must begin with 0, got {list(out)}")
+    if any(b <= a for a, b in zip(out, out[1:])):
+        raise ValueError(f"{_prefix(where)}segment starts must be strictly increasing, got {list(out)}")
+    if out[-1] >= n:
+        raise ValueError(f"{_prefix(where)}segment starts must be < n={n} (allowed 0 .. {n - 1}), "
+                         f"got {list(out)}")
+    return out

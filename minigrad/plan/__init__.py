@@ -1,0 +1,39 @@
+"""Where to checkpoint a chain of layers: plans are plain data, planners are arithmetic.
+
+A plan says which layer inputs a training step keeps and what it recomputes; the
+executors in `minigrad.checkpoint` run it. The planners know nothing about arrays or
+modules beyond the sizes and costs in a `ChainProfile`, which `profile_chain` measures by
+one dry run (the loss included), so their algorithms read like the papers and are tested
+on numbers alone. Costs are FLOPs by default.
+
+Modules, by idea:
+
+* `segments` — one-level plans: `uniform` (torch's split), `balanced`, `sqrt_segments`
+  (Chen et al.'s rule), `explicit`; `SegmentPlan`.
+* `chain` — the model: `ChainProfile`, `predict_peak`, `recompute_cost`.
+* `profile` — `profile_chain`: a profile measured from real layers.
+* `optimal` — the optimal one-level plan: `optimal_segments` (fast), the readable
+  `optimal_segments_reference` (its recurrence), `min_peak_for_each_last_start`.
+* `revolve` — the binomial multi-level schedule (Griewank–Walther): `revolve`.
+
+Example:
+    >>> from minigrad import plan
+    >>> p = plan.optimal_segments(layers, x, budget_bytes=64 * 1024)
+    >>> y = checkpoint_sequential(layers, p, x)
+"""
+from minigrad.plan.chain import ChainProfile, predict_peak, recompute_cost
+from minigrad.plan.optimal import (min_peak_for_each_last_start, optimal_segments,
+                                   optimal_segments_from_profile, optimal_segments_reference)
+from minigrad.plan.profile import profile_chain
+from minigrad.plan.revolve import (RevolvePlan, beta, binomial_split, repetition_number, revolve,
+                                   revolve_actions, untaped_forward_steps)
+from minigrad.plan.segments import SegmentPlan, balanced, explicit, sqrt_segments, uniform
+
+__all__ = [
+    "SegmentPlan", "uniform", "balanced", "sqrt_segments", "explicit",
+    "ChainProfile", "predict_peak", "recompute_cost", "profile_chain",
+    "optimal_segments", "optimal_segments_from_profile", "optimal_segments_reference",
+    "min_peak_for_each_last_start",
+    "RevolvePlan", "revolve", "revolve_actions", "beta", "repetition_number",
+    "untaped_forward_steps", "binomial_split",
+]

@@ -1,0 +1,184 @@
+"""Measure a `ChainProfile` from real layers: one taped dry run, observed through public APIs.
+
+The run is taped layer by layer inside ``minigrad.memory.track()`` (FLOPs and op counts per
+layer) and inside a `saved_tensors_hooks` block whose pack hook records every array each
+layer saves for backward (and hands it back unchanged). Which of those arrays are
+activations, and how big their buffers are, comes from the ledger's public functions
+``memory.category`` and ``memory.base_buffer`` (a view and its base are one buffer; a
+saved view of a parameter is a parameter, not an activation).
+"""
+from __future__ import annotations
+
+from minigrad import memory
+from minigrad import random as _random
+from minigrad.plan.chain import ChainProfile
+from minigrad.tensor import Tensor, enable_grad, saved_tensors_hooks
+
+__all__ = ["profile_chain", "COSTS"]
+
+#: What ``profile_chain(cost=...)`` can measure per layer.
+COSTS = ("flops", "ops")
+
+
+class _SavedArrays:
+    """A pack hook that records every array saved while it is active (and stores it as is)."""
+
+    def __init__(self):
+        self.arrays = []
+
+    def pack(self, a):
+        self.arrays.append(a)
+        return a
+
+    @staticmethod
+    def unpack(a):
+        return a
+
+    def take(self):
+        """The activation buffers saved since the last call: ``{buffer id: nbytes}``."""
+        out = {}
+        for a in self.arrays:
+            if memory.category(a) == "activations":  # not a parameter, buffer, ...
+                base = memory.base_buffer(a)
+                out[id(base)] = int(base.nbytes)
+        self.arrays = []
+        return out
+
+
+def _layer_costs(cost, flops, ops, n):
+    if isinstance(cost, str):
+        if cost not in COSTS:
+            raise ValueError(f"profile_chain: cost must be one of {list(COSTS)} or a sequence of "
+                             f"{n} numbers, got {cost!r}")
+        return tuple(flops if cost == "flops" else ops)
+    values = tuple(cost)
+    if len(values) != n:
+        raise ValueError(f"profile_chain: cost has {len(values)} entries for {n} layers")
+    return values  # ChainProfile checks that they are finite, non-negative numbers
+
+
+def profile_chain(layers, x, loss=None, cost="flops") -> ChainProfile:
+    """Measure a `ChainProfile` of ``layers`` on input ``x`` (and ``loss``) by one taped dry run.
+
+    Args:
+        layers: callables Tensor -> Tensor (minigrad modules).
+        x: the chain's input Tensor, as it will be passed to ``checkpoint_sequential``
+            (whether it requires grad matters: a first layer without parameters saves
+            nothing for an input that does not).
+        loss: optional callable mapping the chain's output to a scalar Tensor (for
+            example ``lambda y: F.mse_loss(y, target)``); what it saves is part of the
+            step's peak, and plans are optimal for forward, loss and backward together.
+        cost: each layer's forward work: ``"flops"`` (default: the ledger's FLOP count),
+            ``"ops"`` (op executions), or a sequence of ``n`` non-negative numbers.
+
+    Returns:
+        A `ChainProfile` (``cost`` as asked; ``loss_*`` fields from the loss).
+
+    Raises:
+        TypeError: ``x`` is not a Tensor, a layer does not return one, or the loss does
+            not return a one-element Tensor.
+        ValueError: the chain is not one the model covers: a layer whose output shares its
+            input's buffer (``x_{i+1}`` a view of ``x_i``), or an array saved by two layers
+            that is not the boundary between them.
+
+    The RNG state is restored afterwards, so the dry run does not shift the dropout masks
+    of the real run; layers with other mutable state (BatchNorm running statistics) are
+    updated once more, as in any extra forward pass.
+
+    Example:
+        >>> profile = profile_chain(layers, x, loss=lambda y: F.mse_loss(y, target))
+        >>> profile.cost[0], profile.own_bytes[0]
+    """
+    layers = list(layers)
+    if not layers:
+        raise ValueError("profile_chain needs at least one layer")
+    if not isinstance(x, Tensor):
+        raise TypeError(f"profile_chain: x must be a minigrad Tensor, got {type(x).__name__}")
+    if loss is not None and not callable(loss):
+        raise TypeError(f"profile_chain: loss must be callable (output -> scalar Tensor), got "
+                        f"{type(loss).__name__}")
+    rng_state = _random.get_rng_state()
+    saved = _SavedArrays()
+    input_bytes, saves_in, saves_out, own_bytes, flops, ops = [], [], [], [], [], []
+    requires_grad = [bool(x.requires_grad)]
+    owner: dict[int, int] = {}  # private saved buffer -> layer that saved it
+    boundaries: dict[int, int] = {}  # buffer of x_i -> i
+    outputs = []  # keep every boundary alive so buffer ids stay unique during the run
+    loss_in, loss_own, loss_flops = False, 0, 0
+    h = out = value = None
+    try:
+        with enable_grad(), memory.track(record_timeline=False) as m, \
+                saved_tensors_hooks(saved.pack, saved.unpack):
+            h = x
+            for i, layer in enumerate(layers):
+                f0, o0 = m.flops["forward"], m.ops("forward")
+                out = layer(h)
+                if not isinstance(out, Tensor):
+                    raise TypeError(f"profile_chain: layer {i} returned {type(out).__name__}, "
+                                    f"expected a Tensor")
+                flops.append(m.flops["forward"] - f0)
+                ops.append(m.ops("forward") - o0)
+                k_in, k_out = id(memory.base_buffer(h.data)), id(memory.base_buffer(out.data))
+                if k_in == k_out:
+                    raise ValueError(
+                        f"profile_chain: layer {i} ({type(layer).__name__}) returns a tensor sharing "
+                        f"its input's buffer; the planner's chain model needs a new array per layer")
+                s_in = s_out = False
+                own = 0
+                for k, nbytes in saved.take().items():
+                    if k == k_in:
+                        s_in = True
+                    elif k == k_out:
+                        s_out = True
+                    else:
+                        _check_private(k, i, nbytes, owner, boundaries, "layer")
+                        owner[k] = i
+                        own += nbytes
+                boundaries[k_in] = i
+                input_bytes.append(int(memory.base_buffer(h.data).nbytes))
+                saves_in.append(s_in)
+                saves_out.append(s_out)
+                own_bytes.append(int(own))
+                requires_grad.append(bool(out.requires_grad))
+                outputs.append(out)
+                h = out
+            output_bytes = int(memory.base_buffer(h.data).nbytes)
+            if loss is not None:
+                f0 = m.flops["forward"]
+                value = loss(h)
+                if not isinstance(value, Tensor) or value.size != 1:
+                    raise TypeError(f"profile_chain: loss must return a one-element Tensor, got "
+                                    f"{type(value).__name__}"
+                                    + (f" of shape {value.shape}" if isinstance(value, Tensor) else ""))
+                loss_flops = m.flops["forward"] - f0
+                k_out = id(memory.base_buffer(h.data))
+                for k, nbytes in saved.take().items():
+                    if k == k_out:
+                        loss_in = True
+                    else:
+                        _check_private(k, len(layers), nbytes, owner, boundaries, "loss")
+                        loss_own += nbytes
+    finally:
+        outputs.clear()
+        h = out = value = None
+        _random.set_rng_state(rng_state)
+    return ChainProfile(input_bytes=tuple(input_bytes), output_bytes=output_bytes,
+                        saves_input=tuple(saves_in), saves_output=tuple(saves_out),
+                        own_bytes=tuple(own_bytes), cost=_layer_costs(cost, flops, ops, len(layers)),
+                        requires_grad=tuple(requires_grad), loss_saves_input=loss_in,
+                        loss_own_bytes=int(loss_own), loss_cost=int(loss_flops))
+
+
+def _check_private(k, i, nbytes, owner, boundaries, what):
+    """An array saved by layer ``i`` (or the loss) that is neither its input nor its output
+    must be its own: not another layer's input, not saved by another layer."""
+    who = f"layer {i}" if what == "layer" else "the loss"
+    if k in boundaries:
+        raise ValueError(f"profile_chain: {who} saves the input of layer {boundaries[k]}; the "
+                         f"planner's chain model covers layers that save only their own input, "
+                         f"output and private arrays")
+    if k in owner:
+        raise ValueError(f"profile_chain: layer {owner[k]} and {who} both save the same {nbytes}-byte "
+                         f"array, which is not the boundary between them; the planner's chain model "
+                         f"cannot account for it")
+
