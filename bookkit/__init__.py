@@ -5,7 +5,9 @@ optional dependencies (myst-nb, torch) are imported lazily and have fallbacks.
 """
 from __future__ import annotations
 
-__all__ = ["glue", "rounded", "bound", "device", "fmt_bytes", "REPOSITORY_URL"]
+__all__ = ["glue", "rounded", "bound", "require", "device", "fmt_bytes", "REPOSITORY_URL"]
+
+from bookkit.versions import require  # the setup cells' version check (see versions.py)
 
 # The one place a notebook learns where the book lives (kept equal to
 # `repository.url` in _config.yml by tests/test_config.py).

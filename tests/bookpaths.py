@@ -59,16 +59,43 @@ def config() -> dict:
     return yaml.safe_load((ROOT / "_config.yml").read_text())
 
 
-def setup_cell_text(repository_url: str) -> str:
-    """The canonical first code cell of every notebook (see CONTRIBUTING.md)."""
+SETUP_TAG = "hide-input"
+"""The setup cell's tag: the HTML collapses its source (the notebook shows it)."""
+
+REQUIRE_LINE = re.compile(
+    r'^bookkit\.require\((?P<args>"[a-z]+"(?:, "[a-z]+")*(?:, [a-z_]+="[0-9.]+")*)\)'
+    r'  # stops with one line if this runtime is too old$')
+
+
+def setup_cell_text(repository_url: str, packages=("numpy",), **minimums: str) -> str:
+    """The canonical first code cell of every notebook (see CONTRIBUTING.md): import
+    minigrad and bookkit (installing them from the repository in a fresh Colab runtime),
+    then check the versions of the packages the chapter uses (bookkit.require)."""
+    args = ", ".join([f'"{p}"' for p in packages] + [f'{k}="{v}"' for k, v in minimums.items()])
     return (
         "# Setup: works inside the book's repository and in a fresh Colab runtime.\n"
         "try:\n"
         "    import minigrad, bookkit\n"
         "except ImportError:  # Colab: install minigrad and the book's helpers from the repository\n"
         f'    %pip install --quiet "minigrad @ git+{repository_url}"\n'
-        "    import minigrad, bookkit"
+        "    import minigrad, bookkit\n"
+        f"bookkit.require({args})  # stops with one line if this runtime is too old"
     )
+
+
+def setup_cell_requirements(source: str) -> tuple[list[str], dict[str, str]] | None:
+    """(packages, minimums) named by a setup cell's last line, or None if it has none."""
+    match = REQUIRE_LINE.match(source.strip().splitlines()[-1]) if source.strip() else None
+    if match is None:
+        return None
+    packages, minimums = [], {}
+    for arg in match["args"].split(", "):
+        if "=" in arg:
+            key, value = arg.split("=")
+            minimums[key] = value.strip('"')
+        else:
+            packages.append(arg.strip('"'))
+    return packages, minimums
 
 
 DOC_ROLE = re.compile(r"\{doc\}`(?:[^`<]*<)?([^`>]+)>?`")

@@ -5,8 +5,11 @@ from __future__ import annotations
 import pytest
 
 import bookkit
-from bookpaths import (ROOT, cell_source, config, load_notebook, notebook_paths,
-                       setup_cell_text, source_for, toc_files)
+import re
+
+from bookkit.versions import MINIMUM
+from bookpaths import (ROOT, SETUP_TAG, cell_source, config, load_notebook, notebook_paths,
+                       setup_cell_requirements, setup_cell_text, source_for, toc_files)
 
 
 def test_repository_url_is_set_once_and_used_consistently():
@@ -53,9 +56,34 @@ def test_notebook_starts_with_title_and_setup_cell(path):
               for line in _outside_fences(cell_source(c)) if line.startswith("# ")]
     assert len(titles) == 1, f"{path.name}: exactly one level-1 title expected, found {titles}"
     first_code = next(c for c in cells if c["cell_type"] == "code")
-    expected = setup_cell_text(config()["repository"]["url"])
-    assert cell_source(first_code).strip() == expected, \
+    source = cell_source(first_code).strip()
+    required = setup_cell_requirements(source)
+    assert required is not None, (f"{path.name}: the setup cell must end with "
+                                  f"`bookkit.require(...)` as in CONTRIBUTING.md")
+    packages, minimums = required
+    assert source == setup_cell_text(config()["repository"]["url"], packages, **minimums), \
         f"{path.name}: the first code cell must be the setup cell of CONTRIBUTING.md"
+    assert SETUP_TAG in first_code.get("metadata", {}).get("tags", []), \
+        f"{path.name}: the setup cell needs the {SETUP_TAG!r} tag (the HTML collapses it)"
+
+
+@pytest.mark.parametrize("path", notebook_paths(), ids=lambda p: p.name)
+def test_setup_cell_requires_what_the_notebook_imports(path):
+    """Every package with a declared minimum that the notebook imports is checked by its
+    setup cell (numpy always: minigrad is built on it), and a chapter's own minimum
+    is never below the book's."""
+    cells = load_notebook(path)["cells"]
+    code = [cell_source(c) for c in cells if c["cell_type"] == "code"]
+    packages, minimums = setup_cell_requirements(code[0].strip()) or ([], {})
+    imported = {name for name in MINIMUM
+                if re.search(rf"^\s*(import|from)\s+{name}\b", "\n".join(code), re.M)}
+    missing = sorted((imported | {"numpy"}) - set(packages))
+    assert not missing, f"{path.name}: add {missing} to the setup cell's bookkit.require(...)"
+    unknown = sorted(set(packages) - set(MINIMUM))
+    assert not unknown, f"{path.name}: no declared minimum for {unknown} (bookkit/versions.py)"
+    from bookkit.versions import _at_least
+    lower = {k: v for k, v in minimums.items() if k in MINIMUM and not _at_least(v, MINIMUM[k])}
+    assert not lower, f"{path.name}: {lower} is below the book's declared minimum {MINIMUM}"
 
 
 @pytest.mark.parametrize("path", notebook_paths(), ids=lambda p: p.name)
