@@ -279,9 +279,10 @@ def minigrad_step(model, x, checkpointed: bool, optimizer=None) -> StepRecord:
 def torch_step(model, x, checkpointed: bool, optimizer=None, device: str = "cpu") -> StepRecord:
     """The same step in torch, measured by `bookkit.torchmem`'s meters.
 
-    ``x``: NumPy array or CPU tensor (batch, in_features), moved to ``device``. With
-    ``checkpointed`` the model runs in one ``torch.utils.checkpoint.checkpoint(...,
-    use_reentrant=False)``. The model (on ``device``) must hold no gradients.
+    ``x``: NumPy array or CPU tensor (batch, in_features), copied to ``device`` inside
+    the measured window. With ``checkpointed`` the model runs in one
+    ``torch.utils.checkpoint.checkpoint(..., use_reentrant=False)``. The model (on
+    ``device``) must hold no gradients.
 
     Saved bytes come from `SavedTensorMeter` (distinct storages autograd saves,
     parameters excluded); parameters, gradients and optimizer state from torch's
@@ -289,16 +290,19 @@ def torch_step(model, x, checkpointed: bool, optimizer=None, device: str = "cpu"
     ``meters``: ``tracker_after_forward`` (MemTracker's categories after the loss:
     "Activation" is every tensor created in forward that is still alive, saved or
     not; "Other" the input), ``tracker_peak`` (its breakdown when the total peaked),
-    and on a GPU ``cuda_after_forward`` / ``cuda_step_peak``: the caching allocator's
-    ``memory_allocated`` after the loss and ``max_memory_allocated`` over the step,
-    minus what was allocated before the step (512-byte blocks). The loss and the
-    output are dropped after backward, before the optimizer step.
+    and the allocator's own figures from `AllocatorTrace`, counted from before the
+    input exists (so the input counts, as it does in the saved bytes):
+    ``allocator_after_forward`` (held after the loss) and ``allocator_step_peak`` (the
+    step's peak, weights excluded: the like of MemTracker's total minus parameters).
+    On a CPU they come from the profiler's allocation events, on a GPU from the
+    caching allocator (512-byte blocks). The loss and the output are dropped after
+    backward, before the optimizer step. Shown in chapter 7.
     """
     import torch
     from torch.distributed._tools.mem_tracker import MemTracker
     from torch.utils.checkpoint import checkpoint
 
-    from bookkit.torchmem import SavedTensorMeter
+    from bookkit.torchmem import AllocatorTrace, SavedTensorMeter
 
     x = _check_input(x.cpu().numpy() if isinstance(x, torch.Tensor) else x, model[0].in_features)
     params = dict(model.named_parameters())
@@ -310,40 +314,27 @@ def torch_step(model, x, checkpointed: bool, optimizer=None, device: str = "cpu"
         runs[0] += 1
         return model(h)
 
-    on_gpu = torch.device(device).type == "cuda"
-    xt = torch.from_numpy(np.ascontiguousarray(x)).to(device)
-    cuda = {}
-    if on_gpu:
-        torch.cuda.synchronize()
-        cuda_base = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-    mt = MemTracker()
-    mt.track_external(*[o for o in (model, optimizer) if o is not None], xt)
-
-    def snap():
-        s = mt.get_tracker_snapshot("current")
-        return _tracker_dict(s)
-
-    with mt:
-        with SavedTensorMeter(params=model) as meter:
-            y = checkpoint(run, xt, use_reentrant=False) if checkpointed else run(xt)
-            saved_by_model = meter.live_bytes
-            loss = torch.nn.functional.mse_loss(y, torch.zeros_like(y))
-            saved = meter.live_bytes
-        after_forward = snap()
-        if on_gpu:
-            torch.cuda.synchronize()
-            cuda["cuda_after_forward"] = torch.cuda.memory_allocated() - cuda_base
-        loss.backward()
-        after_backward = snap()
-        loss_value = float(loss.item())
-        del loss, y  # as in minigrad_step: nothing of the forward outlives backward but x
-        if optimizer is not None:
-            optimizer.step()
-        after_step = snap()
-    if on_gpu:
-        torch.cuda.synchronize()
-        cuda["cuda_step_peak"] = torch.cuda.max_memory_allocated() - cuda_base
+    with AllocatorTrace(device) as alloc:
+        # The input is made inside the window, a copy (from_numpy would share NumPy's
+        # memory, which no torch allocator sees).
+        xt = torch.from_numpy(np.ascontiguousarray(x)).to(device, copy=True)
+        mt = MemTracker()
+        mt.track_external(*[o for o in (model, optimizer) if o is not None], xt)
+        with mt:
+            with SavedTensorMeter(params=model) as meter:
+                y = checkpoint(run, xt, use_reentrant=False) if checkpointed else run(xt)
+                saved_by_model = meter.live_bytes
+                loss = torch.nn.functional.mse_loss(y, torch.zeros_like(y))
+                saved = meter.live_bytes
+            after_forward = _tracker_dict(mt.get_tracker_snapshot("current"))
+            alloc.mark("after_forward")
+            loss.backward()
+            after_backward = _tracker_dict(mt.get_tracker_snapshot("current"))
+            loss_value = float(loss.item())
+            del loss, y  # as in minigrad_step: nothing of the forward outlives backward but x
+            if optimizer is not None:
+                optimizer.step()
+            after_step = _tracker_dict(mt.get_tracker_snapshot("current"))
     cats = {
         "parameters": after_forward["Parameter"],
         "saved_by_model": saved_by_model,
@@ -353,7 +344,9 @@ def torch_step(model, x, checkpointed: bool, optimizer=None, device: str = "cpu"
         "optimizer": after_step["Optstate"] if optimizer is not None else None,
     }
     meters = {"tracker_after_forward": after_forward,
-              "tracker_peak": _tracker_dict(mt.get_tracker_snapshot("peak")), **cuda}
+              "tracker_peak": _tracker_dict(mt.get_tracker_snapshot("peak")),
+              "allocator_after_forward": alloc.held["after_forward"],
+              "allocator_step_peak": alloc.peak_bytes}
     return StepRecord("torch", bool(checkpointed), loss_value,
                       {n: p.grad.detach().cpu().numpy().copy() for n, p in params.items()},
                       runs[0], cats, meter.by_shape(), meters)

@@ -32,10 +32,13 @@ from the narrowest to the broadest:
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import math
 import os
 import statistics
+import sys
 import threading
 import time
 import weakref
@@ -50,6 +53,8 @@ __all__ = [
     "tracker_peaks",
     "TRACKER_CATEGORIES",
     "cuda_peak_bytes",
+    "allocator_peak_bytes",
+    "AllocatorTrace",
     "record",
     "step_time",
     "storage_key",
@@ -267,6 +272,133 @@ def tracker_peaks(module: torch.nn.Module | None, step_fn: Callable[[], Any],
         name = getattr(k, "value", k)  # enum member -> its string
         out[str(name)] = int(v)
     return out
+
+
+@contextlib.contextmanager
+def _quiet_native_stderr():
+    """Send the process's file descriptor 2 to /dev/null for the duration.
+
+    The profiler's C++ backend (Kineto) prints a line with the date and process id on
+    every start and stop; in Jupyter that line would become part of a cell's output.
+    Python-level warnings are unaffected (they go through ``sys.stderr``).
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+class AllocatorTrace:
+    """Context manager: what the device's allocator holds over a block of code.
+
+    Shown in chapter 7. ``with AllocatorTrace("cpu") as trace:`` counts, from the
+    allocator's own records, the bytes allocated and not yet freed since the block
+    began; ``trace.mark(name)`` notes that count at a point of the block. Afterwards
+    (all in bytes, relative to the start, so memory held before the block is not
+    counted):
+
+    ``peak_bytes``
+        the most held at once, temporaries inside operators included;
+    ``held[name]``
+        what was held at each ``mark(name)``;
+    ``end_bytes``
+        what is still held when the block ends.
+
+    On a CPU the counts come from the profiler
+    (``torch.profiler.profile(profile_memory=True)``), which records every allocation
+    and release of the CPU allocator in order; they are exact and the same on any
+    machine. On a GPU they come from the CUDA caching allocator
+    (``torch.cuda.memory_allocated`` / ``max_memory_allocated``, after synchronising),
+    in its 512-byte blocks. Tensors that wrap memory torch did not allocate
+    (``torch.from_numpy``) are invisible on a CPU: copy them inside the block; and
+    on a CPU, freeing inside the block what was allocated before it does not lower
+    the count (the profiler never saw its size). Python's garbage collector runs
+    before the block and is paused during it, so that the counts are repeatable.
+    """
+
+    def __init__(self, device="cpu"):
+        self.device = torch.device(device)
+        if self.device.type not in ("cpu", "cuda"):
+            raise ValueError(f"AllocatorTrace: device must be cpu or cuda, got {self.device}")
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("AllocatorTrace: CUDA is not available on this machine")
+        self.held: dict[str, int] = {}
+        self.peak_bytes = self.end_bytes = 0
+        self._prof = None
+        self._base = 0
+
+    def __enter__(self) -> "AllocatorTrace":
+        # Python's cycle collector would free unrelated garbage at random moments
+        # inside the block: collect it now, and not while counting.
+        gc.collect()
+        self._gc_was_enabled = gc.isenabled()
+        gc.disable()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            self._base = torch.cuda.memory_allocated(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+        else:
+            from torch.profiler import ProfilerActivity, profile
+
+            self._prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+            with _quiet_native_stderr():
+                self._prof.start()
+        return self
+
+    def mark(self, name: str) -> None:
+        """Note the bytes held now under ``name``."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            self.held[name] = int(torch.cuda.memory_allocated(self.device) - self._base)
+        else:
+            with torch.profiler.record_function(_MARK + name):
+                pass
+
+    def __exit__(self, *exc) -> None:
+        if self._gc_was_enabled:
+            gc.enable()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            self.peak_bytes = int(torch.cuda.max_memory_allocated(self.device) - self._base)
+            self.end_bytes = int(torch.cuda.memory_allocated(self.device) - self._base)
+            return
+        with _quiet_native_stderr():
+            self._prof.stop()
+        cpu = torch._C._autograd.DeviceType.CPU
+        held = peak = 0
+        events = sorted(self._prof.profiler.kineto_results.events(), key=lambda e: e.start_ns())
+        for event in events:                              # in the order they happened
+            name = event.name()
+            if name == "[memory]" and event.device_type() == cpu:
+                held += event.nbytes()                    # negative for a release
+                peak = max(peak, held)
+            elif name.startswith(_MARK):
+                self.held[name[len(_MARK):]] = held
+        self.peak_bytes, self.end_bytes = peak, held
+        self._prof = None
+
+
+_MARK = "bookkit.AllocatorTrace.mark:"
+
+
+def allocator_peak_bytes(fn: Callable[[], Any], device="cpu") -> int:
+    """Peak bytes the allocator held during ``fn()`` beyond what it held before.
+
+    Shown in chapter 11. `AllocatorTrace` around one call: unlike `tracker_peaks`,
+    which sees the tensors operators return, this also sees the temporaries an
+    operator allocates and frees inside itself (``torch.logsumexp`` holds one as
+    large as its input). Exact bytes on a CPU; 512-byte blocks on a GPU.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    with AllocatorTrace(device) as trace:
+        fn()
+    return trace.peak_bytes
 
 
 def cuda_peak_bytes(fn: Callable[[], Any], device=None) -> int | None:
