@@ -18,7 +18,7 @@ The counts are exact integers, the same on every CPU and GPU.
 
 torch 2.13 has no FLOP formula for the CPU's fused attention kernel
 (``_scaled_dot_product_flash_attention_for_cpu``) and would count it as 0; the
-counter here adds the formula torch uses for the GPU kernels. Shown in chapter 12.
+counter here adds the formula torch uses for the GPU kernels. Shown in chapter 10.
 """
 from __future__ import annotations
 
@@ -56,14 +56,14 @@ def _cpu_attention_formulas() -> dict:
 def flop_counter_mode() -> FlopCounterMode:
     """A silent ``FlopCounterMode`` that also counts the CPU's fused attention kernel.
 
-    Use it as a context manager; ``get_total_flops()`` afterwards. Shown in chapter 12.
+    Use it as a context manager; ``get_total_flops()`` afterwards. Shown in chapter 10.
     """
     return FlopCounterMode(display=False, custom_mapping=_cpu_attention_formulas())
 
 
 def count_flops(fn: Callable[[], object]) -> int:
     """FLOPs (2 per multiply-add of matrix products, convolutions and attention) of
-    ``fn()``, counted by `flop_counter_mode`. Shown in chapter 12."""
+    ``fn()``, counted by `flop_counter_mode`. Shown in chapter 10."""
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
     with flop_counter_mode() as mode:
@@ -74,7 +74,7 @@ def count_flops(fn: Callable[[], object]) -> int:
 @dataclass(frozen=True)
 class StepFlops:
     """FLOPs of a step's forward pass and of its backward pass (recomputation
-    included). Shown in chapter 12."""
+    included). Shown in chapter 10."""
 
     forward: int
     backward: int
@@ -95,7 +95,7 @@ class StepFlops:
 
 
 def forward_backward_flops(forward: Callable[[], torch.Tensor]) -> StepFlops:
-    """Count ``loss = forward()`` and ``loss.backward()`` apart. Shown in chapter 12.
+    """Count ``loss = forward()`` and ``loss.backward()`` apart. Shown in chapter 10.
 
     ``forward`` must return a one-element tensor that requires grad. Gradients
     accumulate in the parameters as in any backward; reset them afterwards if needed.

@@ -37,6 +37,8 @@ def logits_bytes(batch: int, seq: int, vocab: int, itemsize: int = 4) -> int:
 
     ``logits_bytes(2, 1024, 248_000)`` = 2,031,616,000 bytes (≈ 2.0 GB) in float32.
     Their gradient, when backward creates it, takes as much again.
+
+    Shown in chapter 11.
     """
     for name, v in (("batch", batch), ("seq", seq), ("vocab", vocab), ("itemsize", itemsize)):
         if int(v) != v or v < 1:
@@ -75,6 +77,8 @@ def logsumexp_(z: torch.Tensor) -> torch.Tensor:
     ``torch.logsumexp`` allocates a temporary as large as its input; this version
     overwrites ``z`` with ``exp(z - max)`` instead, so that nothing of size rows × V
     exists beyond ``z`` itself. Returns a (rows,) tensor; ``z`` is destroyed.
+
+    Shown in chapter 11.
     """
     m = z.amax(dim=1)                                                  # (rows,)
     m = torch.where(torch.isinf(m), 0.0, m)       # all -inf row: no nan, -inf comes out
@@ -151,7 +155,7 @@ def chunked_linear_cross_entropy(input: torch.Tensor, weight: torch.Tensor,
                                  chunk_size: int = 1024, ignore_index: int = -100,
                                  reduction: str = "mean") -> torch.Tensor:
     """``F.cross_entropy(F.linear(input, weight, bias).float(), target)`` without ever
-    holding more than ``chunk_size`` rows of logits.
+    holding more than ``chunk_size`` rows of logits. Shown in chapter 11.
 
     Args:
         input: hidden states ``(..., hidden)``, any float dtype (bf16 works on CPU).

@@ -72,6 +72,8 @@ def storage_key(t: torch.Tensor) -> tuple[str, int]:
     Two views of one tensor share a key. Two live storages never do (an address is
     reused only after its storage is freed, and the meter keeps saved storages alive
     for as long as it counts them).
+
+    Shown in chapter 7.
     """
     st = t.untyped_storage()
     return (str(t.device), st.data_ptr())
@@ -110,7 +112,8 @@ class _Packed:
 
 
 class SavedTensorMeter(torch.autograd.graph.saved_tensors_hooks):
-    """Context manager that counts the bytes autograd saves for backward.
+    """Context manager that counts the bytes autograd saves for backward. Shown in
+    chapter 7 (its two hooks, `_pack` and `_unpack`).
 
     Inside ``with SavedTensorMeter(params=model.parameters()) as m:`` every tensor an op
     saves for backward passes through the meter. A storage is counted once, by its full
@@ -147,35 +150,39 @@ class SavedTensorMeter(torch.autograd.graph.saved_tensors_hooks):
         self.n_packed = 0
         super().__init__(self._pack, self._unpack)
 
-    # -- hooks ------------------------------------------------------------------
+    # -- the two hooks (chapter 7 shows them) -----------------------------------
     def _pack(self, t: torch.Tensor):
+        """Autograd is saving ``t`` for backward: count its storage, keep ``t``."""
         key = storage_key(t)
         if key in self._param_keys:
-            return t  # a parameter: lives anyway, not an activation
-        nbytes = t.untyped_storage().nbytes()
-        # Keep a detached alias (same storage, same version counter): holding `t` itself
-        # would make a reference cycle through its grad_fn when an op saves its own
-        # output (ReLU does), and such a graph would never be freed when dropped.
-        # Autograd re-attaches the grad_fn on unpack.
+            return t                            # a parameter lives anyway: not counted
+        self._count(key, t)
+        # A detached alias (same storage and version counter): holding `t` itself would
+        # make a reference cycle through its grad_fn when an op saves its own output.
         packed = _Packed(t.detach())
-        with self._lock:
-            self.n_packed += 1
-            entry = self._live.get(key)
-            if entry is None:
-                self._live[key] = [nbytes, 1]
-                self.live_bytes += nbytes
-                self.peak_bytes = max(self.peak_bytes, self.live_bytes)
-                if key not in self._seen:
-                    self._seen[key] = (nbytes, tuple(t.shape), str(t.dtype).replace("torch.", ""))
-                    self.total_bytes += nbytes
-            else:
-                entry[1] += 1
-        weakref.finalize(packed, self._release, key)
+        weakref.finalize(packed, self._release, key)   # runs when autograd drops it
         return packed
 
     @staticmethod
     def _unpack(packed):
+        """Backward needs the saved tensor back: return it unchanged."""
         return packed.tensor if isinstance(packed, _Packed) else packed
+
+    # -- bookkeeping -------------------------------------------------------------
+    def _count(self, key, t: torch.Tensor) -> None:
+        nbytes = t.untyped_storage().nbytes()
+        with self._lock:
+            self.n_packed += 1
+            entry = self._live.get(key)
+            if entry is not None:               # this storage is held already
+                entry[1] += 1
+                return
+            self._live[key] = [nbytes, 1]
+            self.live_bytes += nbytes
+            self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+            if key not in self._seen:
+                self._seen[key] = (nbytes, tuple(t.shape), str(t.dtype).replace("torch.", ""))
+                self.total_bytes += nbytes
 
     def _release(self, key) -> None:
         with self._lock:
@@ -224,6 +231,8 @@ def saved_bytes(fn: Callable, *args, params=None) -> int:
 
     ``params``: tensors or modules whose storages are not counted; by default, when
     ``fn`` is an ``nn.Module``, its parameters and buffers. Returns an int (bytes).
+
+    Shown in chapter 7.
     """
     if params is None:
         params = fn if isinstance(fn, torch.nn.Module) else ()
@@ -251,6 +260,8 @@ def tracker_peaks(module: torch.nn.Module | None, step_fn: Callable[[], Any],
     Activation (tensors created in forward or while a checkpoint recomputes), Temp
     (created in backward: activation gradients and scratch), Optstate (optimizer
     state, created lazily on the first ``step``), Other (``inputs``).
+
+    Shown in chapter 7.
     """
     from torch.distributed._tools.mem_tracker import MemTracker
 
@@ -408,6 +419,8 @@ def cuda_peak_bytes(fn: Callable[[], Any], device=None) -> int | None:
     the ``memory_allocated`` before the call. Includes everything the call allocates
     (activations, temporaries, gradients, optimizer state, workspaces) in the
     allocator's 512-byte blocks. Returns ``None`` when CUDA is not available.
+
+    Shown in chapter 7.
     """
     if not torch.cuda.is_available():
         return None
@@ -441,6 +454,8 @@ def record(key: str, **figures) -> dict | None:
 
     ``key`` names the measurement, starting with the chapter id (``"ch09_layer_bytes"``);
     figures are numbers (bytes as ints), strings or None, e.g. ``cpu_saved=…, cuda_peak=…``.
+
+    Shown in chapter 7.
     """
     if not isinstance(key, str) or not key:
         raise ValueError(f"record: key must be a non-empty string, got {key!r}")
@@ -459,6 +474,8 @@ def step_time(fn: Callable[[], Any], repeats: int = 5, warmup: int = 1) -> float
     """Median wall-clock seconds of ``fn()`` over ``repeats`` runs after ``warmup`` runs.
 
     On a GPU the device is synchronised around each run so that queued kernels count.
+
+    Shown in chapter 11.
     """
     if repeats < 1 or warmup < 0:
         raise ValueError(f"step_time: need repeats >= 1 and warmup >= 0, got {repeats}, {warmup}")
