@@ -153,6 +153,21 @@ def _first_in(model) -> int:
     return next(iter(model)).weight.shape[1]
 
 
+def _prepare(who: str, model):
+    """The model's named parameters (which must hold no gradient yet), and ``run``: the
+    model's forward, counting its calls in ``runs[0]``."""
+    params = dict(model.named_parameters())
+    if any(p.grad is not None for p in params.values()):
+        raise ValueError(f"{who}: the model already holds gradients; call model.zero_grad() first")
+    runs = [0]
+
+    def run(h):
+        runs[0] += 1
+        return model(h)
+
+    return params, run, runs
+
+
 def minigrad_saved_arrays(root) -> dict:
     """Distinct arrays saved for backward by the graph that produced ``root`` (a
     minigrad Tensor): ``{(shape, dtype_name): (count, bytes)}``, largest bytes first.
@@ -169,16 +184,13 @@ def minigrad_saved_arrays(root) -> dict:
     from minigrad import tensor as _tensor
 
     param_bases, bases = set(), {}
-    for ctx, leaves in _graph(root, _tensor):
-        for t in leaves:
-            if isinstance(t, nn.Parameter):
-                param_bases.add(id(_base(t.data)))
-        if ctx is None:
-            continue
-        for a in ctx.saved:
-            if isinstance(a, np.ndarray):
-                b = _base(a)
-                bases.setdefault(id(b), (b, a))
+    for node in _tensor.graph_nodes(root):       # Contexts, and leaves that require grad
+        if isinstance(node, nn.Parameter):
+            param_bases.add(id(_base(node.data)))
+        elif not isinstance(node, _tensor.Tensor):
+            for a in node.saved:
+                if isinstance(a, np.ndarray):
+                    bases.setdefault(id(_base(a)), (_base(a), a))
     groups: dict = {}
     for key, (b, a) in bases.items():
         if key in param_bases:
@@ -187,13 +199,6 @@ def minigrad_saved_arrays(root) -> dict:
         g[0] += 1
         g[1] += b.nbytes
     return {k: (c, n) for k, (c, n) in sorted(groups.items(), key=lambda kv: -kv[1][1])}
-
-
-def _graph(root, _tensor):
-    """Yield ``(node, leaves)`` for the graph behind ``root``: each node (a Context)
-    with no leaves, and each leaf tensor that requires grad as ``(None, [leaf])``."""
-    for n in _tensor.graph_nodes(root):
-        yield (None, [n]) if isinstance(n, _tensor.Tensor) else (n, [])
 
 
 def _base(a):
@@ -226,14 +231,7 @@ def minigrad_step(model, x, checkpointed: bool, optimizer=None) -> StepRecord:
     from minigrad.checkpoint import checkpoint
 
     x = _check_input(x, _first_in(model))
-    params = dict(model.named_parameters())
-    if any(p.grad is not None for p in params.values()):
-        raise ValueError("minigrad_step: the model already holds gradients; call model.zero_grad() first")
-    runs = [0]
-
-    def run(h):
-        runs[0] += 1
-        return model(h)
+    params, run, runs = _prepare("minigrad_step", model)
 
     with memory.track(record_timeline=False) as m:
         start = m.start
@@ -315,14 +313,7 @@ def torch_step(model, x, checkpointed: bool, optimizer=None, device: str = "cpu"
     from bookkit.torchmem import AllocatorTrace, SavedTensorMeter
 
     x = _check_input(x.cpu().numpy() if isinstance(x, torch.Tensor) else x, model[0].in_features)
-    params = dict(model.named_parameters())
-    if any(p.grad is not None for p in params.values()):
-        raise ValueError("torch_step: the model already holds gradients; call model.zero_grad() first")
-    runs = [0]
-
-    def run(h):
-        runs[0] += 1
-        return model(h)
+    params, run, runs = _prepare("torch_step", model)
 
     with AllocatorTrace(device) as alloc:
         # The input is made inside the window, a copy (from_numpy would share NumPy's
