@@ -317,13 +317,19 @@ class AllocatorTrace:
         the most held at once, temporaries inside operators included;
     ``held[name]``
         what was held at each ``mark(name)``;
+    ``peaks[name]``
+        the most held between the previous mark (or the start) and this one, and
+        under ``"end"`` between the last mark and the end: which phase peaked;
     ``end_bytes``
         what is still held when the block ends.
 
     On a CPU the counts come from the profiler
     (``torch.profiler.profile(profile_memory=True)``), which records every allocation
-    and release of the CPU allocator in order; they are exact and the same on any
-    machine. On a GPU they come from the CUDA caching allocator
+    and release of the CPU allocator in order. They are exact, and the same on any
+    machine because the block runs on ``threads`` CPU threads (default 1): some CPU
+    kernels (the fused attention, parallel reductions) allocate scratch memory per
+    thread, which would make the count depend on the number of cores. ``threads=None``
+    keeps the current setting. On a GPU they come from the CUDA caching allocator
     (``torch.cuda.memory_allocated`` / ``max_memory_allocated``, after synchronising),
     in its 512-byte blocks. Tensors that wrap memory torch did not allocate
     (``torch.from_numpy``) are invisible on a CPU: copy them inside the block; and
@@ -332,16 +338,22 @@ class AllocatorTrace:
     before the block and is paused during it, so that the counts are repeatable.
     """
 
-    def __init__(self, device="cpu"):
+    def __init__(self, device="cpu", threads: int | None = 1):
         self.device = torch.device(device)
         if self.device.type not in ("cpu", "cuda"):
             raise ValueError(f"AllocatorTrace: device must be cpu or cuda, got {self.device}")
+        if threads is not None and (isinstance(threads, bool) or int(threads) != threads or threads < 1):
+            raise ValueError(f"AllocatorTrace: threads must be a positive integer or None, got {threads!r}")
+        self.threads = threads
+        self._threads_before = None
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise RuntimeError("AllocatorTrace: CUDA is not available on this machine")
         self.held: dict[str, int] = {}
+        self.peaks: dict[str, int] = {}
         self.peak_bytes = self.end_bytes = 0
         self._prof = None
         self._base = 0
+        self._marks: list[str] = []
 
     def __enter__(self) -> "AllocatorTrace":
         # Python's cycle collector would free unrelated garbage at random moments
@@ -356,16 +368,24 @@ class AllocatorTrace:
         else:
             from torch.profiler import ProfilerActivity, profile
 
+            if self.threads is not None:
+                self._threads_before = torch.get_num_threads()
+                torch.set_num_threads(self.threads)
             self._prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
             with _quiet_native_stderr():
                 self._prof.start()
         return self
 
     def mark(self, name: str) -> None:
-        """Note the bytes held now under ``name``."""
+        """Note the bytes held now, and the peak since the previous mark, under ``name``."""
+        if name in self._marks or name == "end":
+            raise ValueError(f"AllocatorTrace.mark: {name!r} is used already")
+        self._marks.append(name)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
             self.held[name] = int(torch.cuda.memory_allocated(self.device) - self._base)
+            self.peaks[name] = int(torch.cuda.max_memory_allocated(self.device) - self._base)
+            torch.cuda.reset_peak_memory_stats(self.device)
         else:
             with torch.profiler.record_function(_MARK + name):
                 pass
@@ -375,22 +395,28 @@ class AllocatorTrace:
             gc.enable()
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-            self.peak_bytes = int(torch.cuda.max_memory_allocated(self.device) - self._base)
+            self.peaks["end"] = int(torch.cuda.max_memory_allocated(self.device) - self._base)
+            self.peak_bytes = max(self.peaks.values())
             self.end_bytes = int(torch.cuda.memory_allocated(self.device) - self._base)
             return
         with _quiet_native_stderr():
             self._prof.stop()
+        if self._threads_before is not None:
+            torch.set_num_threads(self._threads_before)
         cpu = torch._C._autograd.DeviceType.CPU
-        held = peak = 0
+        held = phase_peak = 0
         events = sorted(self._prof.profiler.kineto_results.events(), key=lambda e: e.start_ns())
         for event in events:                              # in the order they happened
             name = event.name()
             if name == "[memory]" and event.device_type() == cpu:
                 held += event.nbytes()                    # negative for a release
-                peak = max(peak, held)
+                phase_peak = max(phase_peak, held)
             elif name.startswith(_MARK):
                 self.held[name[len(_MARK):]] = held
-        self.peak_bytes, self.end_bytes = peak, held
+                self.peaks[name[len(_MARK):]] = phase_peak
+                phase_peak = held
+        self.peaks["end"] = phase_peak
+        self.peak_bytes, self.end_bytes = max(self.peaks.values()), held
         self._prof = None
 
 

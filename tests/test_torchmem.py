@@ -367,3 +367,53 @@ def test_sdpa_backend_names_the_kernel_and_math_terms_match_the_meter():
         layer_saved_terms(1, 8, 8, 2, "naive", sdpa_math=True)
     with pytest.raises(ValueError, match="divisible"):
         sdpa_backend(1, 8, 10, 3)
+
+
+def test_allocator_trace_marks_held_bytes_and_phase_peaks():
+    from bookkit.torchmem import AllocatorTrace
+
+    with AllocatorTrace("cpu") as trace:
+        a = torch.empty(1000)                          # 4,000 bytes
+        tmp = torch.empty(3000)
+        del tmp                                        # a 12,000-byte spike, gone
+        trace.mark("first")
+        b = torch.empty(500)
+        trace.mark("second")
+        del a
+    assert trace.held == {"first": 4000, "second": 6000}
+    assert trace.peaks == {"first": 16000, "second": 6000, "end": 6000}
+    assert trace.peak_bytes == 16000 and trace.end_bytes == 2000
+    with pytest.raises(ValueError, match="used already"):
+        with AllocatorTrace("cpu") as t:
+            t.mark("x")
+            t.mark("x")
+    with pytest.raises(ValueError, match="cpu or cuda"):
+        AllocatorTrace("meta")
+    del b
+
+
+def test_allocator_trace_counts_do_not_depend_on_the_thread_count():
+    from bookkit.torchmem import AllocatorTrace
+
+    def step(n_threads):
+        torch.set_num_threads(n_threads)
+        torch.manual_seed(0)
+        stack = GPTStack(2, 64, 4, dropout=0.0, max_seq=64)
+        x = torch.randn(4, 64, 64, requires_grad=True)
+        with AllocatorTrace() as trace:
+            inside = torch.get_num_threads()
+            loss = stack(x).square().mean()
+            trace.mark("forward")
+            loss.backward()
+        assert torch.get_num_threads() == n_threads          # restored
+        return inside, trace.peaks
+
+    before = torch.get_num_threads()
+    try:
+        one, many = step(1), step(8)
+    finally:
+        torch.set_num_threads(before)
+    assert one[0] == many[0] == 1
+    assert one[1] == many[1]
+    with pytest.raises(ValueError, match="threads"):
+        AllocatorTrace(threads=0)
