@@ -11,7 +11,7 @@ from bookpaths import ROOT
 
 pytest.importorskip("torch")
 
-MODULES = ["torchmem", "crosscheck", "losses", "torchmodels", "timing", "flops", "applications"]
+MODULES = ["torchmem", "crosscheck", "losses", "torchmodels", "timing", "flops", "applications", "hfmodels"]
 
 
 def helpers():
