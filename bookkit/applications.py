@@ -47,6 +47,8 @@ def tensor_bytes(tensors: Iterable[torch.Tensor | None]) -> int:
     """Bytes of the distinct storages behind ``tensors`` (``None`` entries skipped).
 
     A storage shared by several tensors (views, tied weights) counts once, whole.
+
+    Shown in chapter 15.
     """
     seen: dict[tuple[str, int], int] = {}
     for t in tensors:
@@ -60,7 +62,8 @@ def tensor_bytes(tensors: Iterable[torch.Tensor | None]) -> int:
 
 def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
     """Bytes of every tensor in ``optimizer.state`` (AdamW: ``exp_avg``, ``exp_avg_sq``
-    and a one-element ``step`` per parameter). Empty before the first ``step()``."""
+    and a one-element ``step`` per parameter). Empty before the first ``step()``.
+    Shown in chapter 15."""
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"expected a torch.optim.Optimizer, got {type(optimizer).__name__}")
     return tensor_bytes(v for state in optimizer.state.values() for v in state.values()
@@ -80,6 +83,8 @@ class StepMemory:
     batch, as a Python float; ``micro_batches`` the number of forward/backward passes.
     ``saved_activations`` is ``None`` for a step run with ``meter=False`` (for timing:
     the meter's hooks cost a little Python work per saved tensor).
+
+    Shown in chapter 15.
     """
 
     parameters: int
@@ -124,6 +129,8 @@ def training_step(model: nn.Module, loss_fn: Callable[[torch.Tensor, torch.Tenso
     ``meter=False`` runs the same step without ``SavedTensorMeter`` (for timing).
 
     Shapes: ``inputs`` (batch, ...), ``targets`` (batch, ...). Returns ``StepMemory``.
+
+    Shown in chapter 15.
     """
     if not isinstance(inputs, torch.Tensor) or not isinstance(targets, torch.Tensor):
         raise TypeError("inputs and targets must be tensors")
@@ -174,6 +181,8 @@ def step_peak(model: nn.Module, loss_fn: Callable[[torch.Tensor, torch.Tensor], 
     No optimizer step. Gradients are cleared (``set_to_none``) before and after, so
     that calls do not see each other's. ``autocast_dtype`` runs forward and loss under
     ``torch.autocast``. Shapes: ``inputs`` (batch, ...), ``targets`` (batch, ...).
+
+    Shown in chapter 16.
     """
     from bookkit.torchmem import tracker_peaks
 
@@ -238,6 +247,8 @@ class SegmentationNet(nn.Module):
     ``checkpoint``: ``"none"`` (keep everything), ``"backbone"`` (each encoder stage
     under ``torch.utils.checkpoint.checkpoint(..., use_reentrant=False)``), or
     ``"all"`` (decoder stages too). An attribute, so it can be changed between steps.
+
+    Shown in chapter 16.
     """
 
     def __init__(self, in_channels: int = 3, n_classes: int = 4,
@@ -312,6 +323,8 @@ def largest_fitting(measure: Callable[[int], int], low: int, high: int, budget: 
     Returns ``(v, probes)``: ``v`` is ``None`` when even ``low`` does not fit;
     ``probes`` maps every setting measured to its bytes (about log2 of the number of
     candidates, plus one).
+
+    Shown in chapter 16.
     """
     for name, v in (("low", low), ("high", high), ("step", step), ("budget", budget)):
         if isinstance(v, bool) or int(v) != v:
@@ -342,7 +355,7 @@ def largest_fitting(measure: Callable[[int], int], low: int, high: int, budget: 
 class AutoBatch:
     """Result of ``autobatch``: the chosen ``batch``; the fitted line
     ``bytes ≈ fixed + per_sample · batch``; ``target`` = fraction · budget (bytes);
-    ``measured`` = {batch size: bytes} of the profiling runs."""
+    ``measured`` = {batch size: bytes} of the profiling runs. Shown in chapter 16."""
 
     batch: int
     fixed: float
@@ -371,6 +384,8 @@ def autobatch(measure: Callable[[int], int], budget: int, fraction: float = 0.6,
 
     Raises ``ValueError`` when the measurements do not grow with the batch or when not
     even one sample fits.
+
+    Shown in chapter 16.
     """
     sizes = sorted({int(b) for b in batch_sizes})
     if len(sizes) < 2 or sizes[0] < 1:

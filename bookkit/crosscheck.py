@@ -63,6 +63,8 @@ def build_mlps(sizes=(1024, 4096, 1024), seed: int = 0, dtype=np.float32):
     Linear(1024, 4096) - ReLU - Linear(4096, 1024). minigrad initialises the weights
     (``minigrad.random.manual_seed(seed)``, torch's uniform ``±1/sqrt(fan_in)`` rule) and
     `copy_weights` gives torch the same values. Both models live on the CPU.
+
+    Shown in chapter 7.
     """
     import torch
     from minigrad import nn, random
@@ -95,6 +97,8 @@ def copy_weights(mg_model, torch_model) -> None:
 
     Both ``Sequential``s name their parameters ``"0.weight"``, ``"0.bias"``, ...; the
     names, shapes and dtypes must match one to one, else ValueError names the difference.
+
+    Shown in chapter 7.
     """
     import torch
 
@@ -124,6 +128,8 @@ class StepRecord:
     `CATEGORY_ROWS`; saved_tensors: ``{(shape, dtype): (count, bytes)}`` of the distinct
     buffers saved for backward, largest first; meters: extra figures of the
     framework's meters (see `minigrad_step` and `torch_step`), bytes.
+
+    Shown in chapter 7.
     """
 
     framework: str
@@ -147,6 +153,21 @@ def _first_in(model) -> int:
     return next(iter(model)).weight.shape[1]
 
 
+def _prepare(who: str, model):
+    """The model's named parameters (which must hold no gradient yet), and ``run``: the
+    model's forward, counting its calls in ``runs[0]``."""
+    params = dict(model.named_parameters())
+    if any(p.grad is not None for p in params.values()):
+        raise ValueError(f"{who}: the model already holds gradients; call model.zero_grad() first")
+    runs = [0]
+
+    def run(h):
+        runs[0] += 1
+        return model(h)
+
+    return params, run, runs
+
+
 def minigrad_saved_arrays(root) -> dict:
     """Distinct arrays saved for backward by the graph that produced ``root`` (a
     minigrad Tensor): ``{(shape, dtype_name): (count, bytes)}``, largest bytes first.
@@ -156,15 +177,16 @@ def minigrad_saved_arrays(root) -> dict:
     ``.data`` the ledger counts as ``"parameters"``) are left out, like torch's meter
     leaves them out. A checkpoint node's saved inputs are included; what the
     checkpoint will recompute is not (it is not saved yet).
+
+    Shown in chapter 7.
     """
     from minigrad import nn
     from minigrad import tensor as _tensor
 
     param_bases, bases = set(), {}
-    for ctx, leaves in _graph(root, _tensor):
-        for t in leaves:
-            if isinstance(t, nn.Parameter):
-                param_bases.add(id(_base(t.data)))
+    for node in _tensor.graph_nodes(root):       # Contexts, and leaves that require grad
+        if isinstance(node, nn.Parameter):
+            param_bases.add(id(_base(node.data)))
     for a in _tensor.saved_arrays(root):  # a checkpoint's kept inputs included
         b = _base(a)
         bases.setdefault(id(b), (b, a))
@@ -176,13 +198,6 @@ def minigrad_saved_arrays(root) -> dict:
         g[0] += 1
         g[1] += b.nbytes
     return {k: (c, n) for k, (c, n) in sorted(groups.items(), key=lambda kv: -kv[1][1])}
-
-
-def _graph(root, _tensor):
-    """Yield ``(node, leaves)`` for the graph behind ``root``: each node (a Context)
-    with no leaves, and each leaf tensor that requires grad as ``(None, [leaf])``."""
-    for n in _tensor.graph_nodes(root):
-        yield (None, [n]) if isinstance(n, _tensor.Tensor) else (n, [])
 
 
 def _base(a):
@@ -206,6 +221,8 @@ def minigrad_step(model, x, checkpointed: bool, optimizer=None) -> StepRecord:
     ``ledger_peak`` (each category's maximum over the step and the maximum of the
     total, as differences from the start, so parameters count 0 there). The loss and
     the model's output are dropped after backward, before the optimizer step.
+
+    Shown in chapter 7.
     """
     import minigrad
     from minigrad import memory
@@ -213,14 +230,7 @@ def minigrad_step(model, x, checkpointed: bool, optimizer=None) -> StepRecord:
     from minigrad.checkpoint import checkpoint
 
     x = _check_input(x, _first_in(model))
-    params = dict(model.named_parameters())
-    if any(p.grad is not None for p in params.values()):
-        raise ValueError("minigrad_step: the model already holds gradients; call model.zero_grad() first")
-    runs = [0]
-
-    def run(h):
-        runs[0] += 1
-        return model(h)
+    params, run, runs = _prepare("minigrad_step", model)
 
     with memory.track(record_timeline=False) as m:
         start = m.start
@@ -276,9 +286,10 @@ def minigrad_step(model, x, checkpointed: bool, optimizer=None) -> StepRecord:
 def torch_step(model, x, checkpointed: bool, optimizer=None, device: str = "cpu") -> StepRecord:
     """The same step in torch, measured by `bookkit.torchmem`'s meters.
 
-    ``x``: NumPy array or CPU tensor (batch, in_features), moved to ``device``. With
-    ``checkpointed`` the model runs in one ``torch.utils.checkpoint.checkpoint(...,
-    use_reentrant=False)``. The model (on ``device``) must hold no gradients.
+    ``x``: NumPy array or CPU tensor (batch, in_features), copied to ``device`` inside
+    the measured window. With ``checkpointed`` the model runs in one
+    ``torch.utils.checkpoint.checkpoint(..., use_reentrant=False)``. The model (on
+    ``device``) must hold no gradients.
 
     Saved bytes come from `SavedTensorMeter` (distinct storages autograd saves,
     parameters excluded); parameters, gradients and optimizer state from torch's
@@ -286,61 +297,44 @@ def torch_step(model, x, checkpointed: bool, optimizer=None, device: str = "cpu"
     ``meters``: ``tracker_after_forward`` (MemTracker's categories after the loss:
     "Activation" is every tensor created in forward that is still alive, saved or
     not; "Other" the input), ``tracker_peak`` (its breakdown when the total peaked),
-    and on a GPU ``cuda_after_forward`` / ``cuda_step_peak``: the caching allocator's
-    ``memory_allocated`` after the loss and ``max_memory_allocated`` over the step,
-    minus what was allocated before the step (512-byte blocks). The loss and the
-    output are dropped after backward, before the optimizer step.
+    and the allocator's own figures from `AllocatorTrace`, counted from before the
+    input exists (so the input counts, as it does in the saved bytes):
+    ``allocator_after_forward`` (held after the loss) and ``allocator_step_peak`` (the
+    step's peak, weights excluded: the like of MemTracker's total minus parameters).
+    On a CPU they come from the profiler's allocation events, on a GPU from the
+    caching allocator (512-byte blocks). The loss and the output are dropped after
+    backward, before the optimizer step. Shown in chapter 7.
     """
     import torch
     from torch.distributed._tools.mem_tracker import MemTracker
     from torch.utils.checkpoint import checkpoint
 
-    from bookkit.torchmem import SavedTensorMeter
+    from bookkit.torchmem import AllocatorTrace, SavedTensorMeter
 
     x = _check_input(x.cpu().numpy() if isinstance(x, torch.Tensor) else x, model[0].in_features)
-    params = dict(model.named_parameters())
-    if any(p.grad is not None for p in params.values()):
-        raise ValueError("torch_step: the model already holds gradients; call model.zero_grad() first")
-    runs = [0]
+    params, run, runs = _prepare("torch_step", model)
 
-    def run(h):
-        runs[0] += 1
-        return model(h)
-
-    on_gpu = torch.device(device).type == "cuda"
-    xt = torch.from_numpy(np.ascontiguousarray(x)).to(device)
-    cuda = {}
-    if on_gpu:
-        torch.cuda.synchronize()
-        cuda_base = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-    mt = MemTracker()
-    mt.track_external(*[o for o in (model, optimizer) if o is not None], xt)
-
-    def snap():
-        s = mt.get_tracker_snapshot("current")
-        return _tracker_dict(s)
-
-    with mt:
-        with SavedTensorMeter(params=model) as meter:
-            y = checkpoint(run, xt, use_reentrant=False) if checkpointed else run(xt)
-            saved_by_model = meter.live_bytes
-            loss = torch.nn.functional.mse_loss(y, torch.zeros_like(y))
-            saved = meter.live_bytes
-        after_forward = snap()
-        if on_gpu:
-            torch.cuda.synchronize()
-            cuda["cuda_after_forward"] = torch.cuda.memory_allocated() - cuda_base
-        loss.backward()
-        after_backward = snap()
-        loss_value = float(loss.item())
-        del loss, y  # as in minigrad_step: nothing of the forward outlives backward but x
-        if optimizer is not None:
-            optimizer.step()
-        after_step = snap()
-    if on_gpu:
-        torch.cuda.synchronize()
-        cuda["cuda_step_peak"] = torch.cuda.max_memory_allocated() - cuda_base
+    with AllocatorTrace(device) as alloc:
+        # The input is made inside the window, a copy (from_numpy would share NumPy's
+        # memory, which no torch allocator sees).
+        xt = torch.from_numpy(np.ascontiguousarray(x)).to(device, copy=True)
+        mt = MemTracker()
+        mt.track_external(*[o for o in (model, optimizer) if o is not None], xt)
+        with mt:
+            with SavedTensorMeter(params=model) as meter:
+                y = checkpoint(run, xt, use_reentrant=False) if checkpointed else run(xt)
+                saved_by_model = meter.live_bytes
+                loss = torch.nn.functional.mse_loss(y, torch.zeros_like(y))
+                saved = meter.live_bytes
+            after_forward = _tracker_dict(mt.get_tracker_snapshot("current"))
+            alloc.mark("after_forward")
+            loss.backward()
+            after_backward = _tracker_dict(mt.get_tracker_snapshot("current"))
+            loss_value = float(loss.item())
+            del loss, y  # as in minigrad_step: nothing of the forward outlives backward but x
+            if optimizer is not None:
+                optimizer.step()
+            after_step = _tracker_dict(mt.get_tracker_snapshot("current"))
     cats = {
         "parameters": after_forward["Parameter"],
         "saved_by_model": saved_by_model,
@@ -350,7 +344,9 @@ def torch_step(model, x, checkpointed: bool, optimizer=None, device: str = "cpu"
         "optimizer": after_step["Optstate"] if optimizer is not None else None,
     }
     meters = {"tracker_after_forward": after_forward,
-              "tracker_peak": _tracker_dict(mt.get_tracker_snapshot("peak")), **cuda}
+              "tracker_peak": _tracker_dict(mt.get_tracker_snapshot("peak")),
+              "allocator_after_forward": alloc.held["after_forward"],
+              "allocator_step_peak": alloc.peak_bytes}
     return StepRecord("torch", bool(checkpointed), loss_value,
                       {n: p.grad.detach().cpu().numpy().copy() for n, p in params.items()},
                       runs[0], cats, meter.by_shape(), meters)
@@ -369,7 +365,7 @@ def _tracker_dict(snapshot) -> dict:
 
 def max_abs_diff(a: dict, b: dict) -> float:
     """Largest ``|a[k] - b[k]|`` over the arrays of two ``{name: array}`` dicts with the
-    same keys and shapes (ValueError otherwise)."""
+    same keys and shapes (ValueError otherwise). Shown in chapter 7."""
     if set(a) != set(b):
         raise ValueError(f"max_abs_diff: keys differ: {sorted(a)} vs {sorted(b)}")
     out = 0.0
@@ -385,7 +381,7 @@ def max_abs_diff(a: dict, b: dict) -> float:
 
 def batches(n_steps: int, batch: int, features: int, seed: int = 0) -> list[np.ndarray]:
     """``n_steps`` float32 arrays of shape (batch, features), standard normal, seeded:
-    the same data for every run of `train`."""
+    the same data for every run of `train`. Shown in chapter 7."""
     if n_steps < 1 or batch < 1 or features < 1:
         raise ValueError(f"batches: n_steps, batch and features must be >= 1, got {n_steps}, {batch}, {features}")
     rng = np.random.default_rng(seed)
@@ -395,7 +391,7 @@ def batches(n_steps: int, batch: int, features: int, seed: int = 0) -> list[np.n
 @dataclass
 class TrainRun:
     """Result of `train`: ``losses`` (one float per step), ``params`` and ``exp_avg`` /
-    ``exp_avg_sq`` (``{name: array}`` after the last step, NumPy copies)."""
+    ``exp_avg_sq`` (``{name: array}`` after the last step, NumPy copies). Shown in chapter 7."""
 
     framework: str
     checkpointed: bool
@@ -408,7 +404,7 @@ class TrainRun:
 def train(framework: str, sizes, data, checkpointed: bool, lr: float = 1e-3,
           weight_decay: float = 1e-2, seed: int = 0) -> TrainRun:
     """AdamW on ``mse_loss(model(x), 0)`` for each batch in ``data``, from the weights of
-    ``build_mlps(sizes, seed)``, in ``framework`` ("minigrad" or "torch")."""
+    ``build_mlps(sizes, seed)``, in ``framework`` ("minigrad" or "torch"). Shown in chapter 7."""
     import torch
 
     if framework not in ("minigrad", "torch"):
@@ -461,7 +457,7 @@ def _label(r: StepRecord) -> str:
 
 def category_table(records, unit: int = 1024) -> str:
     """Bytes per category (rows of `CATEGORY_ROWS`) for each `StepRecord` (columns), in
-    units of ``unit`` bytes (KiB by default), as aligned plain text."""
+    units of ``unit`` bytes (KiB by default), as aligned plain text. Shown in chapter 7."""
     records = list(records)
     if not records:
         raise ValueError("category_table: no records given")
@@ -489,7 +485,8 @@ def _fmt(v: float) -> str:
 
 def saved_table(records) -> str:
     """The buffers each `StepRecord` saved for backward, by (shape, dtype): one line per
-    shape, one column per record, ``count x KiB`` (``.`` where a run saved none)."""
+    shape, one column per record, ``count x KiB`` (``.`` where a run saved none).
+    Shown in chapter 7."""
     records = list(records)
     if not records:
         raise ValueError("saved_table: no records given")

@@ -15,15 +15,19 @@ The forward pass keeps only the inputs and one float32 number per row (the
 log-sum-exp of its logits); the backward pass *recomputes* each chunk's logits, turns
 them into their gradient in place (``softmax − one_hot``) and multiplies it straight
 into the gradients of ``hidden``, ``weight`` and ``bias``. At no time do more than
-``chunk_size × V`` logits exist: this is checkpointing applied to the loss, the logits
+``chunk_size × V`` logits exist, also inside operators: the log-sum-exp is computed
+in the chunk's own memory (`logsumexp_`), because ``torch.logsumexp`` would allocate a
+second chunk-sized temporary. This is checkpointing applied to the loss, the logits
 rebuilt chunk by chunk. The price is a second ``hidden @ weight.T`` matmul per step.
+
+Shown in chapter 11 (``ChunkedLinearCrossEntropy`` in full).
 """
 from __future__ import annotations
 
 import torch
 from torch.nn import functional as F
 
-__all__ = ["chunked_linear_cross_entropy", "ChunkedLinearCrossEntropy", "logits_bytes"]
+__all__ = ["chunked_linear_cross_entropy", "ChunkedLinearCrossEntropy", "logsumexp_", "logits_bytes"]
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -33,6 +37,8 @@ def logits_bytes(batch: int, seq: int, vocab: int, itemsize: int = 4) -> int:
 
     ``logits_bytes(2, 1024, 248_000)`` = 2,031,616,000 bytes (≈ 2.0 GB) in float32.
     Their gradient, when backward creates it, takes as much again.
+
+    Shown in chapter 11.
     """
     for name, v in (("batch", batch), ("seq", seq), ("vocab", vocab), ("itemsize", itemsize)):
         if int(v) != v or v < 1:
@@ -65,12 +71,28 @@ def _check(input, weight, target, bias, chunk_size, ignore_index, reduction):
                          f"ignore_index={ignore_index}")
 
 
+def logsumexp_(z: torch.Tensor) -> torch.Tensor:
+    """Row-wise log-sum-exp of ``z`` (rows, V), computed in ``z``'s own memory.
+
+    ``torch.logsumexp`` allocates a temporary as large as its input; this version
+    overwrites ``z`` with ``exp(z - max)`` instead, so that nothing of size rows × V
+    exists beyond ``z`` itself. Returns a (rows,) tensor; ``z`` is destroyed.
+
+    Shown in chapter 11.
+    """
+    m = z.amax(dim=1)                                                  # (rows,)
+    m = torch.where(torch.isinf(m), 0.0, m)       # all -inf row: no nan, -inf comes out
+    z.sub_(m[:, None]).exp_()
+    return z.sum(dim=1).log_().add_(m)
+
+
 class ChunkedLinearCrossEntropy(torch.autograd.Function):
     """``cross_entropy(linear(input, weight, bias).float(), target)`` by row chunks.
 
-    ``forward(ctx, input (N, h), weight (V, h), bias (V,) or None, target (N,),
-    chunk_size, ignore_index, reduction)``. Saved for backward: ``input``, ``weight``,
-    ``bias``, ``target`` and the per-row log-sum-exp ``lse`` (N,) in float32.
+    Shown in chapter 11. ``forward(ctx, input (N, h), weight (V, h), bias (V,) or None,
+    target (N,), chunk_size, ignore_index, reduction)``. Saved for backward:
+    ``input``, ``weight``, ``bias``, the target, a validity mask and the per-row
+    log-sum-exp ``lse`` (N,) in float32: never a logit.
     """
 
     @staticmethod
@@ -82,55 +104,44 @@ class ChunkedLinearCrossEntropy(torch.autograd.Function):
         safe_target = torch.where(valid, target, 0).long()
         for start in range(0, n, chunk_size):
             rows = slice(start, start + chunk_size)
-            # Same arithmetic as the unchunked reference: logits in the input's dtype,
-            # then upcast to float32 for a stable softmax.
             logits = F.linear(input[rows], weight, bias).float()           # (c, V)
-            lse[rows] = torch.logsumexp(logits, dim=-1)
-            picked = logits.gather(1, safe_target[rows, None]).squeeze(1)
+            picked = logits.gather(1, safe_target[rows, None]).squeeze(1)  # (c,) first...
+            lse[rows] = logsumexp_(logits)                    # ...then overwrite logits
             losses[rows] = lse[rows] - picked
-            del logits                                                     # freed per chunk
-        losses = losses.masked_fill(~valid, 0.0)
-        n_valid = valid.sum()
+            del logits                                        # one chunk alive at a time
         ctx.save_for_backward(input, weight, bias, safe_target, valid, lse)
-        ctx.chunk_size, ctx.reduction = chunk_size, reduction
-        ctx.n_valid = n_valid
+        ctx.chunk_size, ctx.reduction, ctx.n_valid = chunk_size, reduction, valid.sum()
+        losses = losses.masked_fill(~valid, 0.0)
         if reduction == "none":
             return losses
         if reduction == "sum":
             return losses.sum()
-        return losses.sum() / n_valid  # nan when every target is ignored, as in torch
+        return losses.sum() / ctx.n_valid  # nan when every target is ignored, as in torch
 
     @staticmethod
     def backward(ctx, grad_out):
         input, weight, bias, target, valid, lse = ctx.saved_tensors
-        n = input.shape[0]
         need_in, need_w, need_b = ctx.needs_input_grad[:3]
-        # d loss_i / d logits_i = softmax_i − one_hot(target_i), scaled by the upstream
-        # gradient of row i (zero for ignored rows).
-        if ctx.reduction == "none":
-            row_scale = grad_out.float()
-        elif ctx.reduction == "sum":
-            row_scale = grad_out.float().expand(n)
-        else:
-            row_scale = (grad_out.float() / ctx.n_valid).expand(n)
-        # Ignored rows get exactly zero (also when every row is ignored and the mean's
-        # scale is 1/0).
-        row_scale = torch.where(valid, row_scale, 0.0)
+        # d loss_i / d logits_i = (softmax_i - one_hot(target_i)) * row_scale_i, where
+        # row_scale_i is the upstream gradient of row i (0 for ignored rows).
+        row_scale = grad_out.float()
+        if ctx.reduction == "mean":
+            row_scale = row_scale / ctx.n_valid
+        row_scale = torch.where(valid, row_scale.expand(input.shape[0]), 0.0)
         grad_in = torch.empty_like(input) if need_in else None
         grad_w = torch.zeros_like(weight) if need_w else None
         grad_b = torch.zeros_like(bias) if need_b else None
-        for start in range(0, n, ctx.chunk_size):
+        for start in range(0, input.shape[0], ctx.chunk_size):
             rows = slice(start, start + ctx.chunk_size)
             x = input[rows]
             # The recomputation: this chunk's logits again, then their gradient in place.
             g = F.linear(x, weight, bias).float()                          # (c, V)
             g.sub_(lse[rows, None]).exp_()                                 # softmax
-            g.scatter_add_(1, target[rows, None],
-                           torch.full((g.shape[0], 1), -1.0, device=g.device))
+            g.scatter_add_(1, target[rows, None], g.new_full((len(g), 1), -1.0))
             g.mul_(row_scale[rows, None])
             g = g.to(input.dtype)
             if need_in:
-                grad_in[rows] = g @ weight
+                torch.mm(g, weight, out=grad_in[rows])                     # no (c, h) copy
             if need_w:
                 grad_w.addmm_(g.t(), x)
             if need_b:
@@ -144,7 +155,7 @@ def chunked_linear_cross_entropy(input: torch.Tensor, weight: torch.Tensor,
                                  chunk_size: int = 1024, ignore_index: int = -100,
                                  reduction: str = "mean") -> torch.Tensor:
     """``F.cross_entropy(F.linear(input, weight, bias).float(), target)`` without ever
-    holding more than ``chunk_size`` rows of logits.
+    holding more than ``chunk_size`` rows of logits. Shown in chapter 11.
 
     Args:
         input: hidden states ``(..., hidden)``, any float dtype (bf16 works on CPU).
@@ -152,9 +163,14 @@ def chunked_linear_cross_entropy(input: torch.Tensor, weight: torch.Tensor,
         target: class indices ``(...)`` (int64), or ``ignore_index`` for positions
             that do not count.
         bias: ``(vocab,)`` or None.
-        chunk_size: rows (positions) per chunk; the largest temporary is
-            ``chunk_size × vocab`` float32 numbers (two of them briefly in forward,
-            for ``logsumexp``).
+        chunk_size: rows (positions) per chunk; the largest temporary is one
+            ``chunk_size × vocab`` block of float32 logits (for a 16-bit or float64
+            input, briefly also its copy in the input's dtype). In float32 the step
+            peaks, beyond the inputs, at ``chunk_size·(vocab + 1)·4 + N·h·4 + 17·N``
+            bytes plus a few scalars: the chunk and the column of −1s scattered into
+            it, the gradient of ``input``, and per row the log-sum-exp and scale
+            (float32), the target (int64) and a validity mask (bool); chapter 11
+            measures it with the allocator's own events.
         ignore_index, reduction: as in ``torch.nn.functional.cross_entropy``
             (``"mean"`` averages over the targets that are not ignored).
 

@@ -28,6 +28,8 @@ class StepTimes:
     ``forward``: building the graph and the loss; ``backward``: ``loss.backward()``
     (including any recomputation a checkpoint does there). ``step`` is their sum,
     ``repeats`` how many timed runs each median is over.
+
+    Shown in chapter 12.
     """
 
     forward: float
@@ -59,6 +61,8 @@ def forward_backward_times(forward: Callable[[], torch.Tensor], repeats: int = 5
     if that matters). On a GPU the device is synchronised around each half so that
     queued kernels are counted where they run. Returns the medians as ``StepTimes``
     (seconds).
+
+    Shown in chapter 12.
     """
     if repeats < 1 or warmup < 0:
         raise ValueError(f"need repeats >= 1 and warmup >= 0, got {repeats}, {warmup}")
@@ -92,6 +96,8 @@ def compare_times(forwards: dict[str, Callable[[], torch.Tensor]], rounds: int =
     that a slow spell of a shared machine affects all variants alike instead of the
     one that happened to run then. ``warmup`` untimed rounds come first. Returns
     ``{name: StepTimes}`` with medians over ``rounds``.
+
+    Shown in chapter 12.
     """
     if not forwards:
         raise ValueError("compare_times: no variants given")
@@ -117,6 +123,8 @@ def overhead_bound(backward_per_forward: float = 2.0, recomputed_fraction: float
     usual ``k = 2`` gives the one-third bound. ``r`` is the share of the forward's time
     spent inside checkpointed regions: torch's ``checkpoint`` reruns each of them once
     during backward.
+
+    Shown in chapter 12.
     """
     if backward_per_forward <= 0:
         raise ValueError(f"backward_per_forward must be positive, got {backward_per_forward}")

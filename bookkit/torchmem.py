@@ -32,10 +32,13 @@ from the narrowest to the broadest:
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import math
 import os
 import statistics
+import sys
 import threading
 import time
 import weakref
@@ -50,6 +53,8 @@ __all__ = [
     "tracker_peaks",
     "TRACKER_CATEGORIES",
     "cuda_peak_bytes",
+    "allocator_peak_bytes",
+    "AllocatorTrace",
     "record",
     "step_time",
     "storage_key",
@@ -67,6 +72,8 @@ def storage_key(t: torch.Tensor) -> tuple[str, int]:
     Two views of one tensor share a key. Two live storages never do (an address is
     reused only after its storage is freed, and the meter keeps saved storages alive
     for as long as it counts them).
+
+    Shown in chapter 7.
     """
     st = t.untyped_storage()
     return (str(t.device), st.data_ptr())
@@ -105,7 +112,8 @@ class _Packed:
 
 
 class SavedTensorMeter(torch.autograd.graph.saved_tensors_hooks):
-    """Context manager that counts the bytes autograd saves for backward.
+    """Context manager that counts the bytes autograd saves for backward. Shown in
+    chapter 7 (its two hooks, `_pack` and `_unpack`).
 
     Inside ``with SavedTensorMeter(params=model.parameters()) as m:`` every tensor an op
     saves for backward passes through the meter. A storage is counted once, by its full
@@ -142,35 +150,39 @@ class SavedTensorMeter(torch.autograd.graph.saved_tensors_hooks):
         self.n_packed = 0
         super().__init__(self._pack, self._unpack)
 
-    # -- hooks ------------------------------------------------------------------
+    # -- the two hooks (chapter 7 shows them) -----------------------------------
     def _pack(self, t: torch.Tensor):
+        """Autograd is saving ``t`` for backward: count its storage, keep ``t``."""
         key = storage_key(t)
         if key in self._param_keys:
-            return t  # a parameter: lives anyway, not an activation
-        nbytes = t.untyped_storage().nbytes()
-        # Keep a detached alias (same storage, same version counter): holding `t` itself
-        # would make a reference cycle through its grad_fn when an op saves its own
-        # output (ReLU does), and such a graph would never be freed when dropped.
-        # Autograd re-attaches the grad_fn on unpack.
+            return t                            # a parameter lives anyway: not counted
+        self._count(key, t)
+        # A detached alias (same storage and version counter): holding `t` itself would
+        # make a reference cycle through its grad_fn when an op saves its own output.
         packed = _Packed(t.detach())
-        with self._lock:
-            self.n_packed += 1
-            entry = self._live.get(key)
-            if entry is None:
-                self._live[key] = [nbytes, 1]
-                self.live_bytes += nbytes
-                self.peak_bytes = max(self.peak_bytes, self.live_bytes)
-                if key not in self._seen:
-                    self._seen[key] = (nbytes, tuple(t.shape), str(t.dtype).replace("torch.", ""))
-                    self.total_bytes += nbytes
-            else:
-                entry[1] += 1
-        weakref.finalize(packed, self._release, key)
+        weakref.finalize(packed, self._release, key)   # runs when autograd drops it
         return packed
 
     @staticmethod
     def _unpack(packed):
+        """Backward needs the saved tensor back: return it unchanged."""
         return packed.tensor if isinstance(packed, _Packed) else packed
+
+    # -- bookkeeping -------------------------------------------------------------
+    def _count(self, key, t: torch.Tensor) -> None:
+        nbytes = t.untyped_storage().nbytes()
+        with self._lock:
+            self.n_packed += 1
+            entry = self._live.get(key)
+            if entry is not None:               # this storage is held already
+                entry[1] += 1
+                return
+            self._live[key] = [nbytes, 1]
+            self.live_bytes += nbytes
+            self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+            if key not in self._seen:
+                self._seen[key] = (nbytes, tuple(t.shape), str(t.dtype).replace("torch.", ""))
+                self.total_bytes += nbytes
 
     def _release(self, key) -> None:
         with self._lock:
@@ -219,6 +231,8 @@ def saved_bytes(fn: Callable, *args, params=None) -> int:
 
     ``params``: tensors or modules whose storages are not counted; by default, when
     ``fn`` is an ``nn.Module``, its parameters and buffers. Returns an int (bytes).
+
+    Shown in chapter 7.
     """
     if params is None:
         params = fn if isinstance(fn, torch.nn.Module) else ()
@@ -246,6 +260,8 @@ def tracker_peaks(module: torch.nn.Module | None, step_fn: Callable[[], Any],
     Activation (tensors created in forward or while a checkpoint recomputes), Temp
     (created in backward: activation gradients and scratch), Optstate (optimizer
     state, created lazily on the first ``step``), Other (``inputs``).
+
+    Shown in chapter 7.
     """
     from torch.distributed._tools.mem_tracker import MemTracker
 
@@ -269,6 +285,159 @@ def tracker_peaks(module: torch.nn.Module | None, step_fn: Callable[[], Any],
     return out
 
 
+@contextlib.contextmanager
+def _quiet_native_stderr():
+    """Send the process's file descriptor 2 to /dev/null for the duration.
+
+    The profiler's C++ backend (Kineto) prints a line with the date and process id on
+    every start and stop; in Jupyter that line would become part of a cell's output.
+    Python-level warnings are unaffected (they go through ``sys.stderr``).
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+class AllocatorTrace:
+    """Context manager: what the device's allocator holds over a block of code.
+
+    Shown in chapter 7. ``with AllocatorTrace("cpu") as trace:`` counts, from the
+    allocator's own records, the bytes allocated and not yet freed since the block
+    began; ``trace.mark(name)`` notes that count at a point of the block. Afterwards
+    (all in bytes, relative to the start, so memory held before the block is not
+    counted):
+
+    ``peak_bytes``
+        the most held at once, temporaries inside operators included;
+    ``held[name]``
+        what was held at each ``mark(name)``;
+    ``peaks[name]``
+        the most held between the previous mark (or the start) and this one, and
+        under ``"end"`` between the last mark and the end: which phase peaked;
+    ``end_bytes``
+        what is still held when the block ends.
+
+    On a CPU the counts come from the profiler
+    (``torch.profiler.profile(profile_memory=True)``), which records every allocation
+    and release of the CPU allocator in order. They are exact, and the same on any
+    machine because the block runs on ``threads`` CPU threads (default 1): some CPU
+    kernels (the fused attention, parallel reductions) allocate scratch memory per
+    thread, which would make the count depend on the number of cores. ``threads=None``
+    keeps the current setting. On a GPU they come from the CUDA caching allocator
+    (``torch.cuda.memory_allocated`` / ``max_memory_allocated``, after synchronising),
+    in its 512-byte blocks. Tensors that wrap memory torch did not allocate
+    (``torch.from_numpy``) are invisible on a CPU: copy them inside the block; and
+    on a CPU, freeing inside the block what was allocated before it does not lower
+    the count (the profiler never saw its size). Python's garbage collector runs
+    before the block and is paused during it, so that the counts are repeatable.
+    """
+
+    def __init__(self, device="cpu", threads: int | None = 1):
+        self.device = torch.device(device)
+        if self.device.type not in ("cpu", "cuda"):
+            raise ValueError(f"AllocatorTrace: device must be cpu or cuda, got {self.device}")
+        if threads is not None and (isinstance(threads, bool) or int(threads) != threads or threads < 1):
+            raise ValueError(f"AllocatorTrace: threads must be a positive integer or None, got {threads!r}")
+        self.threads = threads
+        self._threads_before = None
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("AllocatorTrace: CUDA is not available on this machine")
+        self.held: dict[str, int] = {}
+        self.peaks: dict[str, int] = {}
+        self.peak_bytes = self.end_bytes = 0
+        self._prof = None
+        self._base = 0
+        self._marks: list[str] = []
+
+    def __enter__(self) -> "AllocatorTrace":
+        # Python's cycle collector would free unrelated garbage at random moments
+        # inside the block: collect it now, and not while counting.
+        gc.collect()
+        self._gc_was_enabled = gc.isenabled()
+        gc.disable()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            self._base = torch.cuda.memory_allocated(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+        else:
+            from torch.profiler import ProfilerActivity, profile
+
+            if self.threads is not None:
+                self._threads_before = torch.get_num_threads()
+                torch.set_num_threads(self.threads)
+            self._prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+            with _quiet_native_stderr():
+                self._prof.start()
+        return self
+
+    def mark(self, name: str) -> None:
+        """Note the bytes held now, and the peak since the previous mark, under ``name``."""
+        if name in self._marks or name == "end":
+            raise ValueError(f"AllocatorTrace.mark: {name!r} is used already")
+        self._marks.append(name)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            self.held[name] = int(torch.cuda.memory_allocated(self.device) - self._base)
+            self.peaks[name] = int(torch.cuda.max_memory_allocated(self.device) - self._base)
+            torch.cuda.reset_peak_memory_stats(self.device)
+        else:
+            with torch.profiler.record_function(_MARK + name):
+                pass
+
+    def __exit__(self, *exc) -> None:
+        if self._gc_was_enabled:
+            gc.enable()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            self.peaks["end"] = int(torch.cuda.max_memory_allocated(self.device) - self._base)
+            self.peak_bytes = max(self.peaks.values())
+            self.end_bytes = int(torch.cuda.memory_allocated(self.device) - self._base)
+            return
+        with _quiet_native_stderr():
+            self._prof.stop()
+        if self._threads_before is not None:
+            torch.set_num_threads(self._threads_before)
+        cpu = torch._C._autograd.DeviceType.CPU
+        held = phase_peak = 0
+        events = sorted(self._prof.profiler.kineto_results.events(), key=lambda e: e.start_ns())
+        for event in events:                              # in the order they happened
+            name = event.name()
+            if name == "[memory]" and event.device_type() == cpu:
+                held += event.nbytes()                    # negative for a release
+                phase_peak = max(phase_peak, held)
+            elif name.startswith(_MARK):
+                self.held[name[len(_MARK):]] = held
+                self.peaks[name[len(_MARK):]] = phase_peak
+                phase_peak = held
+        self.peaks["end"] = phase_peak
+        self.peak_bytes, self.end_bytes = max(self.peaks.values()), held
+        self._prof = None
+
+
+_MARK = "bookkit.AllocatorTrace.mark:"
+
+
+def allocator_peak_bytes(fn: Callable[[], Any], device="cpu") -> int:
+    """Peak bytes the allocator held during ``fn()`` beyond what it held before.
+
+    Shown in chapter 11. `AllocatorTrace` around one call: unlike `tracker_peaks`,
+    which sees the tensors operators return, this also sees the temporaries an
+    operator allocates and frees inside itself (``torch.logsumexp`` holds one as
+    large as its input). Exact bytes on a CPU; 512-byte blocks on a GPU.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    with AllocatorTrace(device) as trace:
+        fn()
+    return trace.peak_bytes
+
+
 def cuda_peak_bytes(fn: Callable[[], Any], device=None) -> int | None:
     """Peak bytes the CUDA allocator held during ``fn()`` beyond what it held before.
 
@@ -276,6 +445,8 @@ def cuda_peak_bytes(fn: Callable[[], Any], device=None) -> int | None:
     the ``memory_allocated`` before the call. Includes everything the call allocates
     (activations, temporaries, gradients, optimizer state, workspaces) in the
     allocator's 512-byte blocks. Returns ``None`` when CUDA is not available.
+
+    Shown in chapter 7.
     """
     if not torch.cuda.is_available():
         return None
@@ -309,6 +480,8 @@ def record(key: str, **figures) -> dict | None:
 
     ``key`` names the measurement, starting with the chapter id (``"ch09_layer_bytes"``);
     figures are numbers (bytes as ints), strings or None, e.g. ``cpu_saved=…, cuda_peak=…``.
+
+    Shown in chapter 7.
     """
     if not isinstance(key, str) or not key:
         raise ValueError(f"record: key must be a non-empty string, got {key!r}")
@@ -327,6 +500,8 @@ def step_time(fn: Callable[[], Any], repeats: int = 5, warmup: int = 1) -> float
     """Median wall-clock seconds of ``fn()`` over ``repeats`` runs after ``warmup`` runs.
 
     On a GPU the device is synchronised around each run so that queued kernels count.
+
+    Shown in chapter 11.
     """
     if repeats < 1 or warmup < 0:
         raise ValueError(f"step_time: need repeats >= 1 and warmup >= 0, got {repeats}, {warmup}")

@@ -1,7 +1,7 @@
 """A GPT-style transformer layer in plain torch, for measuring activation memory.
 
-Shared by chapter 9 (what a layer keeps for backward, against Korthikanti et al.'s
-per-layer formula) and chapter 10 (selective recomputation on the same layer).
+Shown in chapter 9 (what a layer keeps for backward, against Korthikanti et al.'s
+per-layer formula); used again in chapters 10, 11, 12 and 16.
 
 The layer follows the one Korthikanti et al. (2022) count, in the pre-LayerNorm
 arrangement GPT-2 and its successors use::
@@ -26,15 +26,24 @@ import math
 import torch
 from torch import nn
 from torch.nn import functional as F
+from torch.utils.checkpoint import checkpoint, noop_context_fn
 
 __all__ = ["CausalSelfAttention", "MLP", "GPTBlock", "GPTStack", "korthikanti_layer_bytes",
-           "layer_saved_terms", "ATTENTION_KINDS"]
+           "layer_saved_terms", "sdpa_backend", "ATTENTION_KINDS", "SDPA_BACKENDS"]
 
 ATTENTION_KINDS = ("sdpa", "naive")
+# What scaled_dot_product_attention can run, by the ATen operator it dispatches to.
+SDPA_BACKENDS = {
+    "_scaled_dot_product_flash_attention_for_cpu": "flash (CPU)",
+    "_scaled_dot_product_flash_attention": "flash",
+    "_scaled_dot_product_efficient_attention": "memory-efficient",
+    "_scaled_dot_product_cudnn_attention": "cuDNN",
+    "_scaled_dot_product_fused_attention_overrideable": "fused (other device)",
+}
 
 
 class CausalSelfAttention(nn.Module):
-    """Multi-head causal self-attention: ``(b, s, h) -> (b, s, h)``.
+    """Multi-head causal self-attention: ``(b, s, h) -> (b, s, h)``. Shown in chapter 9.
 
     Args:
         hidden: model width h (must be divisible by ``n_heads``).
@@ -97,7 +106,8 @@ class CausalSelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-    """``(b, s, h) -> (b, s, h)``: Linear(h, 4h), GELU, Linear(4h, h), Dropout."""
+    """``(b, s, h) -> (b, s, h)``: Linear(h, 4h), GELU, Linear(4h, h), Dropout.
+    Shown in chapter 9."""
 
     def __init__(self, hidden: int, dropout: float = 0.1, expansion: int = 4,
                  dtype: torch.dtype | None = None, device=None):
@@ -114,6 +124,7 @@ class MLP(nn.Module):
 
 class GPTBlock(nn.Module):
     """One pre-LayerNorm GPT layer: ``x + attn(ln1(x))``, then ``y + mlp(ln2(y))``.
+    Shown in chapter 9.
 
     Shapes ``(batch, seq, hidden) -> (batch, seq, hidden)``. ``attention`` selects
     ``"sdpa"`` (fused, no s×s matrix kept) or ``"naive"`` (scores kept).
@@ -137,12 +148,13 @@ class GPTBlock(nn.Module):
 
 
 class GPTStack(nn.Module):
-    """``n_layers`` GPTBlocks in sequence, optionally each under
-    ``torch.utils.checkpoint.checkpoint(..., use_reentrant=False)``.
+    """``n_layers`` GPTBlocks in sequence, optionally each one checkpointed. Shown in
+    chapter 9 (the loop below); chapter 10 passes selective policies.
 
-    ``checkpoint``: False (keep everything), True (every layer), or a callable
-    ``context_fn`` passed to checkpoint (e.g. a selective-recomputation policy from
-    ``torch.utils.checkpoint.create_selective_checkpoint_contexts``).
+    ``checkpoint``: False (keep everything), True (every layer under
+    ``torch.utils.checkpoint.checkpoint(..., use_reentrant=False)``: keep its input,
+    rebuild the rest in backward), or a ``context_fn`` for that call, e.g.
+    ``functools.partial(create_selective_checkpoint_contexts, policy)``.
     """
 
     def __init__(self, n_layers: int, hidden: int, n_heads: int, dropout: float = 0.1,
@@ -157,20 +169,18 @@ class GPTStack(nn.Module):
         self.checkpoint = checkpoint
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        from torch.utils.checkpoint import checkpoint as ckpt
-
         for layer in self.layers:
             if self.checkpoint is False or not torch.is_grad_enabled():
-                x = layer(x)
-            elif self.checkpoint is True:
-                x = ckpt(layer, x, use_reentrant=False)
-            else:
-                x = ckpt(layer, x, use_reentrant=False, context_fn=self.checkpoint)
+                x = layer(x)                           # keeps everything for backward
+            else:                                      # keeps x, rebuilds the rest
+                context_fn = noop_context_fn if self.checkpoint is True else self.checkpoint
+                x = checkpoint(layer, x, use_reentrant=False, context_fn=context_fn)
         return x
 
 
 def korthikanti_layer_bytes(b: int, s: int, h: int, a: int, attention: str = "sdpa") -> int:
     """Korthikanti et al. (2022), activations one transformer layer keeps, in bytes.
+    Shown in chapter 9.
 
     16-bit activations, 1-byte dropout masks: ``34·s·b·h`` with a fused attention
     kernel ("sdpa"), ``34·s·b·h + 5·a·s²·b`` when the scores are materialised
@@ -188,8 +198,10 @@ def korthikanti_layer_bytes(b: int, s: int, h: int, a: int, attention: str = "sd
 
 def layer_saved_terms(b: int, s: int, h: int, a: int, attention: str = "sdpa",
                       dropout: bool = True, act_bytes: int = 2, mask_bytes: int = 1,
-                      stat_bytes: int = 0, lse_bytes: int = 0) -> dict[str, int]:
-    """What one ``GPTBlock`` saves for backward, term by term, in bytes.
+                      stat_bytes: int = 0, lse_bytes: int = 0,
+                      sdpa_math: bool = False) -> dict[str, int]:
+    """What one ``GPTBlock`` saves for backward, term by term, in bytes. Shown in
+    chapter 9.
 
     The same bookkeeping as Korthikanti et al., for this module's code:
 
@@ -218,19 +230,27 @@ def layer_saved_terms(b: int, s: int, h: int, a: int, attention: str = "sdpa",
     masks in the activations' dtype (``mask_bytes = act_bytes``) and LayerNorm
     statistics in it too (``stat_bytes = act_bytes``); the CPU fused attention keeps a
     float32 logsumexp (``lse_bytes = 4``). Zero-byte terms are left out.
+
+    ``sdpa_math=True``: ``scaled_dot_product_attention`` ran its "math" fallback (see
+    `sdpa_backend`; a CPU with attention dropout, pre-Ampere GPUs in bf16). That path
+    upcasts Q, K and V to float32 (a scaled copy of each is saved, 12·s·b·h bytes, in
+    place of the Q, K, V term) and saves the float32 softmax (4·a·s²·b) instead of a
+    log-sum-exp.
     """
     for name, v in (("b", b), ("s", s), ("h", h), ("a", a)):
         if int(v) != v or v < 1:
             raise ValueError(f"{name} must be a positive integer, got {v!r}")
     if attention not in ATTENTION_KINDS:
         raise ValueError(f"attention must be one of {ATTENTION_KINDS}, got {attention!r}")
+    if sdpa_math and attention != "sdpa":
+        raise ValueError("sdpa_math=True describes attention='sdpa' only")
     sbh, as2b = s * b * h, a * s * s * b
     naive = attention == "naive"
     terms = {
         "LayerNorm 1 input": act_bytes * sbh,
         "QKV matmul input": act_bytes * sbh,
-        "Q, K, V": 3 * act_bytes * sbh,
-        "softmax output": act_bytes * as2b if naive else 0,
+        "Q, K, V": 3 * (4 if sdpa_math else act_bytes) * sbh,
+        "softmax output": act_bytes * as2b if naive else 4 * as2b if sdpa_math else 0,
         "attention dropout mask": mask_bytes * as2b if naive and dropout else 0,
         "attention dropout output": act_bytes * as2b if naive and dropout else 0,
         "projection input": act_bytes * sbh,
@@ -241,6 +261,35 @@ def layer_saved_terms(b: int, s: int, h: int, a: int, attention: str = "sdpa",
         "MLP down input": 4 * act_bytes * sbh,
         "MLP dropout mask": mask_bytes * sbh if dropout else 0,
         "LayerNorm statistics": 2 * 2 * stat_bytes * s * b,
-        "attention logsumexp": 0 if naive else lse_bytes * a * s * b,
+        "attention logsumexp": 0 if naive or sdpa_math else lse_bytes * a * s * b,
     }
     return {k: v for k, v in terms.items() if v}
+
+
+def sdpa_backend(b: int, s: int, h: int, a: int, dtype=torch.float32, device="cpu",
+                 dropout_p: float = 0.0, is_causal: bool = True) -> str:
+    """Which kernel ``scaled_dot_product_attention`` runs for these shapes here.
+
+    Shown in chapter 9. Calls it once on random (b, a, s, h/a) query, key and value
+    tensors that require grad (as in training), under a dispatch mode that records the
+    ATen operators, and returns the name in `SDPA_BACKENDS` of the fused kernel it
+    dispatched to, or ``"math"`` when it decomposed into separate matrix products and a
+    softmax (the fallback that keeps s×s matrices: a CPU with ``dropout_p > 0``, flash
+    and memory-efficient attention in bf16 on GPUs older than Ampere).
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    if h % a:
+        raise ValueError(f"h ({h}) must be divisible by a ({a})")
+    seen: list[str] = []
+
+    class _Ops(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    q, k, v = (torch.randn(b, a, s, h // a, dtype=dtype, device=device, requires_grad=True)
+               for _ in range(3))
+    with _Ops():
+        F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=is_causal)
+    return next((SDPA_BACKENDS[op] for op in seen if op in SDPA_BACKENDS), "math")

@@ -28,6 +28,7 @@ PARTS = [
         "notebooks/ch10_selective_recomputation",
         "notebooks/ch11_logits_wall",
         "notebooks/ch12_cost_in_time",
+        "notebooks/ch12b_memory_did_not_go_down",
     ]),
     ("Part III: in the real stack", [
         "notebooks/ch13_hugging_face",

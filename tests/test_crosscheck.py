@@ -217,3 +217,29 @@ def test_max_abs_diff_checks_keys_and_shapes():
         cc.max_abs_diff(a, {"v": np.zeros((2, 2))})
     with pytest.raises(ValueError, match="shape"):
         cc.max_abs_diff(a, {"w": np.zeros(3)})
+
+
+@pytest.mark.parametrize("sizes", SIZES)
+@pytest.mark.parametrize("checkpointed", [False, True])
+def test_allocator_figures_count_the_input_and_compare_like_with_like(sizes, checkpointed):
+    # The allocator's window opens before the input exists, on any device (on a GPU
+    # the same code reads the caching allocator), so "held after the loss" is what
+    # the saved-tensor meter counts (the input included) plus what else the forward
+    # left alive: the loss's storage and, with checkpointing, the CPU RNG state that
+    # preserve_rng_state keeps for the recomputation.
+    batch = 5
+    x = cc.batches(1, batch, sizes[0], seed=7)[0]
+    _, tm = cc.build_mlps(sizes, seed=3)
+    r = cc.torch_step(tm, x, checkpointed, torch.optim.AdamW(tm.parameters(), lr=1e-3))
+    with torch.no_grad():
+        y = tm(torch.from_numpy(x))
+        loss_storage = torch.nn.functional.mse_loss(y, torch.zeros_like(y)).untyped_storage().nbytes()
+    rng_state = torch.get_rng_state().numel() if checkpointed else 0
+    assert r.meters["allocator_after_forward"] == r.categories["saved"] + loss_storage + rng_state
+    assert r.categories["saved"] >= 4 * batch * sizes[0]          # the input is in it
+    # The step's peak, weights excluded, is MemTracker's total minus the parameters:
+    # what the CUDA figure of the same window is compared with. (The allocator also
+    # sees AdamW's scalar temporaries and the RNG state, a few KiB at most.)
+    p = r.meters["tracker_peak"]
+    beyond_weights = p["Total"] - p["Parameter"] - p["Buffer"]
+    assert 0 <= r.meters["allocator_step_peak"] - beyond_weights <= rng_state + 4096

@@ -1,0 +1,76 @@
+"""bookkit.flops: FLOP counts against counts made by hand from the shapes."""
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+from torch.utils.checkpoint import set_checkpoint_early_stop  # noqa: E402
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+
+from bookkit.flops import (  # noqa: E402
+    StepFlops,
+    count_flops,
+    forward_backward_flops,
+    korthikanti_layer_flops,
+)
+from bookkit.torchmodels import GPTBlock, GPTStack  # noqa: E402
+
+
+def test_linear_forward_and_backward_by_hand():
+    m, k, n = 7, 5, 3
+    lin = nn.Linear(k, n)
+    x = torch.randn(m, k, requires_grad=True)
+    assert count_flops(lambda: lin(x)) == 2 * m * k * n
+    f = forward_backward_flops(lambda: lin(x).sum())
+    # backward: grad of x (m×n @ n×k) and of the weight (n×m @ m×k), each as large.
+    assert f == StepFlops(2 * m * k * n, 4 * m * k * n)
+    assert f.backward_per_forward == 2.0 and f.step == 6 * m * k * n
+    x.requires_grad_(False)                       # no input gradient: one product fewer
+    assert forward_backward_flops(lambda: lin(x).sum()).backward == 2 * m * k * n
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "naive"])
+@pytest.mark.parametrize("b,s,h,a", [(2, 64, 128, 4), (1, 32, 64, 2)])
+def test_layer_forward_is_korthikanti(attention, b, s, h, a):
+    torch.manual_seed(0)
+    layer = GPTBlock(h, a, dropout=0.0, attention=attention, max_seq=s)
+    x = torch.randn(b, s, h)
+    assert count_flops(lambda: layer(x)) == korthikanti_layer_flops(b, s, h)
+    if attention == "sdpa":
+        # torch's own counter misses the CPU's fused attention kernel.
+        with FlopCounterMode(display=False) as plain:
+            layer(x)
+        assert plain.get_total_flops() == 24 * b * s * h * h
+
+
+@pytest.mark.parametrize("early_stop", [True, False])
+def test_checkpointing_adds_the_recomputed_forward_to_backward(early_stop):
+    b, s, h, a, n_layers = 2, 32, 64, 4, 3
+
+    def stack(checkpoint):
+        torch.manual_seed(0)
+        return GPTStack(n_layers, h, a, dropout=0.0, max_seq=s, checkpoint=checkpoint)
+
+    x = torch.randn(b, s, h, requires_grad=True)
+    plain = forward_backward_flops(lambda: stack(False)(x).square().mean())
+    with set_checkpoint_early_stop(early_stop):
+        ckpt = forward_backward_flops(lambda: stack(True)(x).square().mean())
+    assert ckpt.forward == plain.forward == n_layers * korthikanti_layer_flops(b, s, h)
+    # Early stop: the recomputation ends with the last tensor backward needs, the MLP
+    # down projection's input, so that projection (2·b·s·4h·h) is not run again.
+    down = 2 * b * s * 4 * h * h
+    recomputed = plain.forward - (n_layers * down if early_stop else 0)
+    assert ckpt.backward - plain.backward == recomputed
+    assert ckpt.overhead_over(plain) == pytest.approx(recomputed / plain.step)
+
+
+def test_errors_name_the_problem():
+    with pytest.raises(TypeError, match="callable"):
+        count_flops(3)
+    with pytest.raises(ValueError, match="one-element tensor"):
+        forward_backward_flops(lambda: torch.ones(2, requires_grad=True) * 2)
+    with pytest.raises(ValueError, match="requires_grad=False"):
+        forward_backward_flops(lambda: torch.ones(()))
+    with pytest.raises(ValueError, match="s must be"):
+        korthikanti_layer_flops(1, 0, 4)
