@@ -32,8 +32,10 @@ PARTS = [
     ]),
     ("Part III: in the real stack", [
         "notebooks/ch13_hugging_face",
+        "notebooks/ch14_beyond_one_device",
         "notebooks/ch15_related_techniques",
         "notebooks/ch16_applications",
+        "notebooks/ch17_jax",
         "book/playbook",
     ]),
     ("Back matter", ["book/glossary", "book/coverage", "book/references"]),

@@ -1,0 +1,154 @@
+"""DDP meets reentrant checkpointing: "Expected to mark a variable ready only once" (chapter 14).
+
+DistributedDataParallel (DDP) starts averaging a parameter's gradient across ranks as
+soon as autograd has produced it: a hook on each parameter marks it *ready*, and a
+parameter may become ready once per backward pass. Reentrant checkpointing
+(``use_reentrant=True``) runs a nested backward pass per checkpointed region, hidden
+from the graph DDP sees after the forward. Two common models break that contract:
+
+* a block whose parameters are used by two checkpointed calls (weight sharing, or one
+  block applied twice): each nested backward marks the same parameters ready;
+* a model with a parameter the step does not use, wrapped with
+  ``find_unused_parameters=True``: after the forward, DDP searches the graph for the
+  parameters it can reach, finds none of those inside reentrant regions (their graph
+  is built only during backward), marks them ready as "unused", and the nested backward
+  marks them ready again.
+
+Both fixes are measured: ``use_reentrant=False`` (checkpointing inside the ordinary
+graph, so DDP sees every parameter once) and ``static_graph=True`` (DDP records the
+first iteration's pattern of hooks and expects it afterwards).
+"""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.checkpoint import checkpoint
+
+__all__ = ["SharedBlockNet", "NetWithUnusedBranch", "CASES", "ddp_reentrant_cases",
+           "run_case"]
+
+WIDTH, BATCH, STEPS = 16, 4, 2
+
+
+class SharedBlockNet(nn.Module):
+    """``head(block(block(embed(x))))``: one block applied twice, each call checkpointed.
+
+    The two calls use the same parameters, as weight-shared layers (ALBERT-style, or a
+    recurrent cell unrolled) do. ``embed`` is a layer *before* the shared block; with
+    ``embed=False`` the model starts at the block (which changes how DDP fails: see
+    `CASES`).
+    """
+
+    def __init__(self, use_reentrant: bool, embed: bool = True, width: int = WIDTH):
+        super().__init__()
+        self.embed = nn.Linear(width, width) if embed else nn.Identity()
+        self.block = nn.Sequential(nn.Linear(width, width), nn.Tanh())
+        self.head = nn.Linear(width, 1)
+        self.use_reentrant = use_reentrant
+
+    def forward(self, x):
+        h = self.embed(x)
+        if self.use_reentrant is None:  # the reference: no checkpointing
+            return self.head(self.block(self.block(h)))
+        h = checkpoint(self.block, h, use_reentrant=self.use_reentrant)
+        h = checkpoint(self.block, h, use_reentrant=self.use_reentrant)
+        return self.head(h)
+
+
+class NetWithUnusedBranch(nn.Module):
+    """``head(block(x))`` with the block checkpointed, plus a branch this step never uses
+    (an auxiliary head, a layer used only in evaluation)."""
+
+    def __init__(self, use_reentrant: bool, width: int = WIDTH):
+        super().__init__()
+        self.block = nn.Sequential(nn.Linear(width, width), nn.Tanh())
+        self.head = nn.Linear(width, 1)
+        self.unused_branch = nn.Linear(width, width)
+        self.use_reentrant = use_reentrant
+
+    def forward(self, x):
+        if self.use_reentrant is None:  # the reference: no checkpointing
+            return self.head(self.block(x))
+        return self.head(checkpoint(self.block, x, use_reentrant=self.use_reentrant))
+
+
+def _shared(use_reentrant):
+    return SharedBlockNet(use_reentrant)
+
+
+def _shared_no_embed(use_reentrant):
+    return SharedBlockNet(use_reentrant, embed=False)
+
+
+# case name -> (model factory, use_reentrant, keyword arguments of DDP)
+CASES = {
+    "block used twice, reentrant": (_shared, True, {}),
+    "block used twice, use_reentrant=False": (_shared, False, {}),
+    "block used twice, reentrant, static_graph=True": (_shared, True, {"static_graph": True}),
+    "block used twice, no layer before it, reentrant": (_shared_no_embed, True, {}),
+    "unused branch, reentrant, find_unused_parameters=True":
+        (NetWithUnusedBranch, True, {"find_unused_parameters": True}),
+    "unused branch, use_reentrant=False, find_unused_parameters=True":
+        (NetWithUnusedBranch, False, {"find_unused_parameters": True}),
+    "unused branch, reentrant, static_graph=True": (NetWithUnusedBranch, True, {"static_graph": True}),
+}
+
+
+def _batch(rank: int, step: int) -> torch.Tensor:
+    """This rank's input at ``step`` (the same on every run). It requires grad, so that
+    reentrant checkpointing passes gradients through (chapter 8's trap is not this one)."""
+    g = torch.Generator().manual_seed(1000 * step + rank)
+    return torch.randn(BATCH, WIDTH, generator=g).requires_grad_(True)
+
+
+def run_case(name: str, rank: int, world_size: int) -> dict:
+    """Run ``STEPS`` forward/backward passes of case ``name`` under DDP on this rank.
+
+    Returns a dict:
+        ok: every step ran without an exception.
+        step, error: the first step that raised and the first line of its message
+            (None, None when ok).
+        parameter: the line of the message that names the parameter marked twice
+            (present with ``TORCH_DISTRIBUTED_DEBUG=INFO``), else None.
+        grad_gap: largest |difference| between this rank's gradients after the last
+            step and those of the same model, without DDP or checkpointing, run in one
+            process on every rank's batch (the gradients DDP promises); None on error.
+        rank_gap: largest |difference| between the ranks' gradients (DDP promises 0:
+            every rank applies the same averaged gradient); None on error.
+    """
+    make_model, use_reentrant, ddp_kwargs = CASES[name]
+    torch.manual_seed(0)
+    model = DDP(make_model(use_reentrant), **ddp_kwargs)
+    for step in range(STEPS):
+        model.zero_grad(set_to_none=True)
+        try:
+            model(_batch(rank, step)).mean().backward()
+        except RuntimeError as exc:
+            lines = str(exc).strip().splitlines()
+            return {"ok": False, "step": step, "error": lines[0],
+                    "parameter": next((l for l in lines if l.startswith("Parameter at index")), None),
+                    "grad_gap": None, "rank_gap": None}
+    torch.manual_seed(0)
+    reference = make_model(None)  # the same initial weights, no checkpointing
+    loss = sum(reference(_batch(r, STEPS - 1)).mean() for r in range(world_size)) / world_size
+    loss.backward()
+    pairs = [(p.grad, q.grad) for p, q in zip(model.module.parameters(), reference.parameters())
+             if q.grad is not None]
+    grad_gap = max((g - ref).abs().max().item() for g, ref in pairs)
+    mine = torch.cat([g.flatten() for g, _ in pairs])
+    everyone = [torch.empty_like(mine) for _ in range(world_size)]
+    dist.all_gather(everyone, mine)
+    rank_gap = max((e - everyone[0]).abs().max().item() for e in everyone)
+    return {"ok": True, "step": None, "error": None, "parameter": None,
+            "grad_gap": grad_gap, "rank_gap": rank_gap}
+
+
+def ddp_reentrant_cases(rank: int, world_size: int) -> dict:
+    """Every case of `CASES` on this rank: ``{case name: run_case(...)}``."""
+    results = {}
+    for name in CASES:
+        results[name] = run_case(name, rank, world_size)
+        dist.barrier()  # a failed case leaves no collective half-done on the other rank
+    return results

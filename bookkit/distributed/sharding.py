@@ -1,0 +1,165 @@
+"""One model under DDP, FSDP1 and FSDP2, with and without activation checkpointing (chapter 14).
+
+Each rank trains the same small GPT-style stack (`bookkit.torchmodels.GPTBlock`, the
+block of chapters 9 and 10) on its half of a global batch, for a few SGD steps, under
+each wrapper and each way of switching checkpointing on:
+
+``"none"``
+    no checkpointing.
+``"integration"``
+    the wrapper's own activation-checkpointing integration: ``checkpoint_wrapper`` with
+    ``CheckpointImpl.NO_REENTRANT`` around every block, *inside* the wrapper's unit.
+    FSDP1 and DDP: ``apply_activation_checkpointing(model, checkpoint_wrapper_fn=...,
+    check_fn=...)`` after wrapping; FSDP2: ``checkpoint_wrapper`` on each block, then
+    ``fully_shard`` on each block and on the root (the order the FSDP2 docs use).
+``"generic reentrant"`` / ``"generic non-reentrant"``
+    the model's own switch, as Hugging Face's ``gradient_checkpointing_enable`` does
+    it: the model's forward calls ``torch.utils.checkpoint.checkpoint(layer, x)`` on
+    each layer, and under FSDP each layer *is* the FSDP unit, so the checkpoint sits
+    *outside* the unit.
+
+Measured per rank: parameter bytes stored (`local_parameter_bytes`), bytes saved for
+backward by the forward (`ShardedSavedTensorMeter`), the collectives of the forward and
+of the backward (`CollectiveCounter`), and the loss of every step (averaged over ranks).
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from bookkit.distributed.meters import (CollectiveCounter, ShardedSavedTensorMeter,
+                                        local_parameter_bytes)
+from bookkit.torchmodels import GPTBlock
+
+__all__ = ["TinyGPT", "WRAPPERS", "CHECKPOINTING", "wrap", "train_steps", "compare_wrappers",
+           "HIDDEN", "N_HEADS", "N_LAYERS", "BATCH_PER_RANK", "SEQ", "STEPS"]
+
+HIDDEN, N_HEADS, N_LAYERS = 128, 4, 4
+BATCH_PER_RANK, SEQ, STEPS, LR = 4, 64, 3, 0.1
+WRAPPERS = ("DDP", "FSDP1", "FSDP2")
+CHECKPOINTING = ("none", "integration", "generic reentrant", "generic non-reentrant")
+
+
+class TinyGPT(nn.Module):
+    """``N_LAYERS`` GPT blocks (no dropout) and a mean-square loss, on ``(b, s, h)`` inputs.
+
+    ``generic``: None, or ``"reentrant"`` / ``"non-reentrant"`` to checkpoint each
+    layer from the model's forward (the generic model-level switch).
+    """
+
+    def __init__(self, generic: str | None = None):
+        super().__init__()
+        if generic not in (None, "reentrant", "non-reentrant"):
+            raise ValueError(f"generic must be None, 'reentrant' or 'non-reentrant', got {generic!r}")
+        self.layers = nn.ModuleList(GPTBlock(HIDDEN, N_HEADS, dropout=0.0, max_seq=SEQ)
+                                    for _ in range(N_LAYERS))
+        self.generic = generic
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            if self.generic is None:
+                x = layer(x)
+            else:
+                x = checkpoint(layer, x, use_reentrant=self.generic == "reentrant")
+        return x.square().mean()
+
+
+def _no_reentrant_wrapper():
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+        CheckpointImpl, checkpoint_wrapper)
+
+    return functools.partial(checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT)
+
+
+def _is_block(module: nn.Module) -> bool:
+    return isinstance(module, GPTBlock)
+
+
+def wrap(wrapper: str, checkpointing: str) -> nn.Module:
+    """A freshly initialised `TinyGPT` (seed 0) under ``wrapper`` with ``checkpointing``.
+
+    ``wrapper``: one of `WRAPPERS`; ``checkpointing``: one of `CHECKPOINTING`.
+    """
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+        apply_activation_checkpointing)
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    if wrapper not in WRAPPERS or checkpointing not in CHECKPOINTING:
+        raise ValueError(f"wrapper must be one of {WRAPPERS} and checkpointing one of "
+                         f"{CHECKPOINTING}, got {wrapper!r}, {checkpointing!r}")
+    generic = checkpointing.removeprefix("generic ") if checkpointing.startswith("generic") else None
+    torch.manual_seed(0)
+    model = TinyGPT(generic)
+    integration = checkpointing == "integration"
+    if wrapper == "DDP":
+        if integration:
+            apply_activation_checkpointing(model, checkpoint_wrapper_fn=_no_reentrant_wrapper(),
+                                           check_fn=_is_block)
+        return DDP(model, broadcast_buffers=False)  # the only buffer is a constant mask
+    if wrapper == "FSDP1":
+        model = FSDP(model, auto_wrap_policy=ModuleWrapPolicy({GPTBlock}), use_orig_params=True,
+                     device_id=torch.device("cpu"))
+        if integration:
+            apply_activation_checkpointing(model, checkpoint_wrapper_fn=_no_reentrant_wrapper(),
+                                           check_fn=_is_block)
+        return model
+    # FSDP2: checkpoint_wrapper first, then fully_shard each block and the root.
+    for i, layer in enumerate(model.layers):
+        if integration:
+            layer = _no_reentrant_wrapper()(layer)
+            model.layers[i] = layer
+        fully_shard(layer)
+    fully_shard(model)
+    return model
+
+
+def _global_batches(steps: int = STEPS, world_size: int = 2) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(1)
+    return [torch.randn(world_size * BATCH_PER_RANK, SEQ, HIDDEN, generator=g) for _ in range(steps)]
+
+
+def train_steps(model: nn.Module, rank: int, world_size: int, steps: int = STEPS) -> dict:
+    """``steps`` SGD steps of ``model`` on this rank's slice of fixed global batches.
+
+    Returns ``param_bytes`` (stored on this rank), ``saved_bytes`` (saved for backward
+    by the last step's forward, this rank), ``forward`` / ``backward`` (collectives of the
+    last step's forward and backward, by kind) and ``losses`` (each step's loss averaged
+    over ranks, as Python floats).
+    """
+    param_bytes = local_parameter_bytes(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    losses, lo = [], rank * BATCH_PER_RANK
+    for x in _global_batches(steps, world_size):
+        # The input requires grad so that the generic reentrant variant has gradients to
+        # pass (chapter 8's trap; Hugging Face calls enable_input_require_grads for it).
+        x = x[lo:lo + BATCH_PER_RANK].clone().requires_grad_(True)
+        with CollectiveCounter() as forward_comms, ShardedSavedTensorMeter(model) as meter:
+            loss = model(x)
+        saved = meter.live_bytes
+        with CollectiveCounter() as backward_comms:
+            loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        mean_loss = loss.detach().clone()
+        dist.all_reduce(mean_loss)
+        losses.append(mean_loss.item() / world_size)
+    return {"param_bytes": param_bytes, "saved_bytes": saved, "losses": losses,
+            "forward": forward_comms.by_kind(), "backward": backward_comms.by_kind()}
+
+
+def compare_wrappers(rank: int, world_size: int) -> dict:
+    """`train_steps` for every wrapper and checkpointing mode:
+    ``{"FSDP1 / integration": {...}, ...}`` (keys ``f"{wrapper} / {checkpointing}"``)."""
+    results = {}
+    for wrapper in WRAPPERS:
+        for checkpointing in CHECKPOINTING:
+            results[f"{wrapper} / {checkpointing}"] = train_steps(
+                wrap(wrapper, checkpointing), rank, world_size)
+    return results

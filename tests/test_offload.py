@@ -1,0 +1,90 @@
+"""bookkit.offload: saved tensors on disk, counting save_on_cpu's copies, the RSS step."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from bookkit.offload import (RSS_BATCH, RSS_BLOCKS, RSS_HIDDEN, RSS_WIDTH, count_packed_copies,
+                             measure_rss_step, offload_to_disk, rss_model)
+
+
+def _grads(model, x, ctx=None):
+    model.zero_grad(set_to_none=True)
+    if ctx is None:
+        loss = model(x).square().mean()
+    else:
+        with ctx:
+            loss = model(x).square().mean()
+    loss.backward()
+    return [p.grad.clone() for p in model.parameters()]
+
+
+def test_disk_offload_gives_identical_gradients_and_cleans_up(tmp_path):
+    model = rss_model()
+    x = torch.randn(64, RSS_WIDTH, generator=torch.Generator().manual_seed(0))
+    plain = _grads(model, x)
+    off = offload_to_disk(tmp_path / "saved")
+    disk = _grads(model, x, off)
+    assert all(torch.equal(a, b) for a, b in zip(plain, disk))
+    # Per block: Linear1's input, ReLU's output, Linear2's input (the same ReLU output,
+    # written twice); the loss's input. Weights (saved as transposed views) stay in memory.
+    expected = RSS_BLOCKS * 64 * 4 * (RSS_WIDTH + 2 * RSS_HIDDEN) + 64 * RSS_WIDTH * 4
+    assert off.stats.bytes_written == expected
+    assert off.stats.written == off.stats.read == 3 * RSS_BLOCKS + 1
+    # The weights, except the first layer's: x does not require grad, so nothing needs W1.
+    assert off.stats.kept_in_memory == 2 * RSS_BLOCKS - 1
+    assert off.stats.files_alive == 0 and not any((tmp_path / "saved").iterdir())
+
+
+def test_disk_offload_files_live_as_long_as_the_graph():
+    off = offload_to_disk(min_bytes=0)
+    x = torch.randn(32, requires_grad=True)
+    with off:
+        y = x.exp()  # exp saves its output
+    assert off.stats.files_alive == 1 and len(list(off.folder.iterdir())) == 1
+    del y  # the graph goes, and with it the file and the temporary folder
+    assert off.stats.files_alive == 0 and not off.folder.exists()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_disk_offload_round_trips_every_dtype_bit_for_bit(dtype):
+    x = torch.randn(8, 16, dtype=dtype, requires_grad=True)
+    w = torch.randn(16, 16, dtype=dtype)  # not a parameter: offloaded too
+    (x @ w).sum().backward()
+    expected = x.grad.clone()
+    x.grad = None
+    with offload_to_disk(min_bytes=0) as off:
+        y = x @ w
+    y.sum().backward()
+    assert off.stats.written == 1  # w (x is a leaf that requires grad: kept in memory)
+    assert torch.equal(x.grad, expected)
+
+
+def test_disk_offload_rejects_negative_threshold():
+    with pytest.raises(ValueError, match="min_bytes"):
+        offload_to_disk(min_bytes=-1)
+
+
+def test_save_on_cpu_copies_only_when_asked_to_pin():
+    torch.manual_seed(0)
+    block = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 16))
+    x = torch.randn(4, 16, requires_grad=True)  # so the first Linear saves its weight too
+    counts = {}
+    for pin in (False, True):
+        with count_packed_copies(torch.autograd.graph.save_on_cpu(pin_memory=pin)) as c:
+            block(x).sum().backward()
+        counts[pin] = (c.packed, c.copied, c.bytes_copied)
+    assert counts[False][0] == counts[True][0] == 5  # x, W1.t(), ReLU out, ReLU out, W2.t()
+    assert counts[False][1:] == (0, 0)
+    assert counts[True][1] == 5
+    assert counts[True][2] == 4 * (4 * 16 + 16 * 64 + 2 * 4 * 64 + 64 * 16)
+
+
+def test_rss_step_in_a_fresh_process_writes_exactly_the_saved_bytes():
+    r = measure_rss_step("disk")
+    block = RSS_BATCH * 4 * (RSS_WIDTH + 2 * RSS_HIDDEN)
+    assert r["bytes_written"] == RSS_BLOCKS * block + RSS_BATCH * RSS_WIDTH * 4
+    assert r["files_left"] == 0 and r["rss_growth_bytes"] > 0
+    with pytest.raises(ValueError, match="mode must be one of"):
+        measure_rss_step("swap")
