@@ -70,11 +70,12 @@ schedules with the exact price.
 Agreement measured with the published code (rotor's ``algorithms/persistent.py``,
 Python ``compute_table`` and ``persistent_rec``), which is not part of this repository:
 
-* 2000 random chains in rotor's model (1 to 7 layers, integer and float costs, memory
-  limits 0 to 45 slots): identical ``opt`` and ``what`` tables, identical operation lists
-  for all 21021 feasible (chain, limit) pairs, the same infeasible pairs; on 8439 of
-  them, the published optimum equals the brute-force minimum over `minigrad.plan.rotor`'s
-  nested schedules priced by `rotor_model_memory`;
+* 4000 random chains in rotor's model (two runs of 2000; 1 to 7 layers, integer and
+  float costs, memory limits 0 to 45 slots): identical ``opt`` and ``what`` tables,
+  identical operation lists for all 42010 feasible (chain, limit) pairs, the same 51258
+  infeasible ones; on 17462 (chain, limit) pairs of chains up to 5 layers, the published
+  optimum equals the brute-force minimum over `minigrad.plan.rotor`'s nested schedules
+  priced by `rotor_model_memory`;
 * 200 profiled minigrad chains (2 to 7 layers, with an MSE or cross-entropy loss on two
   thirds of them) converted by `to_rotor_chain`: the 1193 distinct schedules the
   published solver returned all ran within their limit, each measured peak equal to
