@@ -677,10 +677,12 @@ class _ScheduleRun:
                 self.actions[self.step] = ("reverse", act[1])
                 break
             self._do(act)
-        if self.pos != self.n or not self.tape:
+        if self.pos != self.n:
             raise ValueError(f"run_schedule: the actions before the first reversal reach position "
-                             f"{self.pos} of {self.n} with {len(self.tape)} layers taped; a schedule "
-                             f"must run the whole chain, ending with taped layers, before reversing")
+                             f"{self.pos} of {self.n}; a schedule must run the whole chain before "
+                             f"reversing")
+        # (no layer taped is fine: the last layers are then checkpointed, and the backward
+        # starts by restoring and recomputing them)
         return self.state
 
     def backward(self, grad):

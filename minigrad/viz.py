@@ -4,7 +4,11 @@
   saved activations growing in forward and shrinking in backward);
 * `schedule_diagram` — which activations are alive at each step of a plan
   (one-level segments or the binomial "revolve" schedule);
-* `frontier` — the memory–compute trade-off: peak bytes against recomputed work.
+* `frontier` — the memory–compute trade-off: peak bytes against recomputed work;
+* `nested_schedule_diagram` — a multi-level schedule (`minigrad.plan.rotor`) against
+  time, each checkpoint's recomputation framed by nesting level;
+* `frontier_families` — several families of plans (store all, sqrt(n), one-level,
+  Revolve, rotor) on one memory–compute plane, with their Pareto front.
 
 Every function takes an optional matplotlib ``ax`` and returns the Axes it drew
 on; bytes are shown in KiB or MiB (whichever suits the largest value).
@@ -16,11 +20,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
+from matplotlib.patches import Patch, Rectangle
 
 from minigrad import memory
+from minigrad.plan.rotor import Taped
 
-__all__ = ["timeline", "schedule_diagram", "schedule_steps", "frontier", "byte_unit"]
+__all__ = ["timeline", "schedule_diagram", "schedule_steps", "frontier", "byte_unit", "pareto_front",
+           "nested_intervals", "nested_schedule_diagram", "frontier_families"]
 
 # One colour per ledger category, stable across figures of the book.
 CATEGORY_COLORS = {
@@ -228,3 +234,108 @@ def pareto_front(points):
             front.append((x, y))
             best = y
     return front
+
+
+# --- nested (multi-level) schedules ---------------------------------------------------
+LEVEL_COLORS = ("#2a6f97", "#e07a1f", "#6a994e", "#9c4f96", "#bc4749", "#577590")
+
+
+def nested_intervals(schedule):
+    """Where each checkpoint of a `minigrad.plan.NestedSchedule` is recomputed, in
+    the step numbering of `schedule_steps` (one step per layer run or reversed).
+
+    Returns a list of ``(first_step, last_step, start, stop, level)``: the
+    recomputation of layers ``start .. stop-1`` (the re-run and the backward
+    through them) occupies steps ``first_step .. last_step``; ``level`` 1 is a
+    top-level checkpoint, 2 one inside its recomputation, and so on."""
+    out = []
+    step = 0
+
+    def forward(items):
+        nonlocal step
+        for it in items:
+            step += 1 if isinstance(it, Taped) else it.stop - it.start
+
+    def backward(items, level):
+        nonlocal step
+        for it in reversed(items):
+            if isinstance(it, Taped):
+                step += 1
+                continue
+            first = step
+            forward(it.inner)
+            backward(it.inner, level + 1)
+            out.append((first, step - 1, it.start, it.stop, level))
+    forward(schedule.items)
+    backward(schedule.items, 1)
+    return sorted(out)
+
+
+def nested_schedule_diagram(schedule, ax=None, title=None):
+    """A nested checkpointing schedule against time, its levels visible.
+
+    The grid is `schedule_diagram`'s (layers as rows, steps as columns; red:
+    saved activations alive, blue: checkpointed input held; markers: the layer
+    that runs). On top, each checkpoint's recomputation is framed, the frame's
+    colour and the label ``L1``, ``L2``, ... giving its nesting level: a frame
+    inside another frame is a checkpoint taken again while its parent is rebuilt.
+    ``schedule``: a `minigrad.plan.NestedSchedule`. Returns the Axes."""
+    if title is None:
+        title = (f"Nested schedule: {schedule.n} layers, {len(schedule.checkpoints)} checkpoints, "
+                 f"depth {schedule.depth}")
+    ax = schedule_diagram(schedule, ax=ax, title=title)
+    for first, last, start, stop, level in nested_intervals(schedule):
+        color = LEVEL_COLORS[(level - 1) % len(LEVEL_COLORS)]
+        pad = 0.08 * level
+        ax.add_patch(Rectangle((first - 0.5 + pad, start - 0.5 + pad), last - first + 1 - 2 * pad,
+                               stop - start - 2 * pad, fill=False, edgecolor=color, lw=1.6, zorder=4))
+        ax.annotate(f"L{level}", (first - 0.5 + pad, stop - 0.5 - pad), color=color, fontsize="x-small",
+                    ha="left", va="top", zorder=5)
+    levels = sorted({lv for *_, lv in nested_intervals(schedule)})
+    handles, labels = ax.get_legend_handles_labels()
+    legend = ax.get_legend()
+    handles = list(legend.legend_handles) if legend is not None else handles
+    handles += [Line2D([], [], color=LEVEL_COLORS[(lv - 1) % len(LEVEL_COLORS)], lw=1.6,
+                       label=f"recomputation, level {lv}") for lv in levels]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    return ax
+
+
+FAMILY_STYLES = {
+    "store all": ("D", "#2f2f2f"),
+    "sqrt(n)": ("s", "#8c8c8c"),
+    "one-level DP": ("o", "#4c72b0"),
+    "Revolve": ("^", "#dd8452"),
+    "rotor": ("*", "#55a868"),
+}
+
+
+def frontier_families(families, ax=None, xlabel="recomputed work (FLOPs)",
+                      title="Memory–compute frontier", front=True):
+    """Several families of plans on one memory–compute plane, and their Pareto front.
+
+    ``families``: ``{name: [(recompute_cost, peak_bytes, ...), ...]}``, for example
+    `minigrad.plan.rotor.frontier_families` (store all, sqrt(n), one-level DP, Revolve,
+    rotor); names in ``FAMILY_STYLES`` get their marker and colour. With
+    ``front``, the plans no other plan beats on both axes are joined by a step
+    line. Returns the Axes."""
+    families = {k: [(float(p[0]), float(p[1])) for p in v] for k, v in families.items()}
+    every = [p for pts in families.values() for p in pts]
+    if not every:
+        raise ValueError("frontier_families needs at least one (recompute_cost, peak_bytes) point")
+    ax = _axes(ax, (7, 4.5))
+    unit, div = byte_unit(max(y for _, y in every))
+    cycle = iter(("v", "P", "X", "h", "<", ">"))
+    for name, pts in families.items():
+        marker, color = FAMILY_STYLES.get(name, (next(cycle, "o"), None))
+        ax.scatter([p[0] for p in pts], [p[1] / div for p in pts], marker=marker, color=color,
+                   s=60 if marker == "*" else 28, label=name, zorder=3)
+    if front:
+        f = pareto_front(every)
+        ax.step([p[0] for p in f], [p[1] / div for p in f], where="post", color="#c44e52", lw=1.2,
+                label="Pareto front (all plans)", zorder=2)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(f"peak saved activations ({unit})")
+    ax.set_title(title)
+    ax.legend(fontsize="small")
+    return ax

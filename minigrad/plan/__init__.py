@@ -15,6 +15,9 @@ Modules, by idea:
 * `optimal` — the optimal one-level plan: `optimal_segments` (fast), the readable
   `optimal_segments_reference` (its recurrence), `min_peak_for_each_last_start`.
 * `revolve` — the binomial multi-level schedule (Griewank–Walther): `revolve`.
+* `rotor` — the optimal multi-level (nested) schedule of a heterogeneous chain
+  (Beaumont et al.'s rotor, under the byte ledger): `rotor`, `NestedSchedule`;
+  `rotor_published` restates the published solver's model for comparison.
 
 Example:
     >>> from minigrad import plan
@@ -28,6 +31,7 @@ from minigrad.plan.profile import profile_chain
 from minigrad.plan.revolve import (RevolvePlan, beta, binomial_split, repetition_number, revolve,
                                    revolve_actions, untaped_forward_steps)
 from minigrad.plan.segments import SegmentPlan, balanced, explicit, sqrt_segments, uniform
+from minigrad.plan.rotor import Checkpointed, NestedSchedule, Taped, rotor, rotor_frontier
 
 __all__ = [
     "SegmentPlan", "uniform", "balanced", "sqrt_segments", "explicit",
@@ -36,4 +40,5 @@ __all__ = [
     "min_peak_for_each_last_start",
     "RevolvePlan", "revolve", "revolve_actions", "beta", "repetition_number",
     "untaped_forward_steps", "binomial_split",
+    "rotor", "rotor_frontier", "NestedSchedule", "Taped", "Checkpointed",
 ]

@@ -280,7 +280,8 @@ def _schedule_runs(n, actions):
 def _schedule_peak(profile: ChainProfile, actions) -> int:
     """Replay a schedule: at every moment, the snapshots held (layer inputs ``x_b``) and the
     arrays the taped, not yet reversed, layers save; an array in both counts once. The loss's
-    arrays are live once the forward pass has produced the output, until the first reversal."""
+    arrays are live once the forward pass has produced the output, until the backward starts
+    (the first reversal, or the first restore when the last layers are checkpointed)."""
     n = profile.n
     size = {("x", b): int(v) for b, v in enumerate(list(profile.input_bytes) + [profile.output_bytes])}
 
@@ -307,9 +308,19 @@ def _schedule_peak(profile: ChainProfile, actions) -> int:
         arrays |= set(extra)
         return sum(size[k] for k in arrays)
 
-    peak, reversed_any = 0, False
+    peak, forward_done = 0, False
     for act in actions:
         kind = act[0]
+        if not forward_done and kind in ("reverse", "restore", "free", "taped"):
+            # end of forward: the loss has run on top of what the forward keeps (its
+            # backward comes first, before any recomputation)
+            forward_done = True
+            if kind == "taped":
+                taped.append(act[1])
+                peak = max(peak, live(loss))
+                taped.remove(act[1])
+                continue
+            peak = max(peak, live(loss))
         if kind == "snapshot":
             held.add(("x", act[1]))
         elif kind == "free":
@@ -317,14 +328,10 @@ def _schedule_peak(profile: ChainProfile, actions) -> int:
         elif kind == "tape":
             taped.append(act[1])
         elif kind == "reverse":
-            if not reversed_any:  # end of forward: the loss has run
-                peak = max(peak, live(loss))
-                reversed_any = True
             taped.remove(act[1])
         elif kind == "taped":
             taped.append(act[1])
-            peak = max(peak, live(loss if not reversed_any else ()))
-            reversed_any = True
+            peak = max(peak, live())
             taped.remove(act[1])
         peak = max(peak, live())
     return int(peak)

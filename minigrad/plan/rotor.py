@@ -1,0 +1,731 @@
+"""Optimal multi-level checkpointing of a heterogeneous chain: the rotor algorithm.
+
+A one-level plan (`minigrad.plan.optimal_segments`) keeps a few segment inputs and
+recomputes each segment once. Multi-level checkpointing goes further: while a
+checkpointed segment is recomputed during backward, parts of it may be checkpointed
+*again*, and so on. Beaumont, Eyraud-Dubois, Herrmann, Joly and Shilova (2019,
+"Optimal checkpointing for heterogeneous chains: how to train deep neural networks
+with limited memory") find the best nesting for a chain of layers of different sizes
+and costs by dynamic programming; their solver is called *rotor*. `rotor` here solves
+the same problem under minigrad's byte ledger, exactly; `minigrad.plan.rotor_published`
+restates the published recurrence in rotor's own model and maps a `ChainProfile` onto it.
+Shown in the chapter "Beyond one level".
+
+The schedule
+------------
+A schedule is plain data, a list of *items* covering the layers in order:
+
+* ``Taped(i)``: run layer ``i`` with taping; its saved arrays stay until its backward
+  (rotor's ``F_all``, followed much later by ``B``);
+* ``Checkpointed(start, stop, inner)``: run layers ``start .. stop-1`` without saving
+  anything and keep their input ``x_start`` (rotor's ``F_ck`` and ``F_nograd``); in
+  backward, run them again following the items ``inner``, which cover
+  ``start .. stop-1`` and may hold checkpoints of their own.
+
+One-level plans are the schedules whose checkpoints hold only ``Taped`` items
+(`from_segments`), Revolve's binomial schedules are nested schedules too (`from_revolve`).
+``checkpoint_sequential(layers, schedule, x)`` runs a schedule by walking its `actions`;
+the loss, applied to its output, runs taped after the last layer.
+
+The byte model (what the ledger's ``m.peak["activations"]`` measures)
+-------------------------------------------------------------------
+Write ``S_i`` for the arrays layer ``i`` saves when taped (its input ``x_i`` and/or its
+output ``x_{i+1}`` and private arrays, as in `ChainProfile`) and ``{x_s}`` for what a
+checkpoint keeps. Saved activations are the *union* of the arrays held, so an array two
+holders keep (a boundary both neighbours save, a checkpointed input its first layer
+saves too) counts once. A taped run only adds to that set and a backward only removes
+from it, except that a recomputation adds again; so the peak is reached at the end of a
+taped run: the first forward (with the loss, when it is part of the step), or the
+forward part of a recomputation. For items ``I_1 .. I_K`` run on top of a held set
+``H``::
+
+    peak(I, H) = max( |H ∪ saved(I_1) ∪ ... ∪ saved(I_K) [∪ loss]|,
+                      max over checkpoints I_k = [s, t):
+                          peak(inner_k, H ∪ saved(I_1) ∪ ... ∪ saved(I_{k-1}) ∪ {x_s}) )
+
+where ``[∪ loss]`` (the loss's saved arrays) belongs to the top level only (the loss's
+backward runs before any recomputation), and a schedule's peak is ``peak(items, ∅)``:
+the chain's input is not an activation unless something keeps it. `schedule_peak` evaluates this; ``minigrad.plan.predict_peak``
+replays the actions instead, and the two agree. Recomputed work: every checkpoint
+re-runs its layers once in backward, and its inner checkpoints theirs inside that run:
+``recompute(I) = sum over checkpoints [s, t) of (cost[s] + ... + cost[t-1] + recompute(inner))``.
+
+The dynamic program
+-------------------
+Inside a level, the held set ``H`` shares at most one array with the rest of the level:
+the boundary ``x_a`` where the rest starts (a checkpoint started at ``a`` keeps it, and
+so does a taped layer ``a - 1`` that saves its output). Everything else in ``H`` lies
+before ``a``. So the state of rotor's recurrence, "layers ``a .. e-1`` still to run
+with ``m`` bytes left under the budget", needs one more bit, ``h``: whether ``x_a`` is
+already held. Count the loss as one more layer, ``n``, that saves its input (if it
+does) and its private arrays and is never checkpointed. With ``C(a, e, h)(m)`` the least
+recomputed work that fits and ``F(a, j) = cost[a] + ... + cost[j-1]``::
+
+    C(e, e, h)(m)  = 0 if m >= 0
+    C(a, e, h)(m)  = min(  C(a+1, e, so_a)(m - d_a(h)),                      Taped(a)
+                           min over a < j < e of                             Checkpointed(a, j, ·)
+                             F(a, j) + C(a, j, 1)(m - c_a(h)) + C(j, e, 0)(m - c_a(h))  )
+
+    d_a(h) = own_a + so_a |x_{a+1}| + si_a (1 - h) |x_a|,      c_a(h) = (1 - h) |x_a|
+
+(``si``/``so``: layer ``a`` saves its input/output; ``own``: its private bytes). The
+checkpoint's inner schedule is ``C(a, j, 1)``: the checkpoint holds ``x_a``, and the
+inner recomputation and the rest of the level both run on top of ``H ∪ {x_a}``, one
+after the other, hence the same budget. The answer is ``C(0, n + 1, 0)(budget)``. A
+checkpoint over all of ``a .. e-1`` (``j = e``) is left out: running its inner items in
+its place costs no more memory and less work. So the loss is never inside a
+checkpoint; the last layers may be, which pays when the loss saves arrays of its own
+(the last layers' arrays are then not alive at the end of forward, with the loss's).
+`rotor_reference` is this recurrence, word for word (memoised on exact bytes, for small
+chains).
+
+Rotor discretises ``m`` into memory slots. Here each ``C(a, e, h)`` is kept instead as
+an exact step function of ``m``, the Pareto front of ``(peak bytes, recomputed work)``
+of that sub-problem's schedules: a minimum is a merge of fronts, the checkpoint term a
+merge of two fronts under ``max`` of bytes and ``+`` of work. Budgets are exact to the
+byte, ties exact (float costs are summed as fractions), and `rotor_frontier` returns the
+whole front. The cost is ``O(n^3 K)`` for fronts of ``K`` points (a budget prunes
+them); in pure Python the whole front of a random 40-layer chain with FLOP costs (233
+points) takes about half a second of CPU. `tests/test_plan_rotor.py` checks the model against
+the ledger for every nested schedule of small chains and the solver against brute
+force over all of them.
+"""
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+from typing import Sequence
+
+from minigrad._validation import check_int
+from minigrad.plan.chain import ChainProfile, predict_peak, recompute_cost
+from minigrad.plan.optimal import min_peak_for_each_last_start
+from minigrad.plan.profile import profile_chain
+from minigrad.plan.revolve import binomial_split, revolve
+from minigrad.plan.segments import explicit, sqrt_segments
+
+__all__ = [
+    "Taped",
+    "Checkpointed",
+    "NestedSchedule",
+    "from_segments",
+    "from_revolve",
+    "enumerate_schedules",
+    "count_schedules",
+    "schedule_peak",
+    "schedule_recompute_cost",
+    "schedule_layer_calls",
+    "rotor",
+    "rotor_from_profile",
+    "rotor_frontier",
+    "rotor_reference",
+    "frontier_families",
+]
+
+
+# --------------------------------------------------------------------------- the schedule
+@dataclass(frozen=True)
+class Taped:
+    """Run layer ``layer`` with taping (its saved arrays stay until its backward)."""
+
+    layer: int
+
+    def __str__(self):
+        return f"taped {self.layer}"
+
+
+@dataclass(frozen=True)
+class Checkpointed:
+    """Checkpoint layers ``start .. stop-1``: run them without saving, keep their
+    input ``x_start``, and in backward run them again following ``inner`` (a
+    tuple of `Taped` / `Checkpointed` items covering ``start .. stop-1``)."""
+
+    start: int
+    stop: int
+    inner: tuple
+
+    def __str__(self):
+        return f"checkpoint [{self.start}, {self.stop})"
+
+
+
+@dataclass(frozen=True)
+class NestedSchedule:
+    """A multi-level checkpointing schedule for a chain of ``n`` layers.
+
+    Attributes:
+        n: number of layers.
+        items: `Taped` / `Checkpointed` items covering layers ``0 .. n-1`` in order
+            (see the module docstring).
+        predicted_peak_activations: bytes, filled in by the planner.
+        recompute_cost: forward work redone in backward, in the profile's cost unit
+            (FLOPs by default), filled in by the planner.
+
+    ``checkpoint_sequential(layers, schedule, x)`` runs it (it walks `actions`),
+    ``minigrad.plan.predict_peak`` and ``recompute_cost`` replay those actions, and
+    ``print(schedule)`` shows the nesting.
+
+    Example::
+
+        >>> s = from_segments(4, [0, 2])
+        >>> print(s)
+        checkpoint [0, 2)
+            taped 0
+            taped 1
+        taped 2
+        taped 3
+    """
+
+    n: int
+    items: tuple
+    predicted_peak_activations: int | None = None
+    recompute_cost: float | None = None
+
+    def __post_init__(self):
+        check_int("n", self.n, 1, where="NestedSchedule")
+        object.__setattr__(self, "items", tuple(self.items))
+        _check_items(self.items, 0, self.n, top=True)
+
+    def __str__(self):
+        return "\n".join(_lines(self.items, 0))
+
+    @property
+    def depth(self) -> int:
+        """Nesting depth: 0 when nothing is checkpointed, 1 for one-level plans."""
+        return _depth(self.items)
+
+    @property
+    def checkpoints(self) -> list[tuple[int, int, int]]:
+        """Every checkpoint as ``(start, stop, level)``, in order of its first forward
+        (level 1 = top level, 2 = inside a level-1 checkpoint's recomputation, ...)."""
+        out = []
+
+        def walk(items, level):
+            for it in items:
+                if isinstance(it, Checkpointed):
+                    out.append((it.start, it.stop, level))
+                    walk(it.inner, level + 1)
+        walk(self.items, 1)
+        return out
+
+    @property
+    def actions(self) -> tuple:
+        """What the executor does, in order, in the vocabulary of
+        ``minigrad.checkpoint.run_schedule`` (and `minigrad.plan.revolve_actions`):
+        ``("snapshot", i)`` / ``("free", i)`` (a checkpoint starts / stops holding
+        ``x_i``; nested checkpoints at the same ``i`` share one snapshot),
+        ``("advance", i, j)`` (layers ``i .. j-1`` without taping), ``("tape", i)``,
+        ``("reverse", i)`` (backward through layer ``i``) and ``("restore", i)``
+        (a recomputation starts from ``x_i``)."""
+        out, held = [], {}
+
+        def forward(items):
+            for it in items:
+                if isinstance(it, Taped):
+                    out.append(("tape", it.layer))
+                else:
+                    held[it.start] = held.get(it.start, 0) + 1
+                    if held[it.start] == 1:
+                        out.append(("snapshot", it.start))
+                    out.append(("advance", it.start, it.stop))
+
+        def backward(items):
+            for it in reversed(items):
+                if isinstance(it, Taped):
+                    out.append(("reverse", it.layer))
+                    continue
+                out.append(("restore", it.start))
+                forward(it.inner)
+                backward(it.inner)
+                held[it.start] -= 1
+                if held[it.start] == 0:
+                    out.append(("free", it.start))
+        forward(self.items)
+        backward(self.items)
+        return tuple(out)
+
+    @property
+    def nested(self):
+        """The schedule as nested Python data: an int ``i`` for ``Taped(i)``, a tuple
+        ``(start, stop, [inner...])`` for a checkpoint. Round-trips with `from_nested`."""
+        def conv(items):
+            return [it.layer if isinstance(it, Taped) else (it.start, it.stop, conv(it.inner))
+                    for it in items]
+        return conv(self.items)
+
+    @classmethod
+    def from_nested(cls, n: int, spec, **kwargs) -> "NestedSchedule":
+        """Build a schedule from the `nested` form: ``[(0, 3, [(0, 1, [0]), 1, 2]), 3, 4]``."""
+        def conv(items):
+            out = []
+            for it in items:
+                if isinstance(it, tuple) and len(it) == 3:
+                    out.append(Checkpointed(int(it[0]), int(it[1]), tuple(conv(it[2]))))
+                elif isinstance(it, (int,)) and not isinstance(it, bool):
+                    out.append(Taped(int(it)))
+                else:
+                    raise ValueError(f"a nested schedule item is an int (a taped layer) or a tuple "
+                                     f"(start, stop, [inner items]), got {it!r}")
+            return out
+        return cls(n=n, items=tuple(conv(spec)), **kwargs)
+
+
+def _lines(items, indent):
+    out = []
+    for it in items:
+        out.append("    " * indent + str(it))
+        if isinstance(it, Checkpointed):
+            out += _lines(it.inner, indent + 1)
+    return out
+
+
+def _depth(items):
+    return max([1 + _depth(it.inner) for it in items if isinstance(it, Checkpointed)], default=0)
+
+
+def _check_items(items, start, stop, top=False):
+    """Items must cover ``start .. stop-1`` in order; a checkpoint's inner items must
+    not be a single checkpoint of the same range (that would nest forever)."""
+    pos = start
+    for it in items:
+        if isinstance(it, Taped):
+            if isinstance(it.layer, bool) or not isinstance(it.layer, int) or it.layer != pos:
+                raise ValueError(f"schedule item {it} out of order: expected layer {pos}")
+            pos += 1
+        elif isinstance(it, Checkpointed):
+            if it.start != pos or not it.start < it.stop <= stop:
+                raise ValueError(f"schedule item {it} out of order: expected a range starting at {pos} "
+                                 f"and ending at most at {stop}")
+            inner = tuple(it.inner)
+            if len(inner) == 1 and isinstance(inner[0], Checkpointed) and \
+                    (inner[0].start, inner[0].stop) == (it.start, it.stop):
+                raise ValueError(f"{it} recomputes itself as one checkpoint of the same range")
+            _check_items(inner, it.start, it.stop)
+            pos = it.stop
+        else:
+            raise TypeError(f"schedule items are Taped or Checkpointed, got {type(it).__name__}")
+    if pos != stop:
+        what = "the schedule" if top else f"the checkpoint's inner schedule [{start}, {stop})"
+        raise ValueError(f"{what} covers layers {start} .. {pos - 1}, expected {start} .. {stop - 1}")
+
+
+def from_segments(n: int, starts: Sequence[int]) -> NestedSchedule:
+    """The one-level plan with these segment starts as a nested schedule: every segment
+    but the last checkpointed, its layers taped when recomputed.
+
+    Example:
+        >>> from_segments(4, [0, 2]).nested
+        [(0, 2, [0, 1]), 2, 3]
+    """
+    starts = list(explicit(n, getattr(starts, "starts", starts)).starts)  # validated
+    bounds = starts + [n]
+    items = [Checkpointed(a, b, tuple(Taped(i) for i in range(a, b)))
+             for a, b in zip(bounds[:-2], bounds[1:-1])]
+    items += [Taped(i) for i in range(bounds[-2], n)]
+    return NestedSchedule(n=n, items=tuple(items))
+
+
+def from_revolve(plan) -> NestedSchedule:
+    """A `minigrad.plan.RevolvePlan` as a nested schedule: ``l`` layers with ``s`` slots
+    checkpoint the first ``m`` of them (the binomial split; recomputed with ``s`` slots)
+    and run the other ``l - m`` with ``s - 1``. Its actions run the same layers in the
+    same order as the plan's own (a ``("taped", i)`` becomes a tape and a reverse)."""
+    def items(a, l, s):
+        out = []
+        while l > 1:
+            m = binomial_split(l, s)
+            out.append(Checkpointed(a, a + m, tuple(items(a, m, s))))
+            a, l, s = a + m, l - m, s - 1
+        out.append(Taped(a))
+        return out
+    return NestedSchedule(n=plan.n, items=tuple(items(0, plan.n, plan.slots)))
+
+
+def enumerate_schedules(n: int):
+    """Every nested schedule of ``n`` layers, as a tuple of items (a generator). A
+    checkpoint's inner items are any schedule of its range except that same checkpoint
+    again. There are `count_schedules(n)` of them (25216 for 6 layers)."""
+    check_int("n", n, 1, where="enumerate_schedules")
+    yield from _level(0, n)
+
+
+def _level(a, e):
+    """Schedules of ``a .. e-1``: the inner ones, and one checkpoint over all of it."""
+    yield from _inner(a, e)
+    if a < e:
+        for inner in _inner(a, e):
+            yield (Checkpointed(a, e, inner),)
+
+
+def _inner(a, j):
+    """Schedules of ``a .. j-1`` that are not one checkpoint over all of it."""
+    if a == j:
+        yield ()
+        return
+    for rest in _level(a + 1, j):
+        yield (Taped(a),) + rest
+    for k in range(a + 1, j):
+        for inner in _inner(a, k):
+            ck = Checkpointed(a, k, inner)
+            for rest in _level(k, j):
+                yield (ck,) + rest
+
+
+def count_schedules(n: int) -> int:
+    """How many schedules `enumerate_schedules(n)` yields: ``T(n)``, where ``T(0) = 1``,
+    ``T(L) = 2 I(L)`` and ``I(L) = T(L-1) + sum_{0<k<L} I(k) T(L-k)`` counts the inner
+    schedules of a checkpoint of ``L`` layers."""
+    check_int("n", n, 1, where="count_schedules")
+    T, I = [1], [0]
+    for L in range(1, n + 1):
+        I.append(T[L - 1] + sum(I[k] * T[L - k] for k in range(1, L)))
+        T.append(2 * I[L])
+    return T[n]
+
+
+# --------------------------------------------------------------------------- the byte model
+def _chain_arrays(profile: ChainProfile):
+    """``(a, si, so, own)`` of the chain with the loss as one more layer ``n``: boundary
+    bytes ``|x_0| .. |x_{n+1}|`` (the loss's scalar output is never kept: 0), saves-input
+    and saves-output flags, private bytes."""
+    a = list(profile.input_bytes) + [profile.output_bytes, 0]
+    si = [bool(v) for v in profile.saves_input] + [bool(profile.loss_saves_input)]
+    so = [bool(v) for v in profile.saves_output] + [False]
+    own = list(profile.own_bytes) + [int(profile.loss_own_bytes)]
+    return a, si, so, own
+
+
+def _items_of(profile, schedule):
+    if not isinstance(schedule, NestedSchedule):
+        raise TypeError(f"expected a NestedSchedule, got {type(schedule).__name__}")
+    if schedule.n != profile.n:
+        raise ValueError(f"the schedule is for n={schedule.n} layers, the profile has {profile.n}")
+    return schedule.items
+
+
+def schedule_peak(profile: ChainProfile, schedule: NestedSchedule) -> int:
+    """Peak saved-activation bytes of one step (forward, loss, backward) under ``schedule``.
+
+    The model of the module docstring, evaluated along the nesting (equal to
+    ``minigrad.plan.predict_peak``, which replays the schedule's actions).
+
+    Args:
+        profile: the chain's `ChainProfile` (the loss's bytes included).
+        schedule: a `NestedSchedule` for ``profile.n`` layers.
+    Returns:
+        bytes (int).
+    Example:
+        >>> schedule_peak(profile, from_segments(profile.n, [0, 3]))
+    """
+    items = _items_of(profile, schedule) + (Taped(profile.n),)  # the loss, taped last
+    a, si, so, own = _chain_arrays(profile)
+    # keys: boundary x_b -> b, private arrays of layer i (the loss: i = n) -> -(i + 1)
+    size = {b: a[b] for b in range(len(a))}
+    size.update({-(i + 1): own[i] for i in range(len(own))})
+
+    def saved(it):
+        if isinstance(it, Checkpointed):
+            return {it.start}
+        i = it.layer
+        return ({i} if si[i] else set()) | ({i + 1} if so[i] else set()) | ({-(i + 1)} if own[i] else set())
+
+    def peak(items, held):
+        live, best = set(held), 0
+        for it in items:
+            if isinstance(it, Checkpointed):
+                best = max(best, peak(it.inner, live | {it.start}))
+            live |= saved(it)
+        return max(best, sum(size[k] for k in live))
+    return int(peak(items, set()))
+
+
+def _costs(profile: ChainProfile, cost):
+    """Per-layer costs as exact numbers (ints, or Fractions when some are floats)."""
+    values = list(profile.cost) if cost is None or isinstance(cost, str) else list(cost)
+    if len(values) != profile.n:
+        raise ValueError(f"cost has {len(values)} entries, expected one per layer ({profile.n})")
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, (int, float, Fraction)) and not hasattr(v, "__float__"):
+            raise TypeError(f"cost[{i}] must be a number, got {type(v).__name__}")
+        if not math.isfinite(float(v)) or v < 0:
+            raise ValueError(f"cost[{i}] must be a finite number >= 0, got {v!r}")
+    if all(float(v).is_integer() for v in values):
+        return [int(v) for v in values]
+    return [Fraction(v) for v in values]
+
+
+def _number(x):
+    """An exact work total as the profile's kind of number: int, or the nearest float."""
+    return x if isinstance(x, int) else float(x)
+
+
+def schedule_recompute_cost(profile: ChainProfile, schedule: NestedSchedule, cost=None):
+    """Forward work redone in backward under ``schedule`` (every checkpoint re-runs its
+    layers once; its inner checkpoints theirs inside that run).
+
+    ``cost``: per-layer costs (default: ``profile.cost``, FLOPs when `profile_chain`
+    measured it so). Exact: an int for int costs, else the float nearest the exact sum."""
+    costs = _costs(profile, cost)
+
+    def work(items):
+        return sum((sum(costs[it.start:it.stop]) + work(it.inner)
+                    for it in items if isinstance(it, Checkpointed)), 0)
+    return _number(work(_items_of(profile, schedule)))
+
+
+def schedule_layer_calls(profile: ChainProfile, schedule: NestedSchedule) -> int:
+    """Layer calls over one forward and backward: one per layer plus one per re-run."""
+    return profile.n + schedule_recompute_cost(profile, schedule, cost=[1] * profile.n)
+
+
+# --------------------------------------------------------------------------- the solver
+_INF = float("inf")
+
+
+def rotor_reference(profile: ChainProfile, budget_bytes: int, cost=None):
+    """The least recomputed work of a nested schedule whose peak fits ``budget_bytes``:
+    the recurrence of the module docstring, word for word (``inf`` if nothing fits).
+
+    A memoised recursion on exact bytes, meant for reading and for small chains;
+    `rotor` finds the same optimum (and the schedule) from Pareto fronts.
+
+    Example:
+        >>> rotor_reference(profile, 4096) == rotor(profile, budget_bytes=4096).recompute_cost
+        True
+    """
+    a, si, so, own = _chain_arrays(profile)
+    work = _costs(profile, cost) + [0]  # the loss: layer n, never recomputed
+
+    @lru_cache(maxsize=None)
+    def C(s, e, h, m):  # least work for layers s .. e-1 with m bytes left; h: x_s already held
+        if m < 0:
+            return _INF
+        if s == e:
+            return 0
+        best = C(s + 1, e, so[s], m - (own[s] + so[s] * a[s + 1] + si[s] * (1 - h) * a[s]))  # Taped(s)
+        m_ck = m - (1 - h) * a[s]                                     # a checkpoint keeps x_s
+        for j in range(s + 1, e):                                     # Checkpointed(s, j, inner)
+            best = min(best, sum(work[s:j]) + C(s, j, 1, m_ck) + C(j, e, 0, m_ck))
+        return best
+    best = C(0, profile.n + 1, 0, check_int("budget_bytes", budget_bytes, 0, where="rotor_reference"))
+    return best if best == _INF else _number(best)
+
+
+def _combine(A, B, extra):
+    """Front of ``max`` of bytes and ``+`` of work (plus ``extra``) of two fronts."""
+    an, ac = A
+    bn, bc = B
+    if not an or not bn:
+        return [], []
+    mu = max(an[0], bn[0])
+    i = bisect.bisect_right(an, mu) - 1
+    j = bisect.bisect_right(bn, mu) - 1
+    out_n, out_c = [mu], [ac[i] + bc[j] + extra]
+    la, lb = len(an) - 1, len(bn) - 1
+    while i < la or j < lb:
+        ni = an[i + 1] if i < la else _INF
+        nj = bn[j + 1] if j < lb else _INF
+        mu = ni if ni < nj else nj
+        if ni == mu:
+            i += 1
+        if nj == mu:
+            j += 1
+        c = ac[i] + bc[j] + extra
+        if c < out_c[-1]:
+            out_n.append(mu)
+            out_c.append(c)
+    return out_n, out_c
+
+
+def _envelope(points, cap):
+    """Pareto front (bytes ascending, work strictly descending) of ``(bytes, work)``
+    points, those above ``cap`` bytes dropped."""
+    points.sort()
+    out_n, out_c = [], []
+    best = _INF
+    for m, c in points:
+        if m > cap:
+            break
+        if c < best:
+            out_n.append(m)
+            out_c.append(c)
+            best = c
+    return out_n, out_c
+
+
+def _value(front, m):
+    """Least work of a front within ``m`` bytes (inf if none fits)."""
+    k = bisect.bisect_right(front[0], m) - 1
+    return front[1][k] if k >= 0 else _INF
+
+
+class _Fronts:
+    """``C(a, e, h)`` of the recurrence for every sub-chain, as Pareto fronts
+    ``(bytes ascending, work descending)``, and the schedules behind them."""
+
+    def __init__(self, profile: ChainProfile, costs, cap=_INF):
+        self.n = profile.n
+        N = profile.n + 1  # the loss is layer n
+        self.a, self.si, self.so, self.own = a, si, so, own = _chain_arrays(profile)
+        self.prefix = prefix = [0]
+        for c in list(costs) + [0]:
+            prefix.append(prefix[-1] + c)
+        C = {}
+        for s in range(N + 1):
+            C[s, s, 0] = C[s, s, 1] = ([0], [0])
+        for length in range(1, N + 1):
+            for s in range(N - length + 1):
+                e = s + length
+                ck = []  # checkpoint alternatives, on top of a held x_s
+                for j in range(s + 1, e):
+                    sub, rest = C[s, j, 1], C[j, e, 0]
+                    if sub[0] and rest[0]:
+                        ck.append(_combine(sub, rest, prefix[j] - prefix[s]))
+                tn, tc = C[s + 1, e, int(so[s])]
+                base = own[s] + (a[s + 1] if so[s] else 0)
+                for h in (0, 1):
+                    d_taped = base + (a[s] if si[s] and not h else 0)
+                    d_ck = 0 if h else a[s]
+                    pts = [(m + d_taped, c) for m, c in zip(tn, tc)]
+                    for fn, fc in ck:
+                        pts += [(m + d_ck, c) for m, c in zip(fn, fc)]
+                    C[s, e, h] = _envelope(pts, cap)
+        self.C = C
+        self.N = N
+
+    def front(self):
+        return self.C[0, self.N, 0]
+
+    def build(self, m):
+        """The items of a schedule of the whole chain with the least work within ``m``
+        bytes (the loss, ``Taped(n)``, left out: it runs after the layers)."""
+        items = self._build(0, self.N, 0, m)
+        assert items[-1] == Taped(self.n), items
+        return tuple(items[:-1])
+
+    def _build(self, s, e, h, m):
+        a, si, so, own, prefix, C = self.a, self.si, self.so, self.own, self.prefix, self.C
+        items = []
+        while s < e:
+            target = _value(C[s, e, h], m)
+            d = own[s] + (a[s + 1] if so[s] else 0) + (a[s] if si[s] and not h else 0)
+            if _value(C[s + 1, e, int(so[s])], m - d) == target:
+                items.append(Taped(s))
+                s, h, m = s + 1, int(so[s]), m - d
+                continue
+            m2 = m - (0 if h else a[s])
+            for j in range(s + 1, e):
+                if _value(C[s, j, 1], m2) + _value(C[j, e, 0], m2) + (prefix[j] - prefix[s]) == target:
+                    items.append(Checkpointed(s, j, tuple(self._build(s, j, 1, m2))))
+                    s, h, m = j, 0, m2
+                    break
+            else:  # pragma: no cover  (the fronts were built from these very terms)
+                raise AssertionError(f"no schedule item reproduces the front at {(s, e, h, m)}")
+        return items
+
+
+def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flops") -> NestedSchedule:
+    """The optimal multi-level (nested) checkpointing schedule of a chain.
+
+    Minimises the forward work recomputed in backward among all nested schedules whose
+    peak of saved activations (the ledger's ``m.peak["activations"]`` over forward, loss
+    and backward) fits ``budget_bytes``; ties go to the smaller peak. Without a budget,
+    returns the schedule with the smallest peak (and the least work among those). This
+    is the rotor algorithm (Beaumont et al. 2019) under minigrad's exact byte model; see
+    the module docstring.
+
+    Args:
+        layers: callables Tensor -> Tensor (profiled on ``x`` by `profile_chain`), or a
+            `ChainProfile`.
+        x: the chain's input Tensor, as it will be passed to ``checkpoint_sequential``.
+        budget_bytes: the memory budget for saved activations, in bytes.
+        loss: optional callable mapping the chain's output to a scalar Tensor: it is
+            then part of the planned step (what it saves counts at the end of forward).
+        cost: what work means: ``"flops"`` (default), ``"ops"`` or one number per layer.
+            With a `ChainProfile`, a string means the profile's own ``cost``.
+    Returns:
+        a `NestedSchedule` with ``predicted_peak_activations`` and ``recompute_cost``;
+        run it with ``checkpoint_sequential(layers, schedule, x)``.
+    Raises:
+        ValueError: ``budget_bytes`` is below the smallest peak any nested schedule
+            reaches (the message names it), or the arguments are inconsistent.
+
+    Example:
+        >>> sched = plan.rotor(layers, x, budget_bytes=4096, loss=loss_fn)
+        >>> print(sched)                                  # the nesting, as a tree
+        >>> y = checkpoint_sequential(layers, sched, x)   # peak <= 4096 bytes
+        >>> loss_fn(y).backward()                         # bit-identical gradients
+    """
+    if isinstance(layers, ChainProfile):
+        if loss is not None:
+            raise ValueError("rotor: pass loss= with layers and x; a ChainProfile already holds "
+                             "what the loss saves (profile_chain(layers, x, loss=...))")
+        profile = layers
+    else:
+        if x is None:
+            raise ValueError("rotor(layers, x): x (the chain's input Tensor) is required")
+        profile = profile_chain(layers, x, loss=loss, cost=cost)
+    return rotor_from_profile(profile, budget_bytes, cost=None if isinstance(cost, str) else cost)
+
+
+def rotor_from_profile(profile: ChainProfile, budget_bytes: int | None = None, cost=None) -> NestedSchedule:
+    """`rotor` on a `ChainProfile` (``cost``: per-layer numbers, default ``profile.cost``)."""
+    costs = _costs(profile, cost)
+    cap = _INF if budget_bytes is None else check_int("budget_bytes", budget_bytes, 0, where="rotor")
+    fronts = _Fronts(profile, costs, cap)
+    needs, _ = fronts.front()
+    if not needs:
+        smallest = _Fronts(profile, costs).front()[0][0]
+        raise ValueError(f"rotor: budget_bytes={budget_bytes} is infeasible: the smallest peak of saved "
+                         f"activations any nested schedule reaches on this chain is {smallest} bytes; "
+                         f"allowed: budget_bytes >= {smallest}")
+    # the smallest peak, or the least work within the budget (the front's last point)
+    items = fronts.build(needs[0] if budget_bytes is None else needs[-1])
+    return _planned(profile, items, costs)
+
+
+def _planned(profile, items, costs):
+    sched = NestedSchedule(n=profile.n, items=items)
+    return NestedSchedule(n=profile.n, items=items, predicted_peak_activations=schedule_peak(profile, sched),
+                          recompute_cost=schedule_recompute_cost(profile, sched, costs))
+
+
+def rotor_frontier(profile: ChainProfile, cost=None) -> list:
+    """The memory–compute frontier of nested schedules: ``(recompute_cost, peak_bytes,
+    schedule)`` for every Pareto-optimal trade-off, by increasing work (from the schedule
+    that recomputes nothing to the one with the smallest peak)."""
+    costs = _costs(profile, cost)
+    fronts = _Fronts(profile, costs)
+    out = []
+    for m, w in zip(*fronts.front()):
+        s = _planned(profile, fronts.build(m), costs)
+        assert (s.predicted_peak_activations, s.recompute_cost) == (m, _number(w)), (s, m, w)
+        out.append((s.recompute_cost, m, s))
+    return sorted(out, key=lambda t: t[0])
+
+
+def frontier_families(profile: ChainProfile) -> dict:
+    """Every kind of plan the book compares, as points of one memory–compute plane.
+
+    Returns ``{name: [(recompute_cost, peak_bytes, plan), ...]}`` for ``"store all"``,
+    ``"sqrt(n)"`` (`sqrt_segments`), ``"one-level DP"`` (the smallest peak for each last
+    segment start, `min_peak_for_each_last_start`), ``"Revolve"`` (every slot count
+    ``1 .. n-1``) and ``"rotor"`` (`rotor_frontier`), in the profile's cost unit. Peaks
+    and work are those ``checkpoint_sequential`` measures for each plan (`predict_peak`,
+    `recompute_cost`), and every plan can be passed to it. Draw them with
+    ``minigrad.viz.frontier_families``."""
+    n = profile.n
+
+    def point(p):
+        return (recompute_cost(profile, p), predict_peak(profile, p), p)
+    one_level = sorted((point(explicit(n, starts)) for _, _, starts in min_peak_for_each_last_start(profile)),
+                       key=lambda t: t[:2])
+    return {
+        "store all": [point(explicit(n, [0]))],
+        "sqrt(n)": [point(sqrt_segments(n))],
+        "one-level DP": one_level,
+        "Revolve": [point(revolve(n, s)) for s in range(1, n)],
+        "rotor": rotor_frontier(profile),
+    }
