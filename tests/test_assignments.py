@@ -223,7 +223,7 @@ def test_setup_cell_installs_the_pinned_versions(name):
     assert f'ASSIGNMENT = "{name}"' in setup, f"{name}: the setup cell must name its assignment"
     assert f'%pip install --quiet "minigrad @ git+{url}" "{pin}"' in setup, \
         f"{name}: the setup cell must install minigrad from {url} and {pin}"
-    assert f"book/assignments/{{ASSIGNMENT}}/tests" in setup and url in setup.split("%pip")[1], \
+    assert f'REPOSITORY = "{url}"' in setup and "book/assignments/{ASSIGNMENT}/tests" in setup, \
         f"{name}: the setup cell must fetch the public tests from the book's copy in the repository"
 
 
