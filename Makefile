@@ -46,6 +46,7 @@ clean:
 GRADE_VENV  := .venv-grade
 GRADE_STAMP := $(GRADE_VENV)/.installed
 TIMEOUT     ?= 300
+JOBS        ?= 1
 
 .PHONY: assignments grade
 
@@ -61,12 +62,12 @@ $(GRADE_STAMP): $(STAMP) assignments/requirements.txt
 assignments: $(GRADE_STAMP)
 	$(GRADE_VENV)/bin/python scripts/assignments.py build --book
 
-# Grade every file in SUBMISSIONS with otter run (no Docker), TIMEOUT seconds each:
-# writes SUBMISSIONS/scores.csv and SUBMISSIONS/results/.
+# Grade every file in SUBMISSIONS with otter run (no Docker), TIMEOUT seconds each, JOBS
+# at a time: writes SUBMISSIONS/scores.csv and SUBMISSIONS/results/.
 grade: $(GRADE_STAMP)
 	@test -n "$(ASSIGNMENT)" -a -n "$(SUBMISSIONS)" || \
-		{ echo "usage: make grade ASSIGNMENT=<name> SUBMISSIONS=<folder> [TIMEOUT=<seconds>]"; exit 2; }
-	$(GRADE_VENV)/bin/python scripts/assignments.py grade $(ASSIGNMENT) $(SUBMISSIONS) --timeout $(TIMEOUT)
+		{ echo "usage: make grade ASSIGNMENT=<name> SUBMISSIONS=<folder> [TIMEOUT=<seconds>] [JOBS=<n>]"; exit 2; }
+	$(GRADE_VENV)/bin/python scripts/assignments.py grade $(ASSIGNMENT) $(SUBMISSIONS) --timeout $(TIMEOUT) --jobs $(JOBS)
 
 # tests/test_assignments.py runs otter from the grading environment.
 test: $(GRADE_STAMP)

@@ -3,8 +3,8 @@
 Usage (the Makefile's `assignments` and `grade` targets call these; run it with the
 grading environment's Python, .venv-grade/bin/python):
 
-    python scripts/assignments.py build [NAME ...] [--out DIR] [--no-run-tests] [--book]
-    python scripts/assignments.py grade NAME SUBMISSIONS_DIR [--timeout SECONDS] [--out DIR]
+    python scripts/assignments.py build [NAME ...] [--out DIR] [--no-run-tests] [--book] [--jobs N]
+    python scripts/assignments.py grade NAME SUBMISSIONS_DIR [--timeout SECONDS] [--out DIR] [--jobs N]
     python scripts/assignments.py demo-class NAME DEST [--out DIR] [--pid-file PATH]
     python scripts/assignments.py link-venv GRADE_VENV BOOK_VENV
 
@@ -44,6 +44,7 @@ import sys
 import tempfile
 import time
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -272,8 +273,22 @@ def grade_one(path: Path, name: str, zip_path: Path, timeout_s: float, results: 
     return row
 
 
-def grade(name: str, submissions: Path, timeout_s: float, out: Path) -> Path:
-    """Grade every file in ``submissions`` (not its subfolders) and write scores.csv there."""
+def _grade_and_report(path: Path, name: str, zip_path: Path, timeout_s: float, results: Path) -> dict:
+    start = time.monotonic()
+    try:
+        row = grade_one(path, name, zip_path, timeout_s, results)
+    except Exception as e:  # a bug of ours or a broken result file: report, go on
+        row = {"submission": path.name, "points": 0, "max_points": max_points(zip_path),
+               "reason": f"grader error ({type(e).__name__}: {e})"}
+    note = f" ({row['reason']})" if row["reason"] else ""
+    print(f"{path.name}: {row['points']:g} / {row['max_points']:g} in "
+          f"{time.monotonic() - start:.1f} s{note}", flush=True)
+    return row
+
+
+def grade(name: str, submissions: Path, timeout_s: float, out: Path, jobs: int = 1) -> Path:
+    """Grade every file in ``submissions`` (not its subfolders), ``jobs`` at a time, and
+    write scores.csv there (rows in file-name order)."""
     if not submissions.is_dir():
         raise SystemExit(f"SUBMISSIONS must be a folder of notebooks; {submissions} is not a folder")
     built = out / name
@@ -287,18 +302,9 @@ def grade(name: str, submissions: Path, timeout_s: float, out: Path) -> Path:
     results = submissions / "results"
     results.mkdir(exist_ok=True)
     files = sorted(p for p in submissions.iterdir() if p.is_file() and p.name != "scores.csv")
-    rows = []
-    for path in files:
-        start = time.monotonic()
-        try:
-            row = grade_one(path, name, zip_path, timeout_s, results)
-        except Exception as e:  # a bug of ours or a broken result file: report, go on
-            row = {"submission": path.name, "points": 0, "max_points": max_points(zip_path),
-                   "reason": f"grader error ({type(e).__name__}: {e})"}
-        rows.append(row)
-        note = f" ({row['reason']})" if row["reason"] else ""
-        print(f"{path.name}: {row['points']:g} / {row['max_points']:g} in "
-              f"{time.monotonic() - start:.1f} s{note}", flush=True)
+    # Each submission is graded by its own `otter run` process; threads only wait for them.
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        rows = list(pool.map(lambda p: _grade_and_report(p, name, zip_path, timeout_s, results), files))
     scores = submissions / "scores.csv"
     with open(scores, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=SCORES_COLUMNS)
@@ -383,12 +389,14 @@ def main(argv=None) -> None:
     b.add_argument("--out", type=Path, default=BUILD)
     b.add_argument("--no-run-tests", action="store_true", help="skip otter's run of the solution")
     b.add_argument("--book", action="store_true", help="also copy each student folder to book/assignments/")
+    b.add_argument("--jobs", type=int, default=1, help="assignments built at the same time")
     g = sub.add_parser("grade", help="grade a folder of submissions with otter run")
     g.add_argument("name")
     g.add_argument("submissions", type=Path)
     g.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
                    help=f"seconds per submission (default {DEFAULT_TIMEOUT_S})")
     g.add_argument("--out", type=Path, default=BUILD, help="where the built assignments are")
+    g.add_argument("--jobs", type=int, default=1, help="submissions graded at the same time")
     d = sub.add_parser("demo-class", help="write made-up submissions that take every path of grade")
     d.add_argument("name")
     d.add_argument("dest", type=Path)
@@ -400,17 +408,23 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
 
     if args.command == "build":
-        for name in args.names or assignment_names():
-            _check_name(name)
+        names = [_check_name(n) for n in args.names or assignment_names()]
+
+        def build_one(name):
             start = time.monotonic()
             built = build(name, args.out, run_tests=not args.no_run_tests)
             if args.book:
                 publish(name, built)
             print(f"{name}: {built} ({time.monotonic() - start:.1f} s)", flush=True)
+
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            list(pool.map(build_one, names))
     elif args.command == "grade":
         if args.timeout <= 0:
             raise SystemExit(f"--timeout must be positive, got {args.timeout}")
-        grade(_check_name(args.name), args.submissions, args.timeout, args.out)
+        if args.jobs < 1:
+            raise SystemExit(f"--jobs must be at least 1, got {args.jobs}")
+        grade(_check_name(args.name), args.submissions, args.timeout, args.out, args.jobs)
     elif args.command == "demo-class":
         name = _check_name(args.name)
         if not (args.out / name / "autograder").is_dir():

@@ -59,7 +59,7 @@ def read_scores(folder: Path) -> dict[str, dict]:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("built")
-    grade_env("build", "--out", out, "--no-run-tests")  # the graded runs below check the solutions
+    grade_env("build", "--out", out, "--no-run-tests", "--jobs", 2)  # the graded runs check the solutions
     return out
 
 
@@ -69,7 +69,7 @@ def demo(built, tmp_path_factory) -> tuple[Path, Path]:
     folder = tmp_path_factory.mktemp("class")
     pid_file = tmp_path_factory.mktemp("pid") / "dave.pid"
     grade_env("demo-class", NAMES[0], folder, "--out", built, "--pid-file", pid_file)
-    grade_env("grade", NAMES[0], folder, "--out", built, "--timeout", CLASS_TIMEOUT_S)
+    grade_env("grade", NAMES[0], folder, "--out", built, "--timeout", CLASS_TIMEOUT_S, "--jobs", 2)
     return folder, pid_file
 
 
@@ -81,7 +81,7 @@ def graded(name: str, built: Path, demo, tmp_path: Path) -> tuple[Path, str, str
     folder.mkdir()
     shutil.copy(built / name / "autograder" / f"{name}.ipynb", folder / "solution.ipynb")
     shutil.copy(built / name / "student" / f"{name}.ipynb", folder / "student.ipynb")
-    grade_env("grade", name, folder, "--out", built)
+    grade_env("grade", name, folder, "--out", built, "--jobs", 2)
     return folder, "solution.ipynb", "student.ipynb"
 
 
