@@ -187,24 +187,25 @@ def max_points(zip_path: Path) -> float:
     return sum(points_by_question(zip_path).values())
 
 
-def _notebook_problem(path: Path, name: str) -> str | None:
-    """Why ``path`` cannot be graded as a submission of ``name``, or None if it can."""
+def _read_submission(path: Path, name: str):
+    """(notebook, None) if ``path`` can be graded as a submission of ``name``, else
+    (None, the reason it cannot)."""
     import nbformat
 
     if path.suffix != ".ipynb":
-        return f"not a notebook: {path.name} does not end in .ipynb"
+        return None, f"not a notebook: {path.name} does not end in .ipynb"
     try:
         nb = nbformat.read(path, as_version=4)
         nbformat.validate(nb)
     except Exception as e:  # JSON or schema errors: the message says where
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        return f"malformed notebook ({type(e).__name__}: {first})"
+        return None, f"malformed notebook ({type(e).__name__}: {first})"
     found = nb.metadata.get("otter", {}).get("assignment_name")
     if found != name:
-        return (f"not a notebook of {name}: its otter metadata names "
-                f"{found!r}" if found else f"not a notebook of {name}: it has no otter metadata "
-                f"(hand in the notebook you were given, not a new one)")
-    return None
+        return None, (f"not a notebook of {name}: its otter metadata names {found!r}" if found else
+                      f"not a notebook of {name}: it has no otter metadata (hand in the notebook "
+                      f"you were given, not a new one)")
+    return nb, None
 
 
 def _kill_tree(proc: subprocess.Popen) -> None:
@@ -237,15 +238,20 @@ def _score(results_json: Path) -> tuple[float, float]:
 
 def grade_one(path: Path, name: str, zip_path: Path, timeout_s: float, results: Path) -> dict:
     """Grade one submission in its own process; returns its row of scores.csv."""
+    import nbformat
+
     row = {"submission": path.name, "points": 0, "max_points": max_points(zip_path), "reason": ""}
-    problem = _notebook_problem(path, name)
+    nb, problem = _read_submission(path, name)
     if problem:
         row["reason"] = problem
         return row
+    # Whatever Jupyter the student used (its kernel may have another name), grade with this
+    # environment's Python kernel.
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     log_path = results / f"{path.name}.log"
     with tempfile.TemporaryDirectory(prefix="grade-") as work:
         work = Path(work)
-        shutil.copy(path, work / f"{name}.ipynb")
+        nbformat.write(nb, work / f"{name}.ipynb")
         out = work / "out"
         out.mkdir()
         cmd = [sys.executable, "-m", "otter", "run", "--no-logo", "-a", str(zip_path), "-o", str(out),
@@ -318,7 +324,7 @@ def grade(name: str, submissions: Path, timeout_s: float, out: Path, jobs: int =
 # --- a demonstration class ----------------------------------------------------------------
 DEMO_CLASS = {
     "alice.ipynb": "the solution",
-    "bob.ipynb": "the solution with the first question left unanswered",
+    "bob.ipynb": "the solution with the first question left unanswered, from a Jupyter whose kernel has another name",
     "carol.ipynb": "the notebook as handed out, nothing answered",
     "dave.ipynb": "an infinite loop after the setup cell",
     "erin.ipynb": "a truncated file that is not valid JSON",
@@ -352,6 +358,8 @@ def demo_class(name: str, built: Path, dest: Path, pid_file: Path | None = None)
     partial = nbformat.from_dict(json.loads(json.dumps(solution)))
     first_answer = next(i for i, c in enumerate(student.cells) if "otter_answer_cell" in c.metadata.get("tags", []))
     partial.cells[first_answer] = student.cells[first_answer]
+    partial.metadata["kernelspec"] = {"name": "conda-env-course-py", "display_name": "Python [conda env:course]",
+                                      "language": "python"}
     write("bob.ipynb", partial)
     write("carol.ipynb", student)
     loop = "import os, pathlib\n"
