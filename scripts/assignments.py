@@ -37,6 +37,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -201,10 +202,18 @@ def _read_submission(path: Path, name: str):
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         return None, f"malformed notebook ({type(e).__name__}: {first})"
     found = nb.metadata.get("otter", {}).get("assignment_name")
+    if found is None:
+        # Colab drops notebook metadata it does not know, otter's included; the setup cell
+        # (the first code cell) names the assignment too.
+        setup = next((c.source for c in nb.cells if c.cell_type == "code"), "")
+        named = re.search(r'^ASSIGNMENT = "([^"]+)"', setup, re.M)
+        if named is None:
+            return None, (f"not a notebook of {name}: neither otter's metadata nor its setup cell names "
+                          f"the assignment (hand in the notebook you were given, not a new one)")
+        found = named.group(1)
+        nb.metadata["otter"] = {"assignment_name": found}
     if found != name:
-        return None, (f"not a notebook of {name}: its otter metadata names {found!r}" if found else
-                      f"not a notebook of {name}: it has no otter metadata (hand in the notebook "
-                      f"you were given, not a new one)")
+        return None, f"not a notebook of {name}: it is a notebook of {found!r}"
     return nb, None
 
 
@@ -325,7 +334,7 @@ def grade(name: str, submissions: Path, timeout_s: float, out: Path, jobs: int =
 DEMO_CLASS = {
     "alice.ipynb": "the solution",
     "bob.ipynb": "the solution with the first question left unanswered, from a Jupyter whose kernel has another name",
-    "carol.ipynb": "the notebook as handed out, nothing answered",
+    "carol.ipynb": "the notebook as handed out, nothing answered, downloaded from Colab (no otter metadata)",
     "dave.ipynb": "an infinite loop after the setup cell",
     "erin.ipynb": "a truncated file that is not valid JSON",
     "frank.txt": "not a notebook",
@@ -361,7 +370,11 @@ def demo_class(name: str, built: Path, dest: Path, pid_file: Path | None = None)
     partial.metadata["kernelspec"] = {"name": "conda-env-course-py", "display_name": "Python [conda env:course]",
                                       "language": "python"}
     write("bob.ipynb", partial)
-    write("carol.ipynb", student)
+    from_colab = nbformat.from_dict(json.loads(json.dumps(student)))
+    from_colab.metadata = nbformat.from_dict({"colab": {"provenance": []},
+                                              "kernelspec": {"display_name": "Python 3", "name": "python3"},
+                                              "language_info": {"name": "python"}})
+    write("carol.ipynb", from_colab)
     loop = "import os, pathlib\n"
     if pid_file is not None:
         loop += f"pathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))\n"
