@@ -40,3 +40,34 @@ benchmark: $(STAMP)
 
 clean:
 	rm -rf _build
+
+# --- Course assignments (assignments/, scripts/assignments.py) -----------------------------
+# otter-grader gets its own environment layered on .venv, so the book's stays without it.
+GRADE_VENV  := .venv-grade
+GRADE_STAMP := $(GRADE_VENV)/.installed
+TIMEOUT     ?= 300
+JOBS        ?= 1
+
+.PHONY: assignments grade
+
+$(GRADE_STAMP): $(STAMP) assignments/requirements.txt
+	rm -rf $(GRADE_VENV)
+	$(PYTHON) -m venv --without-pip $(GRADE_VENV)
+	$(BIN)/python scripts/assignments.py link-venv $(GRADE_VENV) $(VENV)
+	$(GRADE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r assignments/requirements.txt
+	touch $(GRADE_STAMP)
+
+# otter assign every master: _build/assignments/<name>/{student,autograder}/, and the
+# student version copied to book/assignments/<name>/ (what the book shows and Colab opens).
+assignments: $(GRADE_STAMP)
+	$(GRADE_VENV)/bin/python scripts/assignments.py build --book
+
+# Grade every file in SUBMISSIONS with otter run (no Docker), TIMEOUT seconds each, JOBS
+# at a time: writes SUBMISSIONS/scores.csv and SUBMISSIONS/results/.
+grade: $(GRADE_STAMP)
+	@test -n "$(ASSIGNMENT)" -a -n "$(SUBMISSIONS)" || \
+		{ echo "usage: make grade ASSIGNMENT=<name> SUBMISSIONS=<folder> [TIMEOUT=<seconds>] [JOBS=<n>]"; exit 2; }
+	$(GRADE_VENV)/bin/python scripts/assignments.py grade $(ASSIGNMENT) $(SUBMISSIONS) --timeout $(TIMEOUT) --jobs $(JOBS)
+
+# tests/test_assignments.py runs otter from the grading environment.
+test: $(GRADE_STAMP)

@@ -38,6 +38,14 @@ PARTS = [
         "notebooks/ch17_jax",
         "book/playbook",
     ]),
+    ("Assignments", [
+        "book/assignments/instructors",
+        "book/assignments/a1_backward/a1_backward",
+        "book/assignments/a2_ledger/a2_ledger",
+        "book/assignments/a3_checkpoint/a3_checkpoint",
+        "book/assignments/a4_planning/a4_planning",
+        "book/assignments/a5_selective/a5_selective",
+    ]),
     ("Back matter", ["book/glossary", "book/coverage", "book/references"]),
 ]
 

@@ -1,0 +1,27 @@
+from otter.test_files import test_case
+
+OK_FORMAT = False
+
+name = "q5"
+points = 3
+
+@test_case(points=1, hidden=False)
+def test_saved_bytes_of_square(saved_bytes):
+    import numpy as np
+    from minigrad import Function, Tensor
+
+    class Square(Function):
+
+        @staticmethod
+        def forward(ctx, a):
+            ctx.save_for_backward(a)
+            return a * a
+
+        @staticmethod
+        def backward(ctx, grad):
+            a, = ctx.saved_tensors
+            return grad * 2 * a
+    x = Tensor(np.zeros((10, 10), dtype=np.float32), requires_grad=True)
+    got = saved_bytes(Square.apply, x)
+    assert got == 400, f'Square keeps its (10, 10) float32 input, 400 bytes; saved_bytes returned {got!r}'
+

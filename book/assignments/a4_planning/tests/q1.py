@@ -1,0 +1,15 @@
+from otter.test_files import test_case
+
+OK_FORMAT = False
+
+name = "q1"
+points = 3
+
+@test_case(points=1, hidden=False)
+def test_segment_peak_uniform_chain(segment_peak):
+    n = 6
+    a, m = ([10] * (n + 1), [10] * n)
+    for starts, expected in [([0], 70), ([0, 3], 50), ([0, 2, 4], 50), ([0, 3, 5], 40)]:
+        got = segment_peak(a, m, starts)
+        assert got == expected, f'uniform chain of 6 layers, 10 bytes each, starts {starts}: expected {expected}, got {got!r}'
+
