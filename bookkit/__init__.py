@@ -8,6 +8,9 @@ from __future__ import annotations
 __all__ = ["glue", "rounded", "bound", "require", "device", "fmt_bytes", "REPOSITORY_URL"]
 
 from bookkit.versions import require  # the setup cells' version check (see versions.py)
+from bookkit.quiet import quiet_import_logs as _quiet_import_logs
+
+_quiet_import_logs()  # before any notebook imports transformers (see quiet.py)
 
 # The one place a notebook learns where the book lives (kept equal to
 # `repository.url` in _config.yml by tests/test_config.py).

@@ -118,6 +118,17 @@ def dot_flops(jaxpr) -> int:
             lhs = eqn.invars[0].aval
             k = math.prod(lhs.shape[i] for i in lhs_contract)
             total += 2 * math.prod(eqn.outvars[0].aval.shape) * k
-        for sub in core.jaxprs_in_params(eqn.params):
+        for sub in _sub_jaxprs(eqn.params, core):
             total += dot_flops(sub)
     return total
+
+
+def _sub_jaxprs(params: dict, core):
+    """The programs nested in an equation's parameters (a remat's body, a pjit's callee,
+    the branches of a cond): the values that are Jaxprs, alone or in tuples and lists."""
+    for value in params.values():
+        for item in value if isinstance(value, (tuple, list)) else (value,):
+            if isinstance(item, core.ClosedJaxpr):
+                yield item.jaxpr
+            elif isinstance(item, core.Jaxpr):
+                yield item

@@ -211,20 +211,14 @@ def rss_model(seed: int = 0) -> nn.Sequential:
                            for _ in range(RSS_BLOCKS)))
 
 
-def _rss_bytes() -> int:
+def _status_bytes(field: str) -> int:
+    """A memory figure of this process from /proc/self/status (``VmRSS``: resident now,
+    ``VmHWM``: peak resident), in bytes."""
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS in /proc/self/status")
-
-
-def _peak_rss_bytes() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
+    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
 def _reset_peak_rss() -> None:
@@ -272,12 +266,12 @@ def rss_step(mode: str, folder: str | None = None) -> dict:
     model.zero_grad(set_to_none=True)
     if offload is not None:
         offload.stats = DiskOffloadStats()
-    before = _rss_bytes()
+    before = _status_bytes("VmRSS")
     _reset_peak_rss()
     start = time.perf_counter()
     loss = step(x)
     seconds = time.perf_counter() - start
-    growth = _peak_rss_bytes() - before
+    growth = _status_bytes("VmHWM") - before
     grad_norm = torch.sqrt(sum((p.grad.double() ** 2).sum() for p in model.parameters())).item()
     return {"mode": mode, "rss_growth_bytes": growth, "seconds": seconds,
             "bytes_written": offload.stats.bytes_written if offload else 0,

@@ -18,11 +18,11 @@ from xml.sax.saxutils import escape
 ROOT = Path(__file__).resolve().parents[1]
 OUTPUT = ROOT / "book" / "decision_flow.svg"
 
-WIDTH = 960
-MARGIN = 16
-LINE = 16            # px between text lines
-PAD = 10             # px of padding inside a box
-FONT = "font-family:DejaVu Sans,Helvetica,Arial,sans-serif;font-size:12px"
+WIDTH = 660          # px; the book's text column shows it at about this size
+MARGIN = 12
+LINE = 18            # px between text lines
+PAD = 9              # px of padding inside a box
+FONT = "font-family:DejaVu Sans,Helvetica,Arial,sans-serif;font-size:13.5px"
 COLORS = {           # fill, stroke: light fills, dark strokes, readable in print
     "measure": ("#e8f0fe", "#1a56b0"),
     "question": ("#fff4d6", "#a66a00"),
@@ -30,32 +30,34 @@ COLORS = {           # fill, stroke: light fills, dark strokes, readable in prin
     "note": ("#f3f3f3", "#555555"),
 }
 
-START = ["Measure one training step without changing anything:",
-         "peak allocated memory by category (weights, gradients, optimizer state,",
-         "activations, logits), tokens or examples per second, does the target length fit?"]
+START = ["Measure one training step, changing nothing: peak",
+         "allocated memory by category (weights, gradients,",
+         "optimizer state, activations, logits), tokens per",
+         "second, and whether the target length fits."]
 FITS = ["Does it fit, with room to spare?"]
-YES = ["Check the default: many recipes",
-       "switch checkpointing on. If speed",
-       "matters and memory is comfortable,",
-       "try it off (ch13)."]
+YES = ["Check the default: many", "recipes switch checkpointing",
+       "on. If speed matters, try", "it off (ch13)."]
 DOMINATES = ["What dominates the peak?"]
 # (what dominates, the tools for it with the chapters that measure them)
 BRANCHES = [
-    ("Activations", ["Checkpoint the largest", "repeated blocks (ch07).", "Not enough: selective",
-                     "policies (ch10), multi-", "level schedules (ch05),", "offload to host or",
-                     "disk (ch14)."]),
-    ("Logits", ["A chunked loss that", "never holds all logits", "(ch11). Checkpointing",
-                "frees the room around", "them; it does not", "shrink them."]),
-    ("Weights", ["Quantise the frozen", "base: 4-bit QLoRA", "(ch13). Shard them", "across devices: FSDP,",
-                 "ZeRO-3 (ch14)."]),
-    ("Optimizer state", ["and gradients: shard", "them with ZeRO-1/2 or", "FSDP (ch14), or train",
-                         "fewer parameters with", "LoRA adapters (ch13)."]),
-    ("All of it, with batch", ["Smaller micro-batches", "and gradient accumu-", "lation, mixed precision",
-                               "(ch15). Never cut the", "sequence length first."]),
+    ("Activations", ["Checkpoint the largest repeated blocks (ch07).",
+                     "Not enough: selective policies (ch10), multi-level",
+                     "schedules (ch05), offload to host or disk (ch14)."]),
+    ("Logits", ["A chunked loss that never holds all logits (ch11).",
+                "Checkpointing frees the room around them only."]),
+    ("Weights", ["Quantise the frozen base: 4-bit QLoRA (ch13).",
+                 "Shard them across devices: FSDP, ZeRO-3 (ch14)."]),
+    ("Optimizer state,", ["Shard: ZeRO-1/2 or FSDP (ch14). Train fewer",
+                          "parameters: LoRA adapters (ch13)."]),
+    ("All of it, with", ["Smaller micro-batches with gradient accumulation,",
+                         "mixed precision (ch15). Never cut the length first."]),
 ]
-AGAIN = ["Measure again: peak memory, tokens per second, the validation curve, whether the",
-         "target length fits. Spend freed memory on a larger batch or a longer sequence (ch12).",
-         "If it still does not fit, the chapters of the troubleshooting table reproduce each cause."]
+# Second lines of the two-line left labels.
+LABEL_SECOND = {"Optimizer state,": "gradients", "All of it, with": "the batch"}
+AGAIN = ["Measure again: peak memory, tokens per second, the",
+         "validation curve, the target length. Spend freed",
+         "memory on a larger batch or a longer sequence (ch12).",
+         "Still stuck: the troubleshooting table below."]
 
 
 @dataclass
@@ -80,7 +82,7 @@ def _height(lines: list[str]) -> float:
 
 def _text(lines: list[str], box: Box, bold_first: bool = False) -> list[str]:
     out = []
-    y0 = box.y + PAD + 11
+    y0 = box.y + box.h / 2 - (len(lines) - 1) * LINE / 2 + 5  # centred; 5 px: half a cap height
     for i, line in enumerate(lines):
         weight = "font-weight:bold;" if bold_first and i == 0 else ""
         out.append(f'<text x="{box.cx:.1f}" y="{y0 + i * LINE:.1f}" text-anchor="middle" '
@@ -115,34 +117,47 @@ def draw() -> str:
     """The SVG document, as text (deterministic: the same data gives the same bytes)."""
     body: list[str] = []
     inner = WIDTH - 2 * MARGIN
-    y = MARGIN
-    start = Box(MARGIN + 90, y, inner - 180, _height(START))
+    start = Box(MARGIN, MARGIN, inner, _height(START))
     body += _box("measure", START, start)
-    y = start.bottom + 26
-    fits = Box(WIDTH / 2 - 130, y, 260, _height(FITS) + 6)
-    body += _arrow(start.cx, start.bottom, fits.cx, fits.y)
+    fits = Box(MARGIN + 20, start.bottom + 28, 300, _height(FITS) + 8)
+    body += _arrow(fits.cx, start.bottom, fits.cx, fits.y)
     body += _box("question", FITS, fits, shape="diamond")
-    yes = Box(fits.x + fits.w + 50, fits.y + fits.h / 2 - _height(YES) / 2,
-              WIDTH - MARGIN - (fits.x + fits.w + 50), _height(YES))
+    yes = Box(fits.x + fits.w + 60, fits.y + fits.h / 2 - _height(YES) / 2,
+              WIDTH - MARGIN - (fits.x + fits.w + 60), _height(YES))
     body += _arrow(fits.x + fits.w, fits.y + fits.h / 2, yes.x, fits.y + fits.h / 2, "yes", -12, -8)
     body += _box("note", YES, yes)
-    y = max(fits.bottom, yes.bottom) + 24
-    dom = Box(WIDTH / 2 - 120, y, 240, _height(DOMINATES) + 6)
-    body += _arrow(fits.cx, fits.bottom, dom.cx, dom.y, "no")
+    dom = Box(fits.x + 30, max(fits.bottom, yes.bottom) + 26, 240, _height(DOMINATES) + 8)
+    body += _arrow(fits.cx, fits.bottom, fits.cx, dom.y, "no")
     body += _box("question", DOMINATES, dom, shape="diamond")
-    gap = 12
-    col_w = (inner - gap * (len(BRANCHES) - 1)) / len(BRANCHES)
-    top = dom.bottom + 40
-    tallest = max(_height([head] + tools) for head, tools in BRANCHES)
-    branch_boxes = []
-    for i, (head, tools) in enumerate(BRANCHES):
-        b = Box(MARGIN + i * (col_w + gap), top, col_w, tallest)
-        body += _arrow(dom.cx, dom.bottom, b.cx, b.y)
-        body += _box("tool", [head] + tools, b, bold_first=True)
-        branch_boxes.append(b)
-    again = Box(MARGIN + 40, top + tallest + 36, inner - 80, _height(AGAIN))
-    for b in branch_boxes:
-        body += _arrow(b.cx, b.bottom, b.cx if MARGIN + 40 < b.cx < again.x + again.w else again.cx, again.y)
+    # One row per branch: what dominates (left), an arrow, the tools (right), hung off a
+    # vertical spine that leaves the question on its left.
+    spine_x, label_w, gap = MARGIN + 8, 150, 34
+    y = dom.bottom + 16
+    tool_x = spine_x + 14 + label_w + gap
+    body.append(f'<line x1="{spine_x}" y1="{dom.y + dom.h / 2:.1f}" x2="{dom.x}" '
+                f'y2="{dom.y + dom.h / 2:.1f}" stroke="#333" stroke-width="1.4"/>')
+    rows = []
+    for head, tools in BRANCHES:
+        label_lines = [head] + ([LABEL_SECOND[head]] if head in LABEL_SECOND else [])
+        h = max(_height(tools), _height(label_lines))
+        label = Box(spine_x + 14, y, label_w, h)
+        tool = Box(tool_x, y, WIDTH - MARGIN - 24 - tool_x, h)  # 24 px: room for the return line
+        body += _arrow(spine_x, y + h / 2, label.x, y + h / 2)
+        body += _box("question", label_lines, label)
+        body += _arrow(label.x + label.w, y + h / 2, tool.x, y + h / 2)
+        body += _box("tool", tools, tool)
+        rows.append((label, tool))
+        y += h + 10
+    body.append(f'<line x1="{spine_x}" y1="{dom.y + dom.h / 2:.1f}" x2="{spine_x}" '
+                f'y2="{rows[-1][0].y + rows[-1][0].h / 2:.1f}" stroke="#333" stroke-width="1.4"/>')
+    again = Box(MARGIN, y + 24, inner, _height(AGAIN))
+    right = WIDTH - MARGIN - 10  # every branch returns to "measure again"
+    for _, tool in rows:
+        body.append(f'<line x1="{tool.x + tool.w:.1f}" y1="{tool.y + tool.h / 2:.1f}" x2="{right}" '
+                    f'y2="{tool.y + tool.h / 2:.1f}" stroke="#333" stroke-width="1.4"/>')
+    body.append(f'<line x1="{right}" y1="{rows[0][1].y + rows[0][1].h / 2:.1f}" x2="{right}" '
+                f'y2="{rows[-1][1].bottom:.1f}" stroke="#333" stroke-width="1.4"/>')
+    body += _arrow(right, rows[-1][1].bottom, right, again.y)
     body += _box("measure", AGAIN, again)
     height = again.bottom + MARGIN
     head = [
@@ -165,7 +180,7 @@ def chapters_named() -> set[str]:
     """Every chapter id (``ch07``) the figure's text refers to."""
     import re
 
-    text = " ".join(START + FITS + YES + DOMINATES + AGAIN
+    text = " ".join(START + FITS + YES + DOMINATES + AGAIN + list(LABEL_SECOND.values())
                     + [line for head, tools in BRANCHES for line in [head] + tools])
     return set(re.findall(r"\bch\d\d[a-z]?\b", text))
 
