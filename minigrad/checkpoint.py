@@ -231,7 +231,9 @@ class _Handle:
 
 
 class _StopRecomputation(Exception):
-    """Raised by the recomputation's pack hook once every needed array is rebuilt (early stop)."""
+    """Ends a recomputation early: raised once the op that saved the last needed array has
+    run. (torch raises inside that op's save; minigrad lets the op finish, so that the ledger
+    records the moment when every rebuilt array is alive, the recomputation's peak.)"""
 
 
 _OUTSIDE_BACKWARD_IDS = itertools.count(-1, -1)  # an unpack outside backward recomputes afresh
@@ -335,12 +337,20 @@ class _Frame:
         leaves = [Tensor(a, requires_grad=rg)
                   for a, rg in zip(self.keeper._ctx.saved_tensors, self.requires_grad)]
         args, kwargs = _fill_inputs(self.template, leaves)
+        self.stop_after_op = False
+
+        def stop(kind, *_):  # an op hook, called after the ledger's
+            if kind == "forward" and self.stop_after_op:
+                raise _StopRecomputation
+        stopper = register_hooks(op=stop)
         try:
             with _recomputing(self.rng_state), saved_tensors_hooks(
                     lambda a: self._pack_recomputed(tid, a), lambda a: a):
                 self.fn(*args, **kwargs)
         except _StopRecomputation:
             pass
+        finally:
+            stopper.remove()
         self.done.add(tid)
         if self.forward_done and not self.ignore_extra and self.counter[tid] != len(self.holders):
             i = self.counter[tid]
@@ -383,7 +393,7 @@ class _Frame:
             box.save_for_backward(array)  # hooks are paused inside a hook: stored as is
             self.recomputed[tid][handle] = box
         if self.early_stop and self.counter[tid] == len(self.holders):
-            raise _StopRecomputation
+            self.stop_after_op = True  # every needed array exists once this op finishes
         return array  # the recomputed graph keeps it too, so fn may call backward inside
 
     def _forget(self, tid):
@@ -487,7 +497,8 @@ def checkpoint(function, *args, use_reentrant: bool = False, preserve_rng_state:
             saved array (non-reentrant) or op output (reentrant) whose op, shape or dtype
             differs in the recomputation; ``"none"`` (or False) skips the check.
         early_stop: non-reentrant only: stop recomputing once every array backward needs is
-            rebuilt (torch's default; `set_checkpoint_early_stop` overrides it).
+            rebuilt (torch's default; `set_checkpoint_early_stop` overrides it). The op that
+            saves the last one runs to its end (torch stops inside it).
 
     Returns:
         What ``function`` returns. Under ``no_grad`` it is simply called. The gradients equal
