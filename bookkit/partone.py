@@ -551,9 +551,7 @@ def _measure_step(forward, loss_of, optimizer, split_logits, warmup):
         act_before_loss = int(m.timeline[-1].live["activations"]) if born else int(m.start["activations"])
         logits_bytes = out.nbytes if split_logits else 0
         if split_logits:
-            buf = out.data
-            while isinstance(buf.base, np.ndarray):
-                buf = buf.base
+            buf = memory.base_buffer(out.data)
             weakref.finalize(buf, lambda: died.append(len(m.timeline)))
             del buf  # only the caller's code may keep the logits alive
         loss = loss_of(out)

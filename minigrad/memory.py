@@ -137,8 +137,14 @@ def base_buffer(a: np.ndarray) -> np.ndarray:
 
 @contextmanager
 def gc_paused():
-    """Pause Python's cyclic garbage collector inside the block (rule 7), restoring its
-    previous state on exit: frees then happen only where the code drops references."""
+    """Context manager: pause Python's cyclic garbage collector inside the block (rule 7),
+    restoring its previous state on exit: frees then happen only where the code drops
+    references. ``track()`` uses it; so does anything that reads the ledger's figures.
+
+    Example:
+        >>> with gc_paused():
+        ...     before = live_bytes()
+    """
     was_enabled = gc.isenabled()
     gc.disable()
     try:
