@@ -23,7 +23,7 @@ reach ``i`` with every finished term ``<= M`` (keeping the smallest ``K`` is bes
 continuation); a binary search over ``M`` (jumping to the next value at which the pass can
 change) finds the smallest feasible peak, about 20 passes for 1000 layers. With a budget,
 the least recomputation is the cheapest feasible last start (the recomputed layers are
-those before it); among those plans the smallest peak wins. `tests/test_plan_optimal.py`
+those before it); among those plans the smallest peak wins. `tests/test_plan.py`
 checks both against each other and against brute force on numbers,
 `tests/test_exhaustive.py` against the ledger on real chains.
 """
