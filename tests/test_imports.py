@@ -16,6 +16,8 @@ LAYERS = [
     {"minigrad.plan.segments", "minigrad.plan.chain", "minigrad.plan.revolve"},
     {"minigrad.plan.profile"},
     {"minigrad.plan.optimal"},
+    {"minigrad.plan.rotor"},
+    {"minigrad.plan.rotor_published"},
     {"minigrad.plan"},
     {"minigrad.viz"},
 ]
