@@ -208,6 +208,8 @@ def test_unknown_phase_and_role_are_named():
     with pytest.raises(ValueError, match=r"memory.phase: unknown phase 'bogus'; allowed: \['forward', 'recompute', 'backward'\]"):
         with mg.memory.phase("bogus"):
             pass
+    with pytest.raises(ValueError, match="unknown phase 'bogus'"):
+        mg.memory.phase("bogus")          # at the call, not only when the block is entered
     with pytest.raises(ValueError, match="unknown role 'weights'"):
         mg.memory.hold(np.ones(2), "weights")
     with mg.memory.track() as m:
