@@ -10,6 +10,7 @@ import gc
 import re
 import time
 import weakref
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -414,14 +415,23 @@ def event_rows(m, tags: LayerTags | None = None) -> list[EventRow]:
         raise ValueError("event_rows: the tracker's timeline is empty (track with record_timeline=True)")
     names, grads = tags.labels(len(events)) if tags is not None else ([""] * len(events), [True] * len(events))
     rows, open_nodes = [], []  # open_nodes: (op, layer) of recorded nodes not yet undone
+    unclaimed = Counter()  # forward nodes per (op, layer) that no recomputation rebuilt yet
     prev = int(m.start["activations"])
     for i, ev in enumerate(events):
         live = int(ev.live["activations"])
         delta, prev = live - prev, live
         layer = names[i]
         if ev.phase in ("forward", "recompute"):
-            if grads[i]:
+            # A recomputation rebuilds a node: the one its first forward recorded if there is
+            # one (non-reentrant checkpoints record their graph in the first forward), else a
+            # new one (reentrant checkpoints ran the first forward without a graph).
+            rebuilt = ev.phase == "recompute" and unclaimed[(ev.op, layer)] > 0
+            if rebuilt:
+                unclaimed[(ev.op, layer)] -= 1
+            elif grads[i]:
                 open_nodes.append((ev.op, layer))
+                if ev.phase == "forward":
+                    unclaimed[(ev.op, layer)] += 1
             if not grads[i]:
                 note = "runs without a graph: nothing kept"
             elif ev.phase == "recompute":
@@ -541,9 +551,7 @@ def _measure_step(forward, loss_of, optimizer, split_logits, warmup):
         act_before_loss = int(m.timeline[-1].live["activations"]) if born else int(m.start["activations"])
         logits_bytes = out.nbytes if split_logits else 0
         if split_logits:
-            buf = out.data
-            while isinstance(buf.base, np.ndarray):
-                buf = buf.base
+            buf = memory.base_buffer(out.data)
             weakref.finalize(buf, lambda: died.append(len(m.timeline)))
             del buf  # only the caller's code may keep the logits alive
         loss = loss_of(out)

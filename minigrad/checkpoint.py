@@ -214,11 +214,20 @@ class _Holder:
     """What a checkpointed op stores instead of an array (torch's ``_Holder``): one handle
     per backward pass, set when that pass has recomputed the array."""
 
-    __slots__ = ("handles", "frame", "__weakref__")
+    __slots__ = ("handles", "frame", "handed", "__weakref__")
 
     def __init__(self, frame):
         self.handles: dict[int, object] = {}
         self.frame = frame
+        self.handed = None  # (task id, handle) of the array being handed to its node
+
+    def unpacked(self):
+        """Called by the engine once the node holds the array: the frame lets go of it."""
+        tid, handle = self.handed
+        self.handed = None
+        self.frame.recomputed[tid].pop(handle, None)
+        if tid < 0:  # unpacked outside backward: nothing else will ask for that recomputation
+            self.frame.forget(tid)
 
     def kept_arrays(self):
         """What is kept for backward in this array's stead: its checkpoint's inputs
@@ -231,7 +240,9 @@ class _Handle:
 
 
 class _StopRecomputation(Exception):
-    """Raised by the recomputation's pack hook once every needed array is rebuilt (early stop)."""
+    """Ends a recomputation early: raised once the op that saved the last needed array has
+    run. (torch raises inside that op's save; minigrad lets the op finish, so that the ledger
+    records the moment when every rebuilt array is alive, the recomputation's peak.)"""
 
 
 _OUTSIDE_BACKWARD_IDS = itertools.count(-1, -1)  # an unpack outside backward recomputes afresh
@@ -323,11 +334,8 @@ class _Frame:
                 "in this backward pass. If you are calling ctx.saved_tensors in backward, make sure "
                 "to do so only once.")
         holder.handles[tid] = None
-        box = self.recomputed[tid].pop(handle)
-        (array,) = box.saved
-        if task is None:  # outside backward: nothing else will ask for this recomputation
-            self._forget(tid)
-        return array
+        holder.handed = (tid, handle)  # the box keeps the array until the node holds it
+        return self.recomputed[tid][handle].saved[0]
 
     def _recompute(self, tid):
         # fresh leaves sharing the kept buffers, requiring grad as the inputs did (so that
@@ -335,12 +343,20 @@ class _Frame:
         leaves = [Tensor(a, requires_grad=rg)
                   for a, rg in zip(self.keeper._ctx.saved_tensors, self.requires_grad)]
         args, kwargs = _fill_inputs(self.template, leaves)
+        self.stop_after_op = False
+
+        def stop(kind, *_):  # an op hook, called after the ledger's
+            if kind == "forward" and self.stop_after_op:
+                raise _StopRecomputation
+        stopper = register_hooks(op=stop)
         try:
             with _recomputing(self.rng_state), saved_tensors_hooks(
                     lambda a: self._pack_recomputed(tid, a), lambda a: a):
                 self.fn(*args, **kwargs)
         except _StopRecomputation:
             pass
+        finally:
+            stopper.remove()
         self.done.add(tid)
         if self.forward_done and not self.ignore_extra and self.counter[tid] != len(self.holders):
             i = self.counter[tid]
@@ -383,10 +399,10 @@ class _Frame:
             box.save_for_backward(array)  # hooks are paused inside a hook: stored as is
             self.recomputed[tid][handle] = box
         if self.early_stop and self.counter[tid] == len(self.holders):
-            raise _StopRecomputation
+            self.stop_after_op = True  # every needed array exists once this op finishes
         return array  # the recomputed graph keeps it too, so fn may call backward inside
 
-    def _forget(self, tid):
+    def forget(self, tid):
         self.recomputed.pop(tid, None)
         for ref in self.holders:
             holder = ref()
@@ -487,7 +503,8 @@ def checkpoint(function, *args, use_reentrant: bool = False, preserve_rng_state:
             saved array (non-reentrant) or op output (reentrant) whose op, shape or dtype
             differs in the recomputation; ``"none"`` (or False) skips the check.
         early_stop: non-reentrant only: stop recomputing once every array backward needs is
-            rebuilt (torch's default; `set_checkpoint_early_stop` overrides it).
+            rebuilt (torch's default; `set_checkpoint_early_stop` overrides it). The op that
+            saves the last one runs to its end (torch stops inside it).
 
     Returns:
         What ``function`` returns. Under ``no_grad`` it is simply called. The gradients equal
@@ -634,7 +651,7 @@ class _ScheduleRun:
                              f"{self.pos}; the schedule's actions are inconsistent")
         first = self.first_ops[i] is None
         if first:
-            self.first_rng[i] = _random.get_rng_state() if self.preserve else None
+            rng_before = _random.get_rng_state() if self.preserve else None
         elif self.first_rng[i] is not None:
             _random.set_rng_state(self.first_rng[i])
         record = _OpRecord()
@@ -646,6 +663,9 @@ class _ScheduleRun:
         if first:
             self.first_ops[i] = record.ops
             self.requires_grad[i + 1] = bool(self.requires_grad[i]) or record.saw_grad
+            # replay the random state only for layers that drew random numbers
+            if rng_before is not None and rng_before != _random.get_rng_state():
+                self.first_rng[i] = rng_before
         elif self.check:
             _compare_ops(self.first_ops[i], record.ops, f"run_schedule (layer {i})")
         self.pos, self.state = i + 1, out.data
@@ -745,7 +765,12 @@ class _ScheduleRun:
 
 class _Schedule(Function):
     """The graph node of one schedule execution: its forward runs the actions up to the
-    chain's output, its backward the rest (a reentrant backward, like `Checkpoint`)."""
+    chain's output, its backward the rest (a reentrant backward, like `Checkpoint`). The
+    ledger counts it as one ``"checkpoint"`` event (it is bookkeeping, not forward work)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "checkpoint"
 
     @staticmethod
     def forward(ctx, dummy, x, run):

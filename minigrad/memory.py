@@ -137,8 +137,14 @@ def base_buffer(a: np.ndarray) -> np.ndarray:
 
 @contextmanager
 def gc_paused():
-    """Pause Python's cyclic garbage collector inside the block (rule 7), restoring its
-    previous state on exit: frees then happen only where the code drops references."""
+    """Context manager: pause Python's cyclic garbage collector inside the block (rule 7),
+    restoring its previous state on exit: frees then happen only where the code drops
+    references. ``track()`` uses it; so does anything that reads the ledger's figures.
+
+    Example:
+        >>> with gc_paused():
+        ...     before = live_bytes()
+    """
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -296,10 +302,15 @@ def category(a: np.ndarray) -> str | None:
     return None if e is None else e.cat
 
 
-@contextmanager
 def phase(name: str):
     """Set the ledger's phase inside the block: ``"forward"``, ``"recompute"`` or
     ``"backward"`` (checkpointing sets ``"recompute"`` while it re-runs a segment).
+
+    Args:
+        name: one of `PHASES`; checked at the call, before the block is entered.
+
+    Returns:
+        A context manager; the previous phase is restored when the block exits.
 
     Raises:
         ValueError: ``name`` is not one of `PHASES`.
@@ -310,6 +321,11 @@ def phase(name: str):
     """
     if name not in PHASES:
         raise ValueError(f"memory.phase: unknown phase {name!r}; allowed: {list(PHASES)}")
+    return _phase(name)
+
+
+@contextmanager
+def _phase(name: str):
     old = _LEDGER.phase
     _LEDGER.phase = name
     try:

@@ -26,7 +26,17 @@ __all__ = ["Parameter", "Module", "Linear", "ReLU", "GELU", "Tanh", "Dropout", "
 
 
 class Parameter(Tensor):
-    """A leaf tensor that requires grad and is counted as ``"parameters"``."""
+    """A leaf tensor that requires grad and is counted as ``"parameters"`` by the ledger.
+
+    Args:
+        data: an array (or nested numbers) for the initial value.
+        dtype: optional dtype.
+
+    Example:
+        >>> w = Parameter(np.zeros((3, 4)))
+        >>> w.requires_grad
+        True
+    """
 
     __slots__ = ()
 
@@ -51,8 +61,19 @@ class Parameter(Tensor):
 
 
 class Module:
-    """Base class: subclasses set Parameters, Modules and buffers as attributes and
-    define ``forward``. ``parameters()`` lists them in definition order."""
+    """Base class of layers (``torch.nn.Module``).
+
+    Subclasses set Parameters, Modules and buffers as attributes and define ``forward``;
+    ``parameters()`` lists them in definition order; ``train()``/``eval()`` set ``training``
+    on every submodule; ``state_dict``/``load_state_dict`` use torch's names and order.
+
+    Example:
+        >>> class Affine(Module):
+        ...     def __init__(self):
+        ...         self.w = Parameter(np.ones(3))
+        ...     def forward(self, x):
+        ...         return x * self.w
+    """
 
     training = True
 
@@ -161,8 +182,21 @@ class Module:
 
 # --- layers ---------------------------------------------------------------------------
 class Linear(Module):
-    """``y = x @ weight.T + bias``: x (..., in) -> (..., out). Initialised like torch:
-    weight and bias uniform in ``[-1/sqrt(in), 1/sqrt(in))``."""
+    """``y = x @ weight.T + bias``: x (..., in) -> (..., out), initialised like torch
+    (weight and bias uniform in ``[-1/sqrt(in), 1/sqrt(in))``).
+
+    Args:
+        in_features, out_features: positive integers.
+        bias: whether to add a bias.
+        dtype: float32 (default) or float64.
+
+    Raises:
+        TypeError, ValueError: sizes that are not positive integers (named).
+
+    Example:
+        >>> Linear(4, 2)(Tensor(np.ones((3, 4), np.float32))).shape
+        (3, 2)
+    """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype=np.float32):
         in_features = check_int("in_features", in_features, 1, where="Linear")
@@ -180,24 +214,48 @@ class Linear(Module):
 
 
 class ReLU(Module):
+    """``max(x, 0)`` (see ``minigrad.ops.relu``).
+
+    Example:
+        >>> ReLU()(Tensor([-1.0, 2.0]))
+    """
     def forward(self, x):
         return F.relu(x)
 
 
 class GELU(Module):
-    """GELU, tanh approximation (torch: ``nn.GELU(approximate="tanh")``)."""
+    """GELU, tanh approximation (torch: ``nn.GELU(approximate="tanh")``).
+
+    Example:
+        >>> GELU()(Tensor([-1.0, 2.0]))
+    """
 
     def forward(self, x):
         return F.gelu(x)
 
 
 class Tanh(Module):
+    """``tanh(x)`` (see ``minigrad.ops.tanh``).
+
+    Example:
+        >>> Tanh()(Tensor([-1.0, 2.0]))
+    """
     def forward(self, x):
         return F.tanh(x)
 
 
 class Dropout(Module):
-    """Zero elements with probability ``p`` in training (masks from `minigrad.random`)."""
+    """Zero elements with probability ``p`` in training (masks from `minigrad.random`).
+
+    Args:
+        p: drop probability in [0, 1).
+
+    Raises:
+        ValueError: ``p`` outside [0, 1).
+
+    Example:
+        >>> Dropout(0.5)(Tensor(np.ones(4)))
+    """
 
     def __init__(self, p: float = 0.5):
         self.p = check_number("p", p, 0.0, 1.0, where="Dropout", hi_open=True)
@@ -210,7 +268,18 @@ class Dropout(Module):
 
 
 class LayerNorm(Module):
-    """Normalise over the last dimension (size ``normalized_shape``), then scale and shift."""
+    """Normalise over the last dimension (size ``normalized_shape``), then scale and shift.
+
+    Args:
+        normalized_shape: the size of the last dimension (a positive integer).
+        eps: added to the variance.
+        elementwise_affine: learn a weight and a bias.
+        dtype: float32 (default) or float64.
+
+    Example:
+        >>> LayerNorm(8)(Tensor(np.ones((2, 8), np.float32))).shape
+        (2, 8)
+    """
 
     def __init__(self, normalized_shape: int, eps: float = 1e-5, elementwise_affine: bool = True,
                  dtype=np.float32):
@@ -233,7 +302,19 @@ class BatchNorm1d(Module):
     Under checkpointing a recomputation would update them a second time (torch
     does); by default minigrad skips the update while
     ``minigrad.checkpoint.is_recomputing()`` is True. ``update_stats_on_recompute=True``
-    restores torch's behaviour (chapter 6 shows the difference)."""
+    restores torch's behaviour (chapter 6 shows the difference).
+
+    Args:
+        num_features: C.
+        eps, momentum: as in torch.
+        affine: learn a weight and a bias.
+        update_stats_on_recompute: see above.
+        dtype: float32 (default) or float64.
+
+    Example:
+        >>> BatchNorm1d(3)(Tensor(np.random.rand(8, 3).astype(np.float32))).shape
+        (8, 3)
+    """
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
                  affine: bool = True, update_stats_on_recompute: bool = False, dtype=np.float32):
@@ -260,7 +341,12 @@ class BatchNorm1d(Module):
 
 
 class Embedding(Module):
-    """A table of ``num_embeddings`` vectors of size ``embedding_dim`` (initialised N(0, 1), as torch)."""
+    """A table of ``num_embeddings`` vectors of size ``embedding_dim`` (initialised N(0, 1), as torch).
+
+    Example:
+        >>> Embedding(10, 4)(np.array([[1, 2]])).shape
+        (1, 2, 4)
+    """
 
     def __init__(self, num_embeddings: int, embedding_dim: int, dtype=np.float32):
         self.num_embeddings = check_int("num_embeddings", num_embeddings, 1, where="Embedding")
@@ -275,8 +361,15 @@ class Embedding(Module):
 
 
 class Sequential(Module):
-    """A chain of modules: ``Sequential(a, b, c)(x) == c(b(a(x)))``. Indexable (an int
-    gives a module, a slice a Sequential), ``len()`` and iteration over the layers."""
+    """A chain of modules: ``Sequential(a, b, c)(x) == c(b(a(x)))``.
+
+    Indexable (an int gives a module, a slice a Sequential), ``len()`` and iteration over
+    the layers; ``checkpoint_sequential`` accepts it as a list of layers.
+
+    Example:
+        >>> model = Sequential(Linear(4, 8), ReLU(), Linear(8, 2))
+        >>> len(model), model[0]
+    """
 
     def __init__(self, *layers):
         if len(layers) == 1 and isinstance(layers[0], (list, tuple)):
@@ -307,7 +400,11 @@ class Sequential(Module):
 
 
 class ModuleList(Sequential):
-    """A list of modules (indexable, iterable); it has no forward of its own."""
+    """A list of modules (indexable, iterable); it has no forward of its own.
+
+    Example:
+        >>> blocks = ModuleList(*[Linear(4, 4) for _ in range(3)])
+    """
 
     def forward(self, x):
         raise TypeError("ModuleList has no forward; iterate over it")
@@ -319,7 +416,12 @@ class CausalSelfAttention(Module):
 
     One ``qkv`` Linear(d, 3d) whose output is viewed as (b, s, 3, heads, d/heads) and
     permuted into q, k, v (views of one array), scaled dot-product attention with a
-    causal mask, heads side by side again, then ``proj`` Linear(d, d) and dropout."""
+    causal mask, heads side by side again, then ``proj`` Linear(d, d) and dropout.
+
+    Example:
+        >>> CausalSelfAttention(8, 2)(Tensor(np.ones((1, 5, 8), np.float32))).shape
+        (1, 5, 8)
+    """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, dtype=np.float32):
         d_model = check_int("d_model", d_model, 1, where="CausalSelfAttention")
@@ -346,7 +448,12 @@ class CausalSelfAttention(Module):
 
 
 class MLP(Module):
-    """Linear(d, 4d), GELU, Linear(4d, d), Dropout: (..., d) -> (..., d)."""
+    """Linear(d, 4d), GELU, Linear(4d, d), Dropout: (..., d) -> (..., d).
+
+    Example:
+        >>> MLP(8)(Tensor(np.ones((1, 5, 8), np.float32))).shape
+        (1, 5, 8)
+    """
 
     def __init__(self, d_model: int, dropout: float = 0.0, expansion: int = 4, dtype=np.float32):
         self.fc = Linear(d_model, expansion * d_model, dtype=dtype)
@@ -359,7 +466,12 @@ class MLP(Module):
 
 
 class TransformerBlock(Module):
-    """Pre-LayerNorm block: ``x + attn(ln1(x))`` then ``h + mlp(ln2(h))``; (b, s, d) -> (b, s, d)."""
+    """Pre-LayerNorm block: ``x + attn(ln1(x))`` then ``h + mlp(ln2(h))``; (b, s, d) -> (b, s, d).
+
+    Example:
+        >>> TransformerBlock(8, 2)(Tensor(np.ones((1, 5, 8), np.float32))).shape
+        (1, 5, 8)
+    """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, dtype=np.float32):
         self.ln1 = LayerNorm(d_model, dtype=dtype)

@@ -114,7 +114,26 @@ def _norm_axis(axis, ndim):
 
 
 # --- elementwise arithmetic ----------------------------------------------------------
-class Add(Function):
+class _Binary(Function):
+    """FLOPs shared by the four arithmetic ops: forward, one per output element; backward,
+    ``GRAD_FLOPS[i]`` per output element for input ``i``'s gradient formula, then the adds
+    that sum it over the dimensions the input was broadcast along."""
+
+    GRAD_FLOPS = (0, 0)
+
+    @staticmethod
+    def flops(ctx, out, a, b):
+        return out.size
+
+    @classmethod
+    def backward_flops(cls, ctx):
+        n = _numel(ctx.output_shape)
+        return builtins.sum(per * n + _reduce_flops(n, shape) for per, shape, need
+                            in zip(cls.GRAD_FLOPS, ctx.shapes, ctx.needs_input_grad) if need)
+
+
+class Add(_Binary):
+    GRAD_FLOPS = (0, 0)  # the gradient passes through
     @staticmethod
     def forward(ctx, a, b):
         ctx.shapes = (a.shape, b.shape)
@@ -124,17 +143,9 @@ class Add(Function):
     def backward(ctx, g):
         return _unbroadcast(g, ctx.shapes[0]), _unbroadcast(g, ctx.shapes[1])
 
-    @staticmethod
-    def flops(ctx, out, a, b):
-        return out.size  # one add per output element
 
-    @staticmethod
-    def backward_flops(ctx):
-        n = _numel(ctx.output_shape)  # the gradient passes through, summed if broadcast
-        return builtins.sum(_reduce_flops(n, s) for s, need in zip(ctx.shapes, ctx.needs_input_grad) if need)
-
-
-class Sub(Function):
+class Sub(_Binary):
+    GRAD_FLOPS = (0, 1)  # b's gradient is -g
     @staticmethod
     def forward(ctx, a, b):
         ctx.shapes = (a.shape, b.shape)
@@ -145,19 +156,9 @@ class Sub(Function):
         gb = _unbroadcast(-g, ctx.shapes[1]) if ctx.needs_input_grad[1] else None
         return _unbroadcast(g, ctx.shapes[0]), gb
 
-    @staticmethod
-    def flops(ctx, out, a, b):
-        return out.size
 
-    @staticmethod
-    def backward_flops(ctx):
-        n = _numel(ctx.output_shape)
-        fa = _reduce_flops(n, ctx.shapes[0]) if ctx.needs_input_grad[0] else 0
-        fb = n + _reduce_flops(n, ctx.shapes[1]) if ctx.needs_input_grad[1] else 0  # -g, then sum
-        return fa + fb
-
-
-class Mul(Function):
+class Mul(_Binary):
+    GRAD_FLOPS = (1, 1)  # g * b, g * a
     @staticmethod
     def forward(ctx, a, b):
         # Keep only what the gradients need: d/da needs b, d/db needs a.
@@ -173,17 +174,9 @@ class Mul(Function):
         gb = _unbroadcast(g * a, ctx.shapes[1]) if a is not None else None
         return ga, gb
 
-    @staticmethod
-    def flops(ctx, out, a, b):
-        return out.size
 
-    @staticmethod
-    def backward_flops(ctx):
-        n = _numel(ctx.output_shape)  # g * other, then sum if broadcast
-        return builtins.sum(n + _reduce_flops(n, s) for s, need in zip(ctx.shapes, ctx.needs_input_grad) if need)
-
-
-class Div(Function):
+class Div(_Binary):
+    GRAD_FLOPS = (1, 4)  # g / b; -g * a / (b * b)
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a if ctx.needs_input_grad[1] else None, b)
@@ -196,17 +189,6 @@ class Div(Function):
         ga = _unbroadcast(g / b, ctx.shapes[0]) if ctx.needs_input_grad[0] else None
         gb = _unbroadcast(-g * a / (b * b), ctx.shapes[1]) if ctx.needs_input_grad[1] else None
         return ga, gb
-
-    @staticmethod
-    def flops(ctx, out, a, b):
-        return out.size
-
-    @staticmethod
-    def backward_flops(ctx):
-        n = _numel(ctx.output_shape)
-        fa = n + _reduce_flops(n, ctx.shapes[0]) if ctx.needs_input_grad[0] else 0  # g / b
-        fb = 4 * n + _reduce_flops(n, ctx.shapes[1]) if ctx.needs_input_grad[1] else 0  # -g * a / (b * b)
-        return fa + fb
 
 
 class Neg(Function):
@@ -249,41 +231,79 @@ class Pow(Function):
         return 3 * _numel(ctx.output_shape)  # a ** (p - 1), p * ., g * .
 
 
+def _binary(fn, name, a, b):
+    """Apply the elementwise ``fn`` to ``a`` and ``b`` after the checks all four share."""
+    a, b = _tensor(a, b, name), _tensor(b, a, name)
+    _broadcast_shape(name, a, b)
+    return fn.apply(a, b)
+
+
 def add(a, b):
-    """``a + b`` with broadcasting. Raises ValueError naming both shapes if they do not broadcast."""
-    a, b = _tensor(a, b, "add"), _tensor(b, a, "add")
-    _broadcast_shape("add", a, b)
-    return Add.apply(a, b)
+    """``a + b`` elementwise, with NumPy/torch broadcasting.
+
+    Args:
+        a, b: Tensors, NumPy arrays or Python numbers (a number takes the other operand's
+            float dtype).
+
+    Returns:
+        A Tensor of the broadcast shape.
+
+    Raises:
+        ValueError: the shapes do not broadcast (both are named).
+        TypeError: an operand is not a tensor, array or number (None, a list...).
+
+    Example:
+        >>> add(Tensor([1.0, 2.0]), 3.0)
+    """
+    return _binary(Add, "add", a, b)
 
 
 def sub(a, b):
-    """``a - b`` with broadcasting."""
-    a, b = _tensor(a, b, "sub"), _tensor(b, a, "sub")
-    _broadcast_shape("sub", a, b)
-    return Sub.apply(a, b)
+    """``a - b`` elementwise; arguments, broadcasting and errors as in `add`.
+
+    Example:
+        >>> sub(Tensor([1.0, 2.0]), 3.0)
+    """
+    return _binary(Sub, "sub", a, b)
 
 
 def mul(a, b):
-    """``a * b`` elementwise with broadcasting."""
-    a, b = _tensor(a, b, "mul"), _tensor(b, a, "mul")
-    _broadcast_shape("mul", a, b)
-    return Mul.apply(a, b)
+    """``a * b`` elementwise; arguments, broadcasting and errors as in `add`.
+
+    Example:
+        >>> mul(Tensor([1.0, 2.0]), 3.0)
+    """
+    return _binary(Mul, "mul", a, b)
 
 
 def div(a, b):
-    """``a / b`` elementwise with broadcasting."""
-    a, b = _tensor(a, b, "div"), _tensor(b, a, "div")
-    _broadcast_shape("div", a, b)
-    return Div.apply(a, b)
+    """``a / b`` elementwise; arguments, broadcasting and errors as in `add`.
+
+    Example:
+        >>> div(Tensor([1.0, 2.0]), 4.0)
+    """
+    return _binary(Div, "div", a, b)
 
 
 def neg(a):
-    """``-a``."""
+    """``-a``.
+
+    Example:
+        >>> neg(Tensor([1.0, -2.0]))
+    """
     return Neg.apply(_operand(a, "neg"))
 
 
 def pow(a, exponent: float):
-    """``a ** exponent`` for a Python number ``exponent``."""
+    """``a ** exponent`` elementwise, for a Python number ``exponent``.
+
+    Args:
+        a: a Tensor.
+        exponent: a Python number (not a Tensor).
+
+    Example:
+        >>> pow(Tensor([2.0, 3.0]), 2)        # [4, 9]
+    """
     if isinstance(exponent, (bool, np.bool_)) or not isinstance(exponent, numbers.Real):
         raise TypeError(f"pow: the exponent must be a Python number, got {type(exponent).__name__}")
     return Pow.apply(_operand(a, "pow"), float(exponent))
@@ -327,7 +347,21 @@ class MatMul(Function):
 def matmul(a, b):
     """Matrix product ``a @ b`` of (..., n, k) and (..., k, m) tensors (batch dims broadcast).
 
-    Raises ValueError naming both shapes if the inner dimensions differ."""
+    Args:
+        a, b: Tensors (or NumPy arrays) with at least two dimensions.
+
+    Returns:
+        A Tensor (..., n, m). FLOPs: ``2 n k m`` per batch entry.
+
+    Raises:
+        ValueError: the inner dimensions differ, or the batch dimensions do not broadcast
+            (both shapes are named).
+        TypeError: an operand is not a Tensor (a list, say).
+
+    Example:
+        >>> matmul(Tensor(np.ones((2, 3))), Tensor(np.ones((3, 4)))).shape
+        (2, 4)
+    """
     a, b = _operand(a, "matmul", "the first operand"), _operand(b, "matmul", "the second operand")
     if a.ndim < 2 or b.ndim < 2:
         raise ValueError(f"matmul: both operands need at least 2 dimensions, got shapes "
@@ -387,8 +421,23 @@ class Linear(Function):
 
 
 def linear(x, weight, bias=None):
-    """``x @ weight.T + bias`` (like ``torch.nn.functional.linear``): x (..., in),
-    weight (out, in), bias (out,) -> (..., out). One op (torch's addmm)."""
+    """``x @ weight.T + bias``, like ``torch.nn.functional.linear``: one op (torch's addmm).
+
+    Args:
+        x: (..., in).
+        weight: (out, in).
+        bias: optional (out,).
+
+    Returns:
+        A Tensor (..., out).
+
+    Raises:
+        ValueError: the shapes do not match (all are named).
+
+    Example:
+        >>> linear(Tensor(np.ones((4, 3))), Tensor(np.ones((2, 3)))).shape
+        (4, 2)
+    """
     x, weight = _operand(x, "linear", "input"), _operand(weight, "linear", "weight")
     if weight.ndim != 2 or x.shape[-1] != weight.shape[-1]:
         raise ValueError(f"linear: input of shape {tuple(x.shape)} does not match weight of shape "
@@ -500,7 +549,16 @@ def _advanced(index):
 
 
 def permute(a, *dims):
-    """Reorder dimensions (a view, like ``torch.permute``)."""
+    """Reorder dimensions (a view, like ``torch.permute``).
+
+    Args:
+        a: a Tensor.
+        *dims: a permutation of ``range(a.ndim)`` (or one tuple of it).
+
+    Example:
+        >>> permute(Tensor(np.ones((2, 3, 4))), 2, 0, 1).shape
+        (4, 2, 3)
+    """
     a = _operand(a, "permute")
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = tuple(dims[0])
@@ -511,7 +569,11 @@ def permute(a, *dims):
 
 
 def getitem(a, index):
-    """``a[index]``: basic indexing gives a view; integer-array indexing a copy."""
+    """``a[index]``: basic indexing gives a view; integer-array indexing a copy.
+
+    Example:
+        >>> getitem(Tensor(np.arange(6.0)), slice(1, 3))
+    """
     a = _operand(a, "getitem")
     if isinstance(index, Tensor):
         index = index.data
@@ -519,17 +581,37 @@ def getitem(a, index):
 
 
 def sum(a, axis=None, keepdims=False):
-    """Sum over ``axis`` (int, tuple or None for all)."""
+    """Sum over ``axis`` (an int, a tuple, or None for all); ``keepdims`` as in NumPy.
+
+    Example:
+        >>> sum(Tensor(np.ones((2, 3))), axis=1)          # [3, 3]
+    """
     return Sum.apply(_operand(a, "sum"), axis=axis, keepdims=keepdims)
 
 
 def mean(a, axis=None, keepdims=False):
-    """Mean over ``axis`` (int, tuple or None for all)."""
+    """Mean over ``axis`` (an int, a tuple, or None for all); ``keepdims`` as in NumPy.
+
+    Example:
+        >>> mean(Tensor(np.ones((2, 3))), axis=0)         # [1, 1, 1]
+    """
     return Mean.apply(_operand(a, "mean"), axis=axis, keepdims=keepdims)
 
 
 def reshape(a, *shape):
-    """A tensor with the same data and a new shape (a view when NumPy can make one)."""
+    """A tensor with the same data and a new shape (a view when NumPy can make one).
+
+    Args:
+        a: a Tensor.
+        *shape: the new shape (one entry may be -1), or one tuple of it.
+
+    Raises:
+        ValueError: the sizes do not match (both shapes are named).
+
+    Example:
+        >>> reshape(Tensor(np.ones((2, 3))), -1).shape
+        (6,)
+    """
     a = _operand(a, "reshape")
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
@@ -545,7 +627,12 @@ def reshape(a, *shape):
 
 
 def transpose(a, dim0, dim1):
-    """Swap dimensions ``dim0`` and ``dim1`` (a view, like ``torch.transpose``)."""
+    """Swap dimensions ``dim0`` and ``dim1`` (a view, like ``torch.transpose``).
+
+    Example:
+        >>> transpose(Tensor(np.ones((2, 3))), 0, 1).shape
+        (3, 2)
+    """
     return Transpose.apply(_operand(a, "transpose"), dim0=dim0, dim1=dim1)
 
 
@@ -689,23 +776,47 @@ class GELU(Function):
 
 
 def exp(a):
+    """``exp(a)`` elementwise (saves its output for backward).
+
+    Example:
+        >>> exp(Tensor([0.0, 1.0]))
+    """
     return Exp.apply(_operand(a, "exp"))
 
 
 def log(a):
+    """Natural logarithm, elementwise (saves its input for backward).
+
+    Example:
+        >>> log(Tensor([1.0, 2.0]))
+    """
     return Log.apply(_operand(a, "log"))
 
 
 def tanh(a):
+    """``tanh(a)`` elementwise (saves its output for backward).
+
+    Example:
+        >>> tanh(Tensor([0.0, 1.0]))
+    """
     return Tanh.apply(_operand(a, "tanh"))
 
 
 def relu(a):
+    """``max(a, 0)`` elementwise (saves its output for backward, as torch does).
+
+    Example:
+        >>> relu(Tensor([-1.0, 2.0]))         # [0, 2]
+    """
     return ReLU.apply(_operand(a, "relu"))
 
 
 def gelu(a):
-    """GELU, tanh approximation (= torch's ``approximate="tanh"``)."""
+    """GELU, tanh approximation (= torch's ``gelu(x, approximate="tanh")``); saves its input.
+
+    Example:
+        >>> gelu(Tensor([-1.0, 0.0, 1.0]))
+    """
     return GELU.apply(_operand(a, "gelu"))
 
 
@@ -763,12 +874,20 @@ class LogSoftmax(Function):
 
 
 def softmax(a, dim=-1):
-    """``exp(a) / sum(exp(a))`` along ``dim`` (computed with the maximum subtracted)."""
+    """``exp(a) / sum(exp(a))`` along ``dim`` (computed with the maximum subtracted).
+
+    Example:
+        >>> softmax(Tensor([[1.0, 2.0, 3.0]]), dim=-1)
+    """
     return Softmax.apply(_operand(a, "softmax"), dim=dim)
 
 
 def log_softmax(a, dim=-1):
-    """``log(softmax(a, dim))``, computed stably."""
+    """``log(softmax(a, dim))``, computed stably.
+
+    Example:
+        >>> log_softmax(Tensor([[1.0, 2.0, 3.0]]), dim=-1)
+    """
     return LogSoftmax.apply(_operand(a, "log_softmax"), dim=dim)
 
 
@@ -839,7 +958,21 @@ class LayerNorm(Function):
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
-    """Normalise over the last dimension: x (..., d), weight and bias (d,)."""
+    """Normalise over the last dimension, then scale and shift (torch's ``layer_norm``).
+
+    Args:
+        x: (..., d).
+        normalized_shape: ``d`` (or ``(d,)``; only the last dimension is supported).
+        weight, bias: optional (d,).
+        eps: added to the variance.
+
+    Raises:
+        ValueError: the shapes do not match (named).
+
+    Example:
+        >>> layer_norm(Tensor(np.random.rand(4, 8)), 8).shape
+        (4, 8)
+    """
     x = _operand(x, "layer_norm")
     d = normalized_shape if isinstance(normalized_shape, int) else tuple(normalized_shape)[-1]
     if isinstance(normalized_shape, (tuple, list)) and len(normalized_shape) != 1:
@@ -919,8 +1052,23 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
                momentum=0.1, eps=1e-5, update_stats=True):
     """Batch normalisation of x (N, C) or (N, C, L) over the batch (and length) axes.
 
-    ``running_mean``/``running_var``: NumPy arrays (C,) (or None), updated *in place*
-    when ``training`` and ``update_stats`` (unbiased variance, like torch)."""
+    Args:
+        x: the input.
+        running_mean, running_var: NumPy arrays (C,) (or None in training), updated *in
+            place* when ``training`` and ``update_stats`` (unbiased variance, like torch).
+        weight, bias: optional (C,).
+        training: normalise with the batch's statistics (True) or the running ones.
+        momentum, eps: as in torch.
+        update_stats: whether training updates the running statistics.
+
+    Raises:
+        ValueError: wrong shapes, or eval mode without running statistics.
+
+    Example:
+        >>> rm, rv = np.zeros(3), np.ones(3)
+        >>> batch_norm(Tensor(np.random.rand(8, 3)), rm, rv, training=True).shape
+        (8, 3)
+    """
     x = _operand(x, "batch_norm")
     if x.ndim not in (2, 3):
         raise ValueError(f"batch_norm: expected input of shape (N, C) or (N, C, L), got {tuple(x.shape)}")
@@ -969,11 +1117,24 @@ class Dropout(Function):
 
 
 def dropout(x, p=0.5, training=True, generator=None):
-    """Zero each element with probability ``p`` and scale the rest by 1/(1-p).
+    """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``.
 
     The mask comes from ``minigrad.random`` (or ``generator``), so
-    ``minigrad.random.manual_seed`` makes it reproducible and checkpoint can
-    replay it. Identity (no op recorded) when not training or ``p == 0``."""
+    ``minigrad.random.manual_seed`` makes it reproducible and checkpoint can replay it.
+    Identity (no op recorded) when not training or ``p == 0``.
+
+    Args:
+        x: a Tensor.
+        p: drop probability in [0, 1).
+        training: apply the mask (False: return ``x``).
+        generator: a ``minigrad.random.Generator`` (default: the global one).
+
+    Raises:
+        ValueError: ``p`` outside [0, 1).
+
+    Example:
+        >>> dropout(Tensor(np.ones(8)), p=0.5)
+    """
     x = _operand(x, "dropout")
     if isinstance(p, (bool, np.bool_)) or not isinstance(p, numbers.Real) or not 0.0 <= p < 1.0:
         raise ValueError(f"dropout: p must be a number in [0, 1), got {p!r}")
@@ -1003,7 +1164,15 @@ class Embedding(Function):
 
 
 def embedding(idx, weight):
-    """Rows of ``weight`` (num, d) picked by the integer tensor ``idx`` (...) -> (..., d)."""
+    """Rows of ``weight`` (num, d) picked by the integer tensor ``idx`` (...) -> (..., d).
+
+    Raises:
+        ValueError: indices that are not integers or are out of range (the range is named).
+
+    Example:
+        >>> embedding(np.array([[0, 2]]), Tensor(np.eye(3))).shape
+        (1, 2, 3)
+    """
     weight = _operand(weight, "embedding", "weight")
     ia = idx.data if isinstance(idx, Tensor) else np.asarray(idx)
     if ia.dtype.kind not in "iu":
@@ -1081,8 +1250,24 @@ class ScaledDotProductAttention(Function):
 
 def scaled_dot_product_attention(q, k, v, is_causal=False, scale=None):
     """``softmax(q @ k^T * scale [+ causal mask]) @ v``, the math of
-    ``torch.nn.functional.scaled_dot_product_attention``. q (..., T, E), k (..., S, E),
-    v (..., S, Ev) -> (..., T, Ev); scale defaults to 1/sqrt(E)."""
+    ``torch.nn.functional.scaled_dot_product_attention``.
+
+    Args:
+        q: (..., T, E); k: (..., S, E); v: (..., S, Ev).
+        is_causal: mask key positions after each query (aligned at the end).
+        scale: defaults to ``1 / sqrt(E)``.
+
+    Returns:
+        (..., T, Ev). Saves q, k, v and the (..., T, S) probabilities, like torch's math path.
+
+    Raises:
+        ValueError: incompatible shapes (all three named).
+
+    Example:
+        >>> q = Tensor(np.random.rand(1, 2, 5, 4))
+        >>> scaled_dot_product_attention(q, q, q, is_causal=True).shape
+        (1, 2, 5, 4)
+    """
     q, k, v = (_operand(t, "scaled_dot_product_attention", n) for t, n in ((q, "q"), (k, "k"), (v, "v")))
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2] or q.shape[:-2] != k.shape[:-2]:
         raise ValueError(f"scaled_dot_product_attention: incompatible shapes q {tuple(q.shape)}, "
@@ -1125,7 +1310,14 @@ class CrossEntropy(Function):
 def cross_entropy(logits, target):
     """Mean cross-entropy of logits (N, C) and integer class targets (N,).
 
-    Logits (..., C) with targets (...) are flattened first (as for a GPT's (B, T, V))."""
+    Logits (..., C) with targets (...) are flattened first (as for a GPT's (B, T, V)).
+
+    Raises:
+        ValueError: targets that are not integers, of the wrong shape, or out of range.
+
+    Example:
+        >>> cross_entropy(Tensor(np.zeros((2, 3))), np.array([0, 2]))   # log(3)
+    """
     logits = _operand(logits, "cross_entropy", "logits")
     ta = target.data if isinstance(target, Tensor) else np.asarray(target)
     if ta.dtype.kind not in "iu":
@@ -1166,7 +1358,14 @@ class MSELoss(Function):
 
 
 def mse_loss(input, target):
-    """Mean squared error of two tensors of the same shape."""
+    """Mean squared error of two tensors of the same shape.
+
+    Raises:
+        ValueError: the shapes differ (both named).
+
+    Example:
+        >>> mse_loss(Tensor([1.0, 2.0]), Tensor([1.0, 4.0]))   # 2.0
+    """
     input = _operand(input, "mse_loss", "input")
     target = _tensor(target, input, "mse_loss")
     if tuple(input.shape) != tuple(target.shape):

@@ -18,6 +18,17 @@ __all__ = ["Optimizer", "SGD", "AdamW"]
 
 
 class Optimizer:
+    """Base class: holds the parameters, the learning rate and per-parameter state.
+
+    Args:
+        params: an iterable of tensors that require grad (``model.parameters()``).
+        lr: the learning rate, a finite number >= 0.
+
+    Raises:
+        ValueError: an empty parameter list, or a learning rate that is negative, NaN or
+            infinite (named).
+        TypeError: a parameter that is not a tensor requiring grad.
+    """
     def __init__(self, params, lr: float):
         where = type(self).__name__
         self.params = list(params)
@@ -48,7 +59,12 @@ class Optimizer:
 
 class SGD(Optimizer):
     """``p -= lr * (g + weight_decay * p)``, with optional momentum (torch's formulation:
-    ``buf = momentum * buf + g`` after the first step, ``buf = g`` at the first)."""
+    ``buf = momentum * buf + g`` after the first step, ``buf = g`` at the first).
+
+    Example:
+        >>> opt = SGD(model.parameters(), lr=0.1, momentum=0.9)
+        >>> opt.zero_grad(); loss.backward(); opt.step()
+    """
 
     def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, weight_decay: float = 0.0):
         super().__init__(params, lr)
@@ -78,7 +94,18 @@ class AdamW(Optimizer):
     """Adam with decoupled weight decay (Loshchilov & Hutter), torch's update:
 
     ``p *= 1 - lr*wd; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g*g;
-    p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)``."""
+    p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)``.
+
+    Args:
+        params: the parameters.
+        lr: learning rate (finite, >= 0).
+        betas: ``(beta1, beta2)``, each in [0, 1).
+        eps, weight_decay: finite, >= 0.
+
+    Example:
+        >>> opt = AdamW(model.parameters(), lr=1e-3)
+        >>> opt.zero_grad(); loss.backward(); opt.step()
+    """
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 1e-2):

@@ -17,7 +17,13 @@ __all__ = ["Generator", "default_generator", "manual_seed", "get_rng_state",
 
 
 class Generator:
-    """A seedable source of random arrays (wraps ``numpy.random.Generator(PCG64)``)."""
+    """A seedable source of random arrays (wraps ``numpy.random.Generator(PCG64)``).
+
+    Example:
+        >>> g = Generator(0)
+        >>> g.normal(0.0, 1.0, (2, 3)).shape
+        (2, 3)
+    """
 
     def __init__(self, seed: int = 0):
         self.manual_seed(seed)
@@ -57,24 +63,44 @@ default_generator = Generator(0)
 
 
 def manual_seed(seed: int) -> Generator:
-    """Seed the default generator (like ``torch.manual_seed``)."""
+    """Seed the default generator (like ``torch.manual_seed``); returns it.
+
+    Raises:
+        ValueError: ``seed`` is not a non-negative integer.
+
+    Example:
+        >>> manual_seed(0)
+    """
     return default_generator.manual_seed(seed)
 
 
 
 def get_rng_state() -> dict:
-    """The default generator's state (a copy)."""
+    """The default generator's state (a copy, a dict); `set_rng_state` replays it.
+
+    Example:
+        >>> state = get_rng_state(); a = rand(3); set_rng_state(state); b = rand(3)  # a == b
+    """
     return default_generator.get_state()
 
 
 def set_rng_state(state: dict) -> None:
-    """Restore the default generator's state."""
+    """Restore the default generator's state (a dict from `get_rng_state`).
+
+    Raises:
+        ValueError: not a state dict.
+    """
     default_generator.set_state(state)
 
 
 @contextmanager
 def fork_rng():
-    """Run a block, then put the default generator back where it was."""
+    """Context manager: run a block, then put the default generator back where it was.
+
+    Example:
+        >>> with fork_rng():
+        ...     noise = randn(4)      # the global stream is not advanced
+    """
     state = get_rng_state()
     try:
         yield
@@ -83,19 +109,38 @@ def fork_rng():
 
 
 def rand(*shape, dtype=np.float32):
-    """Uniform [0, 1) array from the default generator."""
+    """Uniform [0, 1) array of ``shape`` from the default generator.
+
+    Example:
+        >>> rand(2, 3).shape
+        (2, 3)
+    """
     return default_generator.random(shape, dtype=dtype)
 
 
 def randn(*shape, dtype=np.float32):
-    """Standard normal array from the default generator."""
+    """Standard normal array of ``shape`` from the default generator (float32 by default).
+
+    Example:
+        >>> randn(2, 3).dtype
+        dtype('float32')
+    """
     return default_generator.normal(0.0, 1.0, shape, dtype=dtype)
 
 
 def uniform(low, high, shape, dtype=np.float32):
+    """Uniform [low, high) array of ``shape`` from the default generator.
+
+    Example:
+        >>> uniform(-1.0, 1.0, (4,))
+    """
     return default_generator.uniform(low, high, shape, dtype=dtype)
 
 
 def randint(low, high, shape):
-    """Integers in [low, high) (int64) from the default generator."""
+    """Integers in [low, high) (int64) of ``shape`` from the default generator.
+
+    Example:
+        >>> randint(0, 10, (2, 5))
+    """
     return default_generator.integers(low, high, shape)

@@ -242,6 +242,8 @@ class Context:
         input requires grad). Inside `saved_tensors_hooks` each array is packed."""
         if not self.recording:
             return
+        # NumPy turns 0-d results into scalars (np.float64): saved, they are 0-d arrays
+        arrays = tuple(np.asarray(a) if isinstance(a, np.generic) else a for a in arrays)
         if not _SAVED_HOOKS:
             self.saved = arrays
             for a in arrays:
@@ -280,13 +282,25 @@ class Context:
                 if not isinstance(a, np.ndarray):
                     raise TypeError(f"saved_tensors_hooks: unpack_hook must return a NumPy array, "
                                     f"got {type(a).__name__}")
-                _tell_hold(a, "activations")  # held by this node until it is released
+                _tell_hold(a, "activations")  # held by this node until its backward has run
                 if self._unpacked is None:
                     self._unpacked = []
                 self._unpacked.append(a)
+                # A packed object may keep the array elsewhere until this node holds it
+                # (a checkpoint's rebuilt arrays): now it can let go, with no gap.
+                handed_over = getattr(s.value, "unpacked", None)
+                if handed_over is not None:
+                    handed_over()
                 s = a
             out.append(s)
         return tuple(out)
+
+    def drop_unpacked(self):
+        """Let go of the arrays unpack hooks handed out (after this node's backward; even
+        with ``retain_graph=True`` they are rebuilt for each backward, as in torch)."""
+        for a in self._unpacked or ():
+            _tell_release(a, "activations")
+        self._unpacked = None
 
     def release(self):
         """Free the saved arrays (after backward, or when the graph is dropped)."""
@@ -297,10 +311,8 @@ class Context:
                 s = s.value
             if isinstance(s, np.ndarray):
                 _tell_release(s, "activations")
-        for a in self._unpacked or ():
-            _tell_release(a, "activations")
+        self.drop_unpacked()
         self.saved = ()
-        self._unpacked = None
         self.released = True
 
     def __del__(self):
@@ -623,7 +635,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool = False, allow_u
 def graph_nodes(root):
     """The graph behind ``root`` (a Tensor, a node, or a list of them): its nodes
     (Contexts) and the leaves that require grad (Tensors), every input before the nodes
-    that use it. A node's ``saved`` arrays, ``fn`` and ``inputs`` describe it."""
+    that use it. A node's ``saved`` arrays, ``fn`` and ``inputs`` describe it.
+
+    Example:
+        >>> [getattr(n.fn, "__name__", "leaf") for n in graph_nodes((x.exp() * x).sum())]
+    """
     roots = root if isinstance(root, (list, tuple)) else [root]
     order, seen = [], set()
     stack = []
@@ -707,7 +723,7 @@ def _key(t):
     return t if isinstance(t, Context) or t._ctx is None else t._ctx
 
 
-def run_backward(roots, grads, retain_graph=False, capture=(), accumulate=None):
+def run_backward(roots, grads, retain_graph=False, capture=(), accumulate=None, inputs=None):
     """Back-propagate ``grads`` (arrays, one per root Tensor) through the graph.
 
     Args:
@@ -720,6 +736,7 @@ def run_backward(roots, grads, retain_graph=False, capture=(), accumulate=None):
             (``backward()``); a sequence of tensors: only those accumulate
             (``backward(inputs=...)``); ``()``: nothing accumulates (``grad()``).
             Nodes that lead to no captured or accumulated tensor are then not run.
+        inputs: the older name of ``capture`` (kept for callers of the first API).
 
     Returns:
         The captured gradients (arrays, or None where nothing flowed), in ``capture`` order.
@@ -727,12 +744,14 @@ def run_backward(roots, grads, retain_graph=False, capture=(), accumulate=None):
     if isinstance(roots, Tensor):
         roots, grads = [roots], [grads]
     order = graph_nodes(list(roots))
-    capture = list(capture)
+    capture = list(capture) + list(inputs or ())
     captured_at: dict[int, list[int]] = {}
     for i, t in enumerate(capture):
         captured_at.setdefault(id(_key(t)), []).append(i)
     results = [None] * len(capture)
     accum_ids = None if accumulate is None else {id(_key(t)) for t in accumulate}
+    # backward(inputs=[h]) with h an intermediate tensor: h.grad gets what reaches its node
+    accum_nodes = {} if accumulate is None else {id(t._ctx): t for t in accumulate if t._ctx is not None}
     reach = _reaching(order, set(captured_at) | accum_ids) if accumulate is not None else None
     pending: dict[int, list] = {}  # id(node or leaf) -> [gradient array, owned?]
     for r, g in zip(roots, grads):
@@ -753,6 +772,8 @@ def run_backward(roots, grads, retain_graph=False, capture=(), accumulate=None):
                 if id(node) not in captured_at and (accum_ids is None or id(node) in accum_ids):
                     _accumulate_leaf(node, *entry)
                 continue
+            if id(node) in accum_nodes:
+                _accumulate_leaf(accum_nodes[id(node)], entry[0], False)
             _run_node(node, entry, pending, retain_graph, reach,
                       keep_retained=accum_ids is None or id(node) in accum_ids)
     finally:
@@ -802,6 +823,7 @@ def _run_node(ctx, entry, pending, retain_graph, reach, keep_retained):
     if ctx.released:
         ctx.saved_tensors  # raises the "backward a second time" error
     pgrads = ctx.fn.backward(ctx, g)
+    ctx.drop_unpacked()
     # A gradient passed straight through (add, sub) is owned only if g was.
     taken = set() if owned else {id(g)}
     if not isinstance(pgrads, tuple):

@@ -41,7 +41,12 @@ CATEGORY_COLORS = {
 
 def byte_unit(max_bytes: float) -> tuple[str, float]:
     """``(unit, divisor)`` for an axis whose largest value is ``max_bytes``:
-    bytes below 1 KiB, then KiB, then MiB, then GiB (powers of 1024)."""
+    bytes below 1 KiB, then KiB, then MiB, then GiB (powers of 1024).
+
+    Example:
+        >>> byte_unit(5 * 1024 ** 2)
+        ('MiB', 1048576.0)
+    """
     for unit, div in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
         if max_bytes >= div:
             return unit, float(div)
@@ -72,11 +77,24 @@ PHASE_SHADES = {"forward": "#ffffff", "recompute": "#fdf0d5", "backward": "#e8ee
 def timeline(m, ax=None, categories=None, title="Live memory over one step", shade_phases=True):
     """Stacked live bytes per category after every ledger event (the sawtooth).
 
-    ``m``: the tracker from ``with minigrad.memory.track() as m:``;
-    ``categories``: which to stack, bottom first (default: all of
-    ``minigrad.memory.CATEGORIES``). x axis: event index (one per op executed
-    or node back-propagated); y axis: bytes in KiB/MiB. With ``shade_phases``
-    the background marks recompute (orange) and backward (blue) events."""
+    Args:
+        m: the tracker from ``with minigrad.memory.track() as m:``.
+        ax: optional matplotlib Axes.
+        categories: which to stack, bottom first (default: all of ``memory.CATEGORIES``).
+        title: the title.
+        shade_phases: shade the background of recompute (orange) and backward (blue) events.
+
+    Returns:
+        The Axes (x: event index, one per op or node back-propagated; y: KiB/MiB).
+
+    Raises:
+        ValueError: an empty timeline, or an unknown category (named).
+
+    Example:
+        >>> with memory.track() as m:
+        ...     model(x).sum().backward()
+        >>> timeline(m)
+    """
     phases, cats, rows = _timeline_rows(m)
     if categories is not None:
         unknown = [c for c in categories if c not in cats]
@@ -114,11 +132,19 @@ def timeline(m, ax=None, categories=None, title="Live memory over one step", sha
 def schedule_steps(plan):
     """The per-step state of a plan, for drawing and testing.
 
-    Returns ``(kinds, layers, states)``: ``kinds[t]`` is ``"forward"`` (untaped),
-    ``"taped"`` (forward with taping) or ``"backward"``; ``layers[t]`` the layer
-    run; ``states`` an int array ``(steps, n)`` where entry ``[t, i]`` is 2 if
-    layer ``i``'s saved activations are alive during step ``t``, 1 if its input
-    is held as a checkpoint/snapshot, else 0."""
+    Args:
+        plan: an object with ``n`` and ``actions`` (a ``SegmentPlan``, ``plan.revolve(...)``).
+
+    Returns:
+        ``(kinds, layers, states)``: ``kinds[t]`` is ``"forward"`` (untaped), ``"taped"``
+        (forward with taping) or ``"backward"``; ``layers[t]`` the layer run; ``states`` an
+        int array ``(steps, n)`` where entry ``[t, i]`` is 2 if layer ``i``'s saved
+        activations are alive during step ``t``, 1 if its input is held as a
+        checkpoint/snapshot, else 0.
+
+    Example:
+        >>> kinds, layers, states = schedule_steps(plan.revolve(10, 3))
+    """
     n = plan.n
     snap: set[int] = set()
     taped: set[int] = set()
@@ -161,9 +187,21 @@ def schedule_steps(plan):
 
 def schedule_diagram(plan, ax=None, title=None):
     """Grid of layers (rows) by steps (columns): red where a layer's saved
-    activations are alive, blue where its input is held as a checkpoint; a
-    marker shows the layer that runs at each step (dot: untaped forward,
-    triangle: taped forward, cross: backward)."""
+    activations are alive, blue where its input is held as a checkpoint; a marker shows
+    the layer that runs at each step (dot: untaped forward, triangle: taped forward,
+    cross: backward).
+
+    Args:
+        plan: an object with ``n`` and ``actions``.
+        ax: optional matplotlib Axes.
+        title: optional title (default: from the plan).
+
+    Returns:
+        The Axes.
+
+    Example:
+        >>> schedule_diagram(plan.sqrt_segments(9))
+    """
     kinds, layers, states = schedule_steps(plan)
     ax = _axes(ax, (max(6, min(16, len(kinds) * 0.12)), max(2.5, min(8, plan.n * 0.3))))
     cmap = ListedColormap(["#f4f4f4", "#4c72b0", "#c44e52"])
@@ -197,10 +235,20 @@ def frontier(points, ax=None, labels=None, xlabel="recomputed forward work (FLOP
              title="Memory–compute frontier"):
     """Peak memory against recomputation for a set of plans, with the Pareto front.
 
-    ``points``: iterable of ``(recompute_cost, peak_bytes)`` (extra items in each
-    tuple, such as the plan's starts, are ignored); ``labels``: optional text per
-    point. The front (no other point is both cheaper and smaller) is drawn as a
-    step line."""
+    Args:
+        points: iterable of ``(recompute_cost, peak_bytes)`` (extra items in each tuple,
+            such as the plan's starts, are ignored).
+        ax: optional Axes; labels: optional text per point; xlabel, title: axis texts.
+
+    Returns:
+        The Axes. The front (no other point is both cheaper and smaller) is a step line.
+
+    Raises:
+        ValueError: no points.
+
+    Example:
+        >>> frontier(plan.min_peak_for_each_last_start(profile))
+    """
     pts = [(float(p[0]), float(p[1])) for p in points]
     if not pts:
         raise ValueError("frontier needs at least one (recompute_cost, peak_bytes) point")
@@ -226,7 +274,12 @@ def frontier(points, ax=None, labels=None, xlabel="recomputed forward work (FLOP
 
 def pareto_front(points):
     """The points not dominated by any other (cheaper or equal cost and smaller or
-    equal peak, one of them strictly), sorted by cost."""
+    equal peak, one of them strictly), sorted by cost.
+
+    Example:
+        >>> pareto_front([(0, 10), (1, 5), (2, 7)])
+        [(0.0, 10.0), (1.0, 5.0)]
+    """
     pts = sorted({(float(p[0]), float(p[1])) for p in points})
     front, best = [], float("inf")
     for x, y in pts:

@@ -564,3 +564,36 @@ def test_revolve_plan_is_walked_by_the_schedule_executor():
     x.grad = None
     nn.Sequential(*layers)(x).sum().backward()
     assert np.array_equal(g, x.grad)
+
+
+def test_rebuilt_arrays_are_let_go_after_each_backward_even_when_retained():
+    # torch's rule: recomputed arrays belong to one backward pass, retain_graph or not.
+    x = Tensor(np.ones((8, 8)), requires_grad=True)
+    before = mg.memory.live_bytes()["activations"]
+    y = checkpoint(lambda h: (h * h).exp().tanh(), x).sum()
+    kept = mg.memory.live_bytes()["activations"] - before
+    assert kept == x.nbytes  # only the checkpoint's input
+    y.backward(retain_graph=True)
+    assert mg.memory.live_bytes()["activations"] - before == kept
+    y.backward()
+    del y
+    assert mg.memory.live_bytes()["activations"] == before
+
+
+def test_non_reentrant_peaks_match_reentrant_activations_and_never_exceed_its_total():
+    # The same arrays are saved and rebuilt; the reentrant variant's inner backward holds
+    # more gradient temporaries at once.
+    mg.random.manual_seed(0)
+    layers = [nn.Linear(16, 16, dtype=np.float64) for _ in range(4)]
+    x = Tensor(np.ones((32, 16)), requires_grad=True)
+
+    def peaks(use_reentrant):
+        with mg.memory.track(record_timeline=False) as m:
+            y = checkpoint(nn.Sequential(*layers), x, use_reentrant=use_reentrant)
+            y.backward(np.ones(y.shape))
+        x.grad = None
+        for layer in layers:
+            layer.zero_grad()
+        return m.peak["activations"] - m.start["activations"], m.peak["total"] - m.start["total"]
+    (act_nr, total_nr), (act_r, total_r) = peaks(False), peaks(True)
+    assert act_nr == act_r and total_nr <= total_r

@@ -202,3 +202,34 @@ def test_saved_view_outlives_the_tensor_it_came_from():
     assert mg.memory.live_bytes()["activations"] - before == 3 * 4 * 8 + 3 * 8
     loss.backward()
     assert mg.memory.live_bytes()["activations"] == before
+
+
+def test_unknown_phase_and_role_are_named():
+    with pytest.raises(ValueError, match=r"memory.phase: unknown phase 'bogus'; allowed: \['forward', 'recompute', 'backward'\]"):
+        with mg.memory.phase("bogus"):
+            pass
+    with pytest.raises(ValueError, match="unknown phase 'bogus'"):
+        mg.memory.phase("bogus")          # at the call, not only when the block is entered
+    with pytest.raises(ValueError, match="unknown role 'weights'"):
+        mg.memory.hold(np.ones(2), "weights")
+    with mg.memory.track() as m:
+        pass
+    with pytest.raises(ValueError, match="Tracker.ops: unknown phase 'fwd'"):
+        m.ops("fwd")
+
+
+def test_public_buffer_helpers():
+    a = np.zeros((4, 4))
+    assert mg.memory.base_buffer(a.T[1:]) is a
+    w = nn.Parameter(np.ones(3))
+    assert mg.memory.category(w.data) == "parameters"
+    assert mg.memory.category(w.data[1:]) == "parameters"  # a view counts as its buffer
+    assert mg.memory.category(np.ones(3)) is None  # never registered
+    x = Tensor(np.ones(3), requires_grad=True)
+    y = x.exp()
+    assert mg.memory.category(y.data) == "activations"  # exp saves its output
+    import gc as _gc
+    was = _gc.isenabled()
+    with mg.memory.gc_paused():
+        assert not _gc.isenabled()
+    assert _gc.isenabled() == was

@@ -116,3 +116,44 @@ def test_gpt_parameter_count():
     per_block = 2 * 2 * d + (d * 3 * d + 3 * d) + (d * d + d) + (d * 4 * d + 4 * d) + (4 * d * d + d)
     expected = v * d + s * d + n * per_block + 2 * d + d * v
     assert sum(p.size for p in model.parameters()) == expected
+
+
+@pytest.mark.parametrize("args, exc, msg", [
+    ((-1, 3), ValueError, r"Linear: in_features=-1 is out of range; allowed: 1 <= in_features"),
+    ((0, 3), ValueError, r"Linear: in_features=0 is out of range"),
+    ((3, 0), ValueError, r"Linear: out_features=0 is out of range"),
+    ((2.5, 3), TypeError, r"Linear: in_features must be an integer, got 2.5"),
+])
+def test_linear_sizes_are_checked(args, exc, msg):
+    with pytest.raises(exc, match=msg):
+        nn.Linear(*args)
+
+
+def test_other_module_sizes_are_checked():
+    with pytest.raises(ValueError, match="LayerNorm: normalized_shape=0"):
+        nn.LayerNorm(0)
+    with pytest.raises(ValueError, match="Embedding: num_embeddings=-2"):
+        nn.Embedding(-2, 4)
+    with pytest.raises(ValueError, match="BatchNorm1d: momentum=1.5 is out of range"):
+        nn.BatchNorm1d(3, momentum=1.5)
+    with pytest.raises(ValueError, match=r"Dropout: p=1.0 is out of range; allowed: 0.0 <= p < 1.0"):
+        nn.Dropout(1.0)
+    with pytest.raises(ValueError, match="Dropout: p must be a finite number, got nan"):
+        nn.Dropout(float("nan"))
+
+
+def test_gpt_config():
+    config = nn.GPTConfig(vocab_size=11, d_model=8, n_heads=2, n_layers=2, seq_len=6)
+    a = nn.GPT(config)
+    b = nn.GPT(vocab_size=11, d_model=8, n_heads=2, n_layers=2, seq_len=6)
+    c = nn.GPT(config, checkpoint_blocks=True)
+    assert a.config == b.config and c.checkpoint_blocks is True and c.config.n_layers == 2
+    assert sum(p.size for p in a.parameters()) == sum(p.size for p in b.parameters())
+    with pytest.raises(ValueError, match="GPTConfig: d_model=10 is not divisible by n_heads=3"):
+        nn.GPTConfig(vocab_size=11, d_model=10, n_heads=3, n_layers=1, seq_len=4)
+    with pytest.raises(ValueError, match="GPTConfig: n_layers=0 is out of range"):
+        nn.GPTConfig(vocab_size=11, d_model=8, n_heads=2, n_layers=0, seq_len=4)
+    with pytest.raises(TypeError, match="expected a GPTConfig"):
+        nn.GPT(11)
+    with pytest.raises(TypeError):
+        nn.GPT(config, 8)  # the eight positional arguments are gone

@@ -101,3 +101,26 @@ def test_training_reduces_loss():
         opt.step()
         losses.append(loss.item())
     assert losses[-1] < 0.3 * losses[0]
+
+
+@pytest.mark.parametrize("kwargs, msg", [
+    (dict(lr=float("nan")), "AdamW: lr must be a finite number, got nan"),
+    (dict(lr=float("inf")), "AdamW: lr must be a finite number, got inf"),
+    (dict(lr=-1e-3), r"AdamW: lr=-0.001 is out of range; allowed: 0.0 <= lr"),
+    (dict(betas=(0.9, float("nan"))), r"AdamW: betas\[1\] must be a finite number"),
+    (dict(betas=0.9), "AdamW: betas must be a pair"),
+    (dict(eps=-1.0), "AdamW: eps=-1.0 is out of range"),
+    (dict(weight_decay=float("nan")), "AdamW: weight_decay must be a finite number"),
+])
+def test_adamw_rejects_bad_hyperparameters_by_name(kwargs, msg):
+    with pytest.raises(ValueError, match=msg):
+        optim.AdamW([param([1.0])], **kwargs)
+
+
+def test_sgd_rejects_nan_and_non_tensors():
+    with pytest.raises(ValueError, match="SGD: momentum must be a finite number, got nan"):
+        optim.SGD([param([1.0])], lr=0.1, momentum=float("nan"))
+    with pytest.raises(TypeError, match="SGD: parameter 0 is not a Tensor that requires grad"):
+        optim.SGD([np.ones(3)], lr=0.1)
+    with pytest.raises(TypeError, match="SGD: lr must be a real number"):
+        optim.SGD([param([1.0])], lr="0.1")

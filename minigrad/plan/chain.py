@@ -65,7 +65,12 @@ def _check_costs(name, values):
 
 def exact_sum(values):
     """The exact sum of ints and floats: an int if all are ints, else the float nearest to
-    the exact (rational) sum. Plan costs are compared with it, so ties are real ties."""
+    the exact (rational) sum. Plan costs are compared with it, so ties are real ties.
+
+    Example:
+        >>> exact_sum([1, 2, 3]), exact_sum([0.5, 0.25, 2])
+        (6, 2.75)
+    """
     values = list(values)
     if all(isinstance(v, numbers.Integral) for v in values):
         return int(sum(int(v) for v in values))
@@ -197,7 +202,16 @@ class ChainProfile:
 
 def segment_peak(U, V, a, n, starts, f=0) -> int:
     """The model's peak for segment ``starts`` (see the module docstring); a checkpointed
-    segment ending before ``f`` (its output needs no grad) makes no term and keeps nothing."""
+    segment ending before ``f`` (its output needs no grad) makes no term and keeps nothing.
+
+    Args:
+        U, V, a: the tables of `ChainProfile.tables`; n: layers; starts: segment starts;
+        f: ``profile.first_grad``.
+
+    Example:
+        >>> U, V, a = profile.tables()
+        >>> segment_peak(U, V, a, profile.n, (0, 4, 8))
+    """
     bounds = list(starts) + [n]
     kept, peak = 0, 0  # kept: B_{j-1}, checkpointed inputs held while segment j is live
     for j in range(len(starts) - 1):

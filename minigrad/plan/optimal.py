@@ -23,7 +23,7 @@ reach ``i`` with every finished term ``<= M`` (keeping the smallest ``K`` is bes
 continuation); a binary search over ``M`` (jumping to the next value at which the pass can
 change) finds the smallest feasible peak, about 20 passes for 1000 layers. With a budget,
 the least recomputation is the cheapest feasible last start (the recomputed layers are
-those before it); among those plans the smallest peak wins. `tests/test_plan_optimal.py`
+those before it); among those plans the smallest peak wins. `tests/test_plan.py`
 checks both against each other and against brute force on numbers,
 `tests/test_exhaustive.py` against the ledger on real chains.
 """
@@ -46,7 +46,26 @@ __all__ = ["optimal_segments", "optimal_segments_from_profile", "optimal_segment
 
 def optimal_segments_reference(profile: ChainProfile, budget_bytes: int | None = None) -> SegmentPlan:
     """The optimum of `optimal_segments`, straight from the recurrences of the module
-    docstring (exponential in the worst case: for small chains and for checking)."""
+    docstring (exponential in the worst case: for small chains and for checking).
+
+    Args:
+        profile: a `ChainProfile`.
+        budget_bytes: optional peak budget (bytes).
+
+    Returns:
+        A `SegmentPlan` with the same peak and recomputation as `optimal_segments` (ties
+        may pick other starts).
+
+    Raises:
+        ValueError: an infeasible budget (the smallest feasible one is named).
+
+    Example:
+        >>> ref = optimal_segments_reference(profile)
+        >>> fast = optimal_segments(profile)
+        >>> (ref.predicted_peak_activations, ref.recompute_cost) == \
+        ...     (fast.predicted_peak_activations, fast.recompute_cost)
+        True
+    """
     U, V, a = profile.tables()
     n = profile.n
     rg = profile.requires_grad or (True,) * (n + 1)
@@ -203,7 +222,11 @@ class _Solver:
 
 
 def optimal_segments_from_profile(profile: ChainProfile, budget_bytes: int | None = None) -> SegmentPlan:
-    """The optimal one-level plan for ``profile`` (see `optimal_segments`)."""
+    """The optimal one-level plan for ``profile`` (see `optimal_segments`).
+
+    Example:
+        >>> optimal_segments_from_profile(profile, budget_bytes=64 * 1024).starts
+    """
     solver = _Solver(profile)
     floor = 0  # a known lower bound on every plan's peak
     if budget_bytes is None:

@@ -64,7 +64,12 @@ __all__ = [
 def beta(s: int, r: int) -> int:
     """``beta(s, r) = C(s + r, s)``: the longest chain that ``s`` snapshot slots can
     reverse with every step run untaped at most ``r`` times (Griewank 1992).
-    Defined as 0 for ``r < 0`` (no chain longer than 0 can be reversed then)."""
+    Defined as 0 for ``r < 0`` (no chain longer than 0 can be reversed then).
+
+    Example:
+        >>> beta(3, 2)
+        10
+    """
     if r < 0 or s < 0:
         return 0
     return math.comb(s + r, s)
@@ -73,7 +78,14 @@ def beta(s: int, r: int) -> int:
 def repetition_number(l: int, s: int) -> int:
     """The integer ``r >= 0`` with ``beta(s, r - 1) < l <= beta(s, r)``.
 
-    ``l``: number of layers (>= 1); ``s``: snapshot slots (>= 1)."""
+    Args:
+        l: number of layers (>= 1).
+        s: snapshot slots (>= 1).
+
+    Example:
+        >>> repetition_number(24, 3)
+        4
+    """
     l = check_int("l", l, 1, where="repetition_number")
     s = check_int("slots", s, 1, where="repetition_number")
     hi = 1
@@ -105,7 +117,11 @@ def binomial_split(l: int, s: int) -> int:
 
     Returns the largest ``m`` with ``beta(s, r - 2) <= m <= beta(s, r - 1)`` and
     ``beta(s - 1, r - 1) <= l - m <= beta(s - 1, r)``, clipped to ``[1, l - 1]``:
-    every such ``m`` is optimal (see the module docstring)."""
+    every such ``m`` is optimal (see the module docstring).
+
+    Example:
+        >>> binomial_split(10, 2)
+    """
     l = check_int("l", l, 2, where="binomial_split")
     s = check_int("slots", s, 1, where="binomial_split")
     r = repetition_number(l, s)

@@ -82,6 +82,11 @@ class SegmentPlan:
         return tuple(out)
 
 
+def _n_and_segments(n, segments, where):
+    n = check_int("n", n, 1, where=where)
+    return n, check_int("segments", segments, 1, n, where=where)
+
+
 def uniform(n: int, segments: int) -> SegmentPlan:
     """``segments`` segments of ``n // segments`` layers, the last taking the rest.
 
@@ -99,8 +104,7 @@ def uniform(n: int, segments: int) -> SegmentPlan:
         >>> uniform(10, 3).starts
         (0, 3, 6)
     """
-    n = check_int("n", n, 1, where="uniform")
-    segments = check_int("segments", segments, 1, n, where="uniform")
+    n, segments = _n_and_segments(n, segments, "uniform")
     size = n // segments
     return SegmentPlan(n=n, starts=tuple(j * size for j in range(segments)))
 
@@ -110,21 +114,13 @@ def balanced(n: int, segments: int) -> SegmentPlan:
 
     With ``n = q * segments + r``, the first ``r`` segments have ``q + 1`` layers and the
     others ``q``. Longer segments go first because the last segments are rebuilt (or, for
-    the very last one, taped) while more checkpoints are held.
-
-    Args:
-        n: number of layers (>= 1).
-        segments: number of segments, ``1 <= segments <= n``.
-
-    Returns:
-        A `SegmentPlan`.
+    the very last one, taped) while more checkpoints are held. Arguments as in `uniform`.
 
     Example:
         >>> balanced(10, 3).starts
         (0, 4, 7)
     """
-    n = check_int("n", n, 1, where="balanced")
-    segments = check_int("segments", segments, 1, n, where="balanced")
+    n, segments = _n_and_segments(n, segments, "balanced")
     q, r = divmod(n, segments)
     starts, s = [], 0
     for j in range(segments):

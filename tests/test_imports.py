@@ -1,0 +1,59 @@
+"""minigrad's modules import one way (down the layers of ARCHITECTURE.md), all at the top."""
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent / "minigrad"
+# Each module may import only modules of a lower layer (the same layer is not allowed).
+LAYERS = [
+    {"minigrad._validation"},
+    {"minigrad.tensor"},
+    {"minigrad.memory", "minigrad.random"},
+    {"minigrad.ops"},
+    {"minigrad.checkpoint"},
+    {"minigrad.nn", "minigrad.optim"},
+    {"minigrad.plan.segments", "minigrad.plan.chain", "minigrad.plan.revolve"},
+    {"minigrad.plan.profile"},
+    {"minigrad.plan.optimal"},
+    {"minigrad.plan.rotor"},
+    {"minigrad.plan.rotor_published"},
+    {"minigrad.plan"},
+    {"minigrad.viz"},
+]
+LEVEL = {m: i for i, layer in enumerate(LAYERS) for m in layer}
+
+
+def modules():
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT.parent).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        yield ".".join(parts), path
+
+
+def imported(tree):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                yield node, a.name
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:  # `from minigrad import memory` names a module
+                yield node, f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in LEVEL else node.module
+
+
+@pytest.mark.parametrize("name, path", list(modules()))
+def test_imports_go_down_and_stay_at_the_top(name, path):
+    tree = ast.parse(path.read_text())
+    top = {id(n) for n in tree.body}
+    for node, target in imported(tree):
+        assert id(node) in top, f"{name}: import of {target} inside a function or class (line {node.lineno})"
+        if name == "minigrad" or not target.startswith("minigrad"):
+            continue  # the package imports everything, in order
+        assert target in LEVEL, f"{name} imports {target}, which has no layer"
+        assert LEVEL[target] < LEVEL[name], f"{name} (layer {LEVEL[name]}) imports {target} (layer {LEVEL[target]})"
+
+
+def test_every_module_has_a_layer():
+    assert {n for n, _ in modules()} - {"minigrad"} == set(LEVEL)
