@@ -153,16 +153,7 @@
       layerTerms(add, spec, b, s, e, recompute);
     }
 
-    if (gpt2) {
-      add("ln_f input", "final", t * h * e, 1n, "e·b·s·h");
-      add("ln_f mean and 1/std", "final", 2n * t * e, 1n, "2·e·b·s");
-      add("ln_f output (lm_head input)", "final", t * h * e, 1n, "e·b·s·h");
-    } else {
-      add("norm input in float32", "final", t * h * f, 1n, "4·b·s·h");
-      add("norm rsqrt", "final", t * f, 1n, "4·b·s");
-      add("norm normalised", "final", t * h * e, 1n, "e·b·s·h");
-      add("norm output (lm_head input)", "final", t * h * e, 1n, "e·b·s·h");
-    }
+    normTerms(add, gpt2, gpt2 ? "ln_f" : "norm", "lm_head", t, h, e, "final", 1n);
     add("logits (returned)", "logits", t * v * e, 1n, "e·b·s·V");
     add("log-softmax in float32 (loss)", "logits", t * v * f, 1n, "4·b·s·V");
     if (b === 1n) {
@@ -183,17 +174,8 @@
     var t = b * s;
     var qd = a * d;
 
-    function norm(name, formulaName) {
-      if (gpt2) {
-        add(name + " input", "layer", t * h * e, L, "e·b·s·h");
-        add(name + " mean and 1/std", "layer", 2n * t * e, L, "2·e·b·s");
-        add(name + " output (" + formulaName + " input)", "layer", t * h * e, L, "e·b·s·h");
-      } else {
-        add(name + " input in float32", "layer", t * h * f, L, "4·b·s·h");
-        add(name + " rsqrt", "layer", t * f, L, "4·b·s");
-        add(name + " normalised", "layer", t * h * e, L, "e·b·s·h");
-        add(name + " output (" + formulaName + " input)", "layer", t * h * e, L, "e·b·s·h");
-      }
+    function norm(name, consumer) {
+      normTerms(add, gpt2, name, consumer, t, h, e, "layer", L);
     }
 
     norm(gpt2 ? "ln_1" : "input norm", gpt2 ? "c_attn" : "q/k/v_proj");
@@ -216,24 +198,32 @@
     norm(gpt2 ? "ln_2" : "post-attention norm", gpt2 ? "c_fc" : "gate/up_proj");
     var keepsInput = ACTIVATIONS[spec.activation][0], extra = ACTIVATIONS[spec.activation][1];
     var act = spec.activation;
+    if (keepsInput) {
+      add((gpt2 ? "c_fc" : "gate_proj") + " output (" + act + " input)", "layer", t * i * e, L, "e·b·s·I");
+    }
+    if (extra) {
+      add(act + " intermediates (tanh, 0.5·x, 1 + tanh)", "layer", extra * t * i * e, L,
+          extra + "·e·b·s·I");
+    }
+    add(act + " output" + (gpt2 ? " (c_proj input)" : ""), "layer", t * i * e, L, "e·b·s·I");
     if (gpt2) {
-      if (keepsInput) { add("c_fc output (" + act + " input)", "layer", t * i * e, L, "e·b·s·I"); }
-      if (extra) {
-        add(act + " intermediates (tanh, 0.5·x, 1 + tanh)", "layer", extra * t * i * e, L,
-            extra + "·e·b·s·I");
-      }
-      add(act + " output (c_proj input)", "layer", t * i * e, L, "e·b·s·I");
       if (spec.hidden_dropout > 0) { add("MLP dropout mask", "layer", t * h * e, L, "e·b·s·h"); }
     } else {
-      if (keepsInput) { add("gate_proj output (" + act + " input)", "layer", t * i * e, L, "e·b·s·I"); }
-      if (extra) {
-        add(act + " intermediates (tanh, 0.5·x, 1 + tanh)", "layer", extra * t * i * e, L,
-            extra + "·e·b·s·I");
-      }
-      add(act + " output", "layer", t * i * e, L, "e·b·s·I");
       add("up_proj output", "layer", t * i * e, L, "e·b·s·I");
       add("product (down_proj input)", "layer", t * i * e, L, "e·b·s·I");
     }
+  }
+
+  function normTerms(add, gpt2, name, consumer, t, h, e, group, count) {
+    if (gpt2) {
+      add(name + " input", group, t * h * e, count, "e·b·s·h");
+      add(name + " mean and 1/std", group, 2n * t * e, count, "2·e·b·s");
+    } else {
+      add(name + " input in float32", group, t * h * FLOAT32_BYTES, count, "4·b·s·h");
+      add(name + " rsqrt", group, t * FLOAT32_BYTES, count, "4·b·s");
+      add(name + " normalised", group, t * h * e, count, "e·b·s·h");
+    }
+    add(name + " output (" + consumer + " input)", group, t * h * e, count, "e·b·s·h");
   }
 
   function coreTerms(add, spec, b, s, e) {

@@ -352,15 +352,7 @@ def activation_terms(config, *, batch_size: int, seq_len: int, dtype: str = "flo
         _layer_terms(add, spec, b, s, e, recompute)
 
     # -- final norm, output layer and loss ------------------------------------------
-    if gpt2:
-        add("ln_f input", "final", t * h * e, 1, "e·b·s·h")
-        add("ln_f mean and 1/std", "final", 2 * t * e, 1, "2·e·b·s")
-        add("ln_f output (lm_head input)", "final", t * h * e, 1, "e·b·s·h")
-    else:
-        add("norm input in float32", "final", t * h * f, 1, "4·b·s·h")
-        add("norm rsqrt", "final", t * f, 1, "4·b·s")
-        add("norm normalised", "final", t * h * e, 1, "e·b·s·h")
-        add("norm output (lm_head input)", "final", t * h * e, 1, "e·b·s·h")
+    _norm_terms(add, gpt2, "ln_f" if gpt2 else "norm", "lm_head", t, h, e, "final", 1)
     add("logits (returned)", "logits", t * v * e, 1, "e·b·s·V")
     add("log-softmax in float32 (loss)", "logits", t * v * f, 1, "4·b·s·V")
     # The loss pads the labels by one and takes labels[..., 1:].contiguous(): a copy,
@@ -379,20 +371,11 @@ def _layer_terms(add, spec: ModelSpec, b: int, s: int, e: int, recompute: str) -
     gpt2 = spec.model == "gpt2"
     h, a, k, d, i, L = (spec.hidden, spec.n_heads, spec.n_kv_heads, spec.head_dim,
                         spec.intermediate, spec.n_layers)
-    f = FLOAT32_BYTES
     t = b * s
     qd = a * d
 
-    def norm(name, formula_name):
-        if gpt2:
-            add(f"{name} input", "layer", t * h * e, L, "e·b·s·h")
-            add(f"{name} mean and 1/std", "layer", 2 * t * e, L, "2·e·b·s")
-            add(f"{name} output ({formula_name} input)", "layer", t * h * e, L, "e·b·s·h")
-        else:
-            add(f"{name} input in float32", "layer", t * h * f, L, "4·b·s·h")
-            add(f"{name} rsqrt", "layer", t * f, L, "4·b·s")
-            add(f"{name} normalised", "layer", t * h * e, L, "e·b·s·h")
-            add(f"{name} output ({formula_name} input)", "layer", t * h * e, L, "e·b·s·h")
+    def norm(name, consumer):
+        _norm_terms(add, gpt2, name, consumer, t, h, e, "layer", L)
 
     # Attention block: norm, projections, core, output projection, dropout.
     norm("ln_1" if gpt2 else "input norm", "c_attn" if gpt2 else "q/k/v_proj")
@@ -415,24 +398,34 @@ def _layer_terms(add, spec: ModelSpec, b: int, s: int, e: int, recompute: str) -
     norm("ln_2" if gpt2 else "post-attention norm", "c_fc" if gpt2 else "gate/up_proj")
     keeps_input, extra = ACTIVATIONS[spec.activation]
     act = spec.activation
+    if keeps_input:
+        add(f"{'c_fc' if gpt2 else 'gate_proj'} output ({act} input)", "layer", t * i * e, L, "e·b·s·I")
+    if extra:
+        add(f"{act} intermediates (tanh, 0.5·x, 1 + tanh)", "layer", extra * t * i * e, L,
+            f"{extra}·e·b·s·I")
+    add(f"{act} output" + (" (c_proj input)" if gpt2 else ""), "layer", t * i * e, L, "e·b·s·I")
     if gpt2:
-        if keeps_input:
-            add(f"c_fc output ({act} input)", "layer", t * i * e, L, "e·b·s·I")
-        if extra:
-            add(f"{act} intermediates (tanh, 0.5·x, 1 + tanh)", "layer", extra * t * i * e, L,
-                f"{extra}·e·b·s·I")
-        add(f"{act} output (c_proj input)", "layer", t * i * e, L, "e·b·s·I")
         if spec.hidden_dropout > 0:
             add("MLP dropout mask", "layer", t * h * e, L, "e·b·s·h")
     else:
-        if keeps_input:
-            add(f"gate_proj output ({act} input)", "layer", t * i * e, L, "e·b·s·I")
-        if extra:
-            add(f"{act} intermediates (tanh, 0.5·x, 1 + tanh)", "layer", extra * t * i * e, L,
-                f"{extra}·e·b·s·I")
-        add(f"{act} output", "layer", t * i * e, L, "e·b·s·I")
         add("up_proj output", "layer", t * i * e, L, "e·b·s·I")
         add("product (down_proj input)", "layer", t * i * e, L, "e·b·s·I")
+
+
+def _norm_terms(add, gpt2: bool, name: str, consumer: str, t: int, h: int, e: int, group: str,
+                count: int) -> None:
+    """What a norm over t tokens of width h keeps. GPT-2's LayerNorm: its input and a
+    mean and 1/std per token (in the input's dtype on a CPU). Llama's RMSNorm: its input
+    upcast to float32, a float32 rsqrt per token and the normalised result before the
+    weight. Either way the output is kept by the linear layer(s) that read it."""
+    if gpt2:
+        add(f"{name} input", group, t * h * e, count, "e·b·s·h")
+        add(f"{name} mean and 1/std", group, 2 * t * e, count, "2·e·b·s")
+    else:
+        add(f"{name} input in float32", group, t * h * FLOAT32_BYTES, count, "4·b·s·h")
+        add(f"{name} rsqrt", group, t * FLOAT32_BYTES, count, "4·b·s")
+        add(f"{name} normalised", group, t * h * e, count, "e·b·s·h")
+    add(f"{name} output ({consumer} input)", group, t * h * e, count, "e·b·s·h")
 
 
 def _core_terms(add, spec: ModelSpec, b: int, s: int, e: int) -> None:
@@ -513,15 +506,17 @@ def estimate_from_spec(spec: ModelSpec, *, batch_size: int, seq_len: int, dtype:
     optimizer_bytes = 2 * parameters + FLOAT32_BYTES * n_tensors if optimizer == "adamw" else 0
     activations = sum(term.bytes for term in terms)
     logits = sum(term.bytes for term in terms if term.group == "logits")
-    return {
-        "parameters": parameters,
-        "gradients": gradients,
-        "optimizer": optimizer_bytes,
-        "activations": activations,
-        "logits": logits,
-        "total": parameters + gradients + optimizer_bytes + activations,
-        "terms": {term.name: term.bytes for term in terms},
-    }
+    breakdown = _breakdown(parameters, gradients, optimizer_bytes, activations, logits)
+    breakdown["terms"] = {term.name: term.bytes for term in terms}
+    return breakdown
+
+
+def _breakdown(parameters: int, gradients: int, optimizer: int, activations: int,
+               logits: int) -> dict[str, Any]:
+    """The result mapping of the estimate and of the measurement."""
+    return {"parameters": parameters, "gradients": gradients, "optimizer": optimizer,
+            "activations": activations, "logits": logits,
+            "total": parameters + gradients + optimizer + activations}
 
 
 def estimate_training_memory(config, *, batch_size: int, seq_len: int, dtype: str = "float32",
@@ -821,16 +816,7 @@ def measure_training_memory(config, *, batch_size: int, seq_len: int, dtype: str
     gradients = tensor_bytes(p.grad for p in params)
     opt = (torch.optim.AdamW(params) if optimizer == "adamw" else torch.optim.SGD(params, lr=1e-3))
     opt.step()
-    parameters = tensor_bytes(params)
-    optimizer_bytes = optimizer_state_bytes(opt)
-    return {
-        "parameters": parameters,
-        "gradients": gradients,
-        "optimizer": optimizer_bytes,
-        "activations": activations,
-        "logits": logits,
-        "total": parameters + gradients + optimizer_bytes + activations,
-    }
+    return _breakdown(tensor_bytes(params), gradients, optimizer_state_bytes(opt), activations, logits)
 
 
 # ---------------------------------------------------------------------------------

@@ -195,21 +195,26 @@ def hosts_of(requests) -> set:
     return {urlparse(u).hostname for u in requests if u.startswith(("http:", "https:"))}
 
 
-def test_form_works_over_http_and_from_file(browser, standalone):  # noqa: F811
+def use_form_over_http_and_from_file(browser, folder: Path, page_path: str):  # noqa: F811
+    """check_form on folder/page_path served over http, then opened as a file; no page
+    may request anything from another host (from file://, nothing at all)."""
     for use_http in (True, False):
         page = browser.new_page()
         requests: list[str] = []
         page.on("request", lambda r: requests.append(r.url))
         if use_http:
-            with serve(standalone) as url:
-                page.goto(f"{url}/index.html")
+            with serve(folder) as url:
+                page.goto(f"{url}/{page_path}", wait_until="networkidle")
                 check_form(page)
-            assert hosts_of(requests) == {"127.0.0.1"}
         else:
-            page.goto(standalone.joinpath("index.html").as_uri())
+            page.goto((folder / page_path).as_uri())
             check_form(page)
-            assert hosts_of(requests) == set()
         page.close()
+        assert hosts_of(requests) == ({"127.0.0.1"} if use_http else set())
+
+
+def test_form_works_over_http_and_from_file(browser, standalone):  # noqa: F811
+    use_form_over_http_and_from_file(browser, standalone, "index.html")
 
 
 def test_built_chapter_runs_the_calculator_offline(browser):  # noqa: F811
@@ -217,17 +222,4 @@ def test_built_chapter_runs_the_calculator_offline(browser):  # noqa: F811
         pytest.fail(f"{PAGE} is missing: run `make book` first (make test does)")
     html = PAGE.read_text()
     assert "_static/memory_calculator.js" in html and "_static/memory_calculator.css" in html
-    for use_http in (True, False):
-        page = browser.new_page()
-        requests: list[str] = []
-        page.on("request", lambda r: requests.append(r.url))
-        if use_http:
-            with serve(HTML) as url:
-                page.goto(f"{url}/notebooks/{PAGE.name}", wait_until="networkidle")
-                check_form(page)
-            assert hosts_of(requests) == {"127.0.0.1"}
-        else:
-            page.goto(PAGE.as_uri())
-            check_form(page)
-            assert hosts_of(requests) == set()
-        page.close()
+    use_form_over_http_and_from_file(browser, HTML, f"notebooks/{PAGE.name}")
