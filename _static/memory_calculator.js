@@ -14,7 +14,7 @@
 
   var DTYPE_BYTES = { float32: 4n, bfloat16: 2n };
   var OPTIMIZERS = ["adamw", "sgd"];
-  var RECOMPUTE = ["none", "full", "selective"];
+  var RECOMPUTE = ["none", "selective", "full"];
   var ATTENTION_IMPLEMENTATIONS = ["eager", "sdpa"];
   var MODELS = ["gpt2", "llama"];
   var INDEX_BYTES = 8n;
@@ -516,23 +516,29 @@
     out.hidden = false;
     svg.style.display = "";
     var counts = parameterCount(spec);
+    var terms = activationTerms(spec, opts.batch_size, opts.seq_len, opts.dtype, opts.recompute);
     var table = el("table", { "class": "memcalc-table" });
     var head = el("tr");
-    ["", "bytes", ""].forEach(function (text) { head.appendChild(el("th", {}, text)); });
+    ["", "bytes", "", "count × each"].forEach(function (text) { head.appendChild(el("th", {}, text)); });
     table.appendChild(head);
-    function row(name, value, cls, key) {
+    function row(name, value, cls, key, term) {
       var tr = el("tr", { "class": cls || "" });
       if (key) { tr.setAttribute("data-key", key); }
       tr.appendChild(el("td", {}, name));
       tr.appendChild(el("td", { "class": "memcalc-num" }, withCommas(value)));
       tr.appendChild(el("td", { "class": "memcalc-num" }, formatBytes(value)));
+      tr.appendChild(el("td", { "class": "memcalc-num" },
+                        term ? term.count + " × " + formatBytes(term.each) : ""));
+      if (term) { tr.title = term.formula + " bytes per copy"; }
       table.appendChild(tr);
     }
     row("parameters (" + withCommas(counts[0]) + ")", est.parameters, "memcalc-cat", "parameters");
     row("gradients", est.gradients, "memcalc-cat", "gradients");
     row("optimizer state", est.optimizer, "memcalc-cat", "optimizer");
     row("activations", est.activations, "memcalc-cat", "activations");
-    est.terms.forEach(function (pair) { row("\u2003" + pair[0], pair[1], "memcalc-term", "term"); });
+    terms.forEach(function (term) {
+      row("\u2003" + term.name, term.each * term.count, "memcalc-term", "term", term);
+    });
     row("of which logits and loss", est.logits, "memcalc-cat", "logits");
     row("total", est.total, "memcalc-total", "total");
     while (out.firstChild) { out.removeChild(out.firstChild); }

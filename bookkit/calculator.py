@@ -39,7 +39,7 @@ term by term) and a command line::
         --batch-size 8 --seq-len 1024 --recompute full
 
 The same formula, in JavaScript, drives the interactive calculator of the HTML book
-(``book/_static/memory_calculator.js``); a test checks that both give the same bytes.
+(``_static/memory_calculator.js``); a test checks that both give the same bytes.
 """
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ __all__ = [
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2}
 OPTIMIZERS = ("adamw", "sgd")
-RECOMPUTE = ("none", "full", "selective")
+RECOMPUTE = ("none", "selective", "full")
 ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa")
 MODELS = ("gpt2", "llama")
 INDEX_BYTES = 8          # token ids, labels and position ids are int64
@@ -130,7 +130,8 @@ class ModelSpec:
                                  f"n_heads ({self.n_heads})")
             if self.n_kv_heads != self.n_heads or self.head_dim * self.n_heads != self.hidden:
                 raise ValueError("GPT-2 has n_kv_heads == n_heads and head_dim == hidden // n_heads")
-            if self.max_positions < 1:
+            if (isinstance(self.max_positions, bool) or not isinstance(self.max_positions, int)
+                    or self.max_positions < 1):
                 raise ValueError(f"GPT-2 needs max_positions >= 1, got {self.max_positions!r}")
         if self.n_heads % self.n_kv_heads:
             raise ValueError(f"n_heads ({self.n_heads}) must be a multiple of "
