@@ -859,22 +859,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--attn-implementation", choices=ATTENTION_IMPLEMENTATIONS, default="sdpa")
     p.add_argument("--vocab-size", type=int, help="default: the config's (50257 / 32000)")
     p.add_argument("--no-terms", action="store_true", help="print only the categories")
-    g = p.add_argument_group("GPT-2 (GPT2Config names)")
-    g.add_argument("--n-layer", type=int)
-    g.add_argument("--n-embd", type=int)
-    g.add_argument("--n-head", type=int)
-    g.add_argument("--n-inner", type=int)
-    g.add_argument("--n-positions", type=int)
-    g.add_argument("--dropout", type=float, help="GPT-2: attn_pdrop, resid_pdrop and embd_pdrop; "
+    # The size options carry the configs' own names (GPT2Config's, LlamaConfig's).
+    for title, flags in (("GPT-2 (GPT2Config names)",
+                          ("n-layer", "n-embd", "n-head", "n-inner", "n-positions")),
+                         ("Llama (LlamaConfig names)",
+                          ("num-hidden-layers", "hidden-size", "num-attention-heads",
+                           "num-key-value-heads", "head-dim", "intermediate-size"))):
+        group = p.add_argument_group(title)
+        for flag in flags:
+            group.add_argument(f"--{flag}", type=int)
+    p.add_argument("--dropout", type=float, help="GPT-2: attn_pdrop, resid_pdrop and embd_pdrop; "
                    "Llama: attention_dropout")
-    g.add_argument("--activation-function")
-    l = p.add_argument_group("Llama (LlamaConfig names)")
-    l.add_argument("--num-hidden-layers", type=int)
-    l.add_argument("--hidden-size", type=int)
-    l.add_argument("--num-attention-heads", type=int)
-    l.add_argument("--num-key-value-heads", type=int)
-    l.add_argument("--head-dim", type=int)
-    l.add_argument("--intermediate-size", type=int)
+    p.add_argument("--activation-function", help="GPT-2: activation_function; Llama: hidden_act")
     p.add_argument("--tie-word-embeddings", choices=("true", "false"),
                    help="default: the config's (GPT-2 true, Llama false)")
     return p
