@@ -36,6 +36,7 @@ PARTS = [
         "notebooks/ch15_related_techniques",
         "notebooks/ch16_applications",
         "notebooks/ch17_jax",
+        "notebooks/ch18_memory_calculator",
         "book/playbook",
     ]),
     ("Assignments", [

@@ -1,0 +1,597 @@
+/*
+ * Training-memory calculator of chapter 18 ("How much memory will training need?").
+ *
+ * The same formula as bookkit/calculator.py (estimate_from_spec, activation_terms,
+ * parameter_count), line for line, in exact integer arithmetic (BigInt), so that the
+ * HTML book can run it without Python. tests/test_calculator_js.py runs both on
+ * random configurations in headless Chromium and requires identical byte counts.
+ *
+ * No modules, no network: a plain script that works over http and from file://.
+ * It does nothing on pages without an element with id "memcalc".
+ */
+(function (global) {
+  "use strict";
+
+  var DTYPE_BYTES = { float32: 4n, bfloat16: 2n };
+  var OPTIMIZERS = ["adamw", "sgd"];
+  var RECOMPUTE = ["none", "selective", "full"];
+  var ATTENTION_IMPLEMENTATIONS = ["eager", "sdpa"];
+  var MODELS = ["gpt2", "llama"];
+  var INDEX_BYTES = 8n;
+  var FLOAT32_BYTES = 4n;
+  var SDPA_GQA_MAX_HEAD_DIM = 256n;
+  // [keeps its input, number of further tensors of the MLP's width it keeps]
+  var ACTIVATIONS = {
+    gelu_new: [true, 3n],
+    gelu: [true, 0n],
+    gelu_pytorch_tanh: [true, 0n],
+    silu: [true, 0n],
+    relu: [false, 0n]
+  };
+  var INT_FIELDS = ["n_layers", "hidden", "n_heads", "n_kv_heads", "head_dim",
+                    "intermediate", "vocab"];
+
+  function fail(message) { throw new Error(message); }
+
+  function isPositiveInt(v) { return typeof v === "number" && Number.isInteger(v) && v >= 1; }
+
+  function checkChoice(name, value, choices) {
+    if (choices.indexOf(value) < 0) {
+      fail(name + " must be one of " + choices.join(", ") + ", got " + JSON.stringify(value));
+    }
+    return value;
+  }
+
+  /* The checks of ModelSpec.__post_init__. */
+  function checkSpec(spec) {
+    checkChoice("model", spec.model, MODELS);
+    INT_FIELDS.forEach(function (name) {
+      if (!isPositiveInt(spec[name])) {
+        fail(name + " must be a positive integer, got " + JSON.stringify(spec[name]));
+      }
+    });
+    if (spec.model === "gpt2") {
+      if (spec.hidden % spec.n_heads) {
+        fail("GPT-2 needs hidden (" + spec.hidden + ") divisible by n_heads (" + spec.n_heads + ")");
+      }
+      if (spec.n_kv_heads !== spec.n_heads || spec.head_dim * spec.n_heads !== spec.hidden) {
+        fail("GPT-2 has n_kv_heads == n_heads and head_dim == hidden // n_heads");
+      }
+      if (!isPositiveInt(spec.max_positions)) {
+        fail("GPT-2 needs max_positions >= 1, got " + JSON.stringify(spec.max_positions));
+      }
+    }
+    if (spec.n_heads % spec.n_kv_heads) {
+      fail("n_heads (" + spec.n_heads + ") must be a multiple of n_kv_heads (" + spec.n_kv_heads + ")");
+    }
+    checkChoice("attn_implementation", spec.attn_implementation, ATTENTION_IMPLEMENTATIONS);
+    if (!Object.prototype.hasOwnProperty.call(ACTIVATIONS, spec.activation)) {
+      fail("activation " + JSON.stringify(spec.activation) + " is not modelled; supported: " +
+           Object.keys(ACTIVATIONS).sort().join(", "));
+    }
+    ["attention_dropout", "hidden_dropout", "embedding_dropout"].forEach(function (name) {
+      var p = spec[name];
+      if (typeof p !== "number" || !(p >= 0 && p < 1)) {
+        fail(name + " must be in [0, 1), got " + JSON.stringify(p));
+      }
+    });
+    if (spec.model === "llama" && (spec.hidden_dropout || spec.embedding_dropout)) {
+      fail("Llama has only attention dropout");
+    }
+  }
+
+  /* [number of parameters, number of parameter tensors], shared weights once. */
+  function parameterCount(spec) {
+    var h = BigInt(spec.hidden), i = BigInt(spec.intermediate), v = BigInt(spec.vocab);
+    var L = BigInt(spec.n_layers);
+    var n, tensors;
+    if (spec.model === "gpt2") {
+      var perLayer = 2n * h + (3n * h * h + 3n * h) + (h * h + h) + 2n * h + (h * i + i) + (i * h + h);
+      n = v * h + BigInt(spec.max_positions) * h + L * perLayer + 2n * h;
+      tensors = 2n + 12n * L + 2n;
+    } else {
+      var q = BigInt(spec.n_heads * spec.head_dim), kv = BigInt(spec.n_kv_heads * spec.head_dim);
+      var attn = h * q + 2n * h * kv + q * h;
+      var attnBias = spec.attention_bias ? (q + 2n * kv + h) : 0n;
+      var mlp = 3n * h * i;
+      var mlpBias = spec.mlp_bias ? (2n * i + h) : 0n;
+      n = v * h + L * (attn + attnBias + mlp + mlpBias + 2n * h) + h;
+      var tensorsPerLayer = 4n + (spec.attention_bias ? 4n : 0n) + 3n + (spec.mlp_bias ? 3n : 0n) + 2n;
+      tensors = 1n + L * tensorsPerLayer + 1n;
+    }
+    if (!spec.tie_embeddings) {
+      n += v * h;
+      tensors += 1n;
+    }
+    return [n, tensors];
+  }
+
+  /* The activation terms, as activation_terms in Python: [{name, group, each, count, formula}]. */
+  function activationTerms(spec, batchSize, seqLen, dtype, recompute) {
+    checkSpec(spec);
+    if (!isPositiveInt(batchSize)) { fail("batch_size must be a positive integer, got " + JSON.stringify(batchSize)); }
+    if (!isPositiveInt(seqLen)) { fail("seq_len must be a positive integer, got " + JSON.stringify(seqLen)); }
+    checkChoice("dtype", dtype, Object.keys(DTYPE_BYTES));
+    checkChoice("recompute", recompute, RECOMPUTE);
+    if (spec.model === "gpt2" && seqLen > spec.max_positions) {
+      fail("seq_len " + seqLen + " exceeds GPT-2's n_positions " + spec.max_positions);
+    }
+    var b = BigInt(batchSize), s = BigInt(seqLen), e = DTYPE_BYTES[dtype];
+    var gpt2 = spec.model === "gpt2";
+    var h = BigInt(spec.hidden), d = BigInt(spec.head_dim), v = BigInt(spec.vocab);
+    var f = FLOAT32_BYTES;
+    var t = b * s;
+    var eager = spec.attn_implementation === "eager";
+    var terms = [];
+
+    function add(name, group, each, count, formula) {
+      if (each && count) {
+        terms.push({ name: name, group: group, each: each, count: count, formula: formula });
+      }
+    }
+
+    add("token ids (embedding)", "embedding", t * INDEX_BYTES, 1n, "8·b·s");
+    if (gpt2) {
+      add("position ids (embedding)", "embedding", s * INDEX_BYTES, 1n, "8·s");
+      if (spec.embedding_dropout > 0) {
+        add("embedding dropout mask", "embedding", t * h * e, 1n, "e·b·s·h");
+      }
+    }
+    if (eager && recompute !== "none") {
+      add("causal mask (checkpoint input)", "shared", b * s * s * e, 1n, "e·b·s²");
+    }
+    if (!gpt2) {
+      add("RoPE cos and sin", "shared", 2n * s * d * e, 1n, "2·e·s·d");
+      if (recompute !== "none") {
+        add("position ids (checkpoint input)", "shared", s * INDEX_BYTES, 1n, "8·s");
+      }
+    }
+
+    if (recompute === "full") {
+      add("layer input (checkpoint)", "layer", t * h * e, BigInt(spec.n_layers), "e·b·s·h");
+    } else {
+      layerTerms(add, spec, b, s, e, recompute);
+    }
+
+    normTerms(add, gpt2, gpt2 ? "ln_f" : "norm", "lm_head", t, h, e, "final", 1n);
+    add("logits (returned)", "logits", t * v * e, 1n, "e·b·s·V");
+    add("log-softmax in float32 (loss)", "logits", t * v * f, 1n, "4·b·s·V");
+    if (b === 1n) {
+      add("shifted labels (loss)", "logits", (s + 1n) * INDEX_BYTES, 1n, "8·(s+1)");
+    } else {
+      add("shifted labels (loss)", "logits", t * INDEX_BYTES, 1n, "8·b·s");
+    }
+    add("loss and its total weight", "logits", 2n * f, 1n, "2·4");
+    return terms;
+  }
+
+  function layerTerms(add, spec, b, s, e, recompute) {
+    var gpt2 = spec.model === "gpt2";
+    var h = BigInt(spec.hidden), k = BigInt(spec.n_kv_heads);
+    var d = BigInt(spec.head_dim), i = BigInt(spec.intermediate), L = BigInt(spec.n_layers);
+    var a = BigInt(spec.n_heads);
+    var f = FLOAT32_BYTES;
+    var t = b * s;
+    var qd = a * d;
+
+    function norm(name, consumer) {
+      normTerms(add, gpt2, name, consumer, t, h, e, "layer", L);
+    }
+
+    norm(gpt2 ? "ln_1" : "input norm", gpt2 ? "c_attn" : "q/k/v_proj");
+    if (recompute === "selective") {
+      if (gpt2) {
+        add("c_attn output: Q, K, V (core input)", "attention", 3n * t * h * e, L, "3·e·b·s·h");
+      } else {
+        add("Q after RoPE (core input)", "attention", t * qd * e, L, "e·b·s·a·d");
+        add("K after RoPE, V (core inputs)", "attention", 2n * t * k * d * e, L, "2·e·b·s·k·d");
+      }
+    } else {
+      coreTerms(add, spec, b, s, e);
+    }
+    add("attention output (" + (gpt2 ? "c_proj" : "o_proj") + " input)", "layer",
+        t * qd * e, L, gpt2 ? "e·b·s·h" : "e·b·s·a·d");
+    if (gpt2 && spec.hidden_dropout > 0) {
+      add("attention residual dropout mask", "layer", t * h * e, L, "e·b·s·h");
+    }
+
+    norm(gpt2 ? "ln_2" : "post-attention norm", gpt2 ? "c_fc" : "gate/up_proj");
+    var keepsInput = ACTIVATIONS[spec.activation][0], extra = ACTIVATIONS[spec.activation][1];
+    var act = spec.activation;
+    if (keepsInput) {
+      add((gpt2 ? "c_fc" : "gate_proj") + " output (" + act + " input)", "layer", t * i * e, L, "e·b·s·I");
+    }
+    if (extra) {
+      add(act + " intermediates (tanh, 0.5·x, 1 + tanh)", "layer", extra * t * i * e, L,
+          extra + "·e·b·s·I");
+    }
+    add(act + " output" + (gpt2 ? " (c_proj input)" : ""), "layer", t * i * e, L, "e·b·s·I");
+    if (gpt2) {
+      if (spec.hidden_dropout > 0) { add("MLP dropout mask", "layer", t * h * e, L, "e·b·s·h"); }
+    } else {
+      add("up_proj output", "layer", t * i * e, L, "e·b·s·I");
+      add("product (down_proj input)", "layer", t * i * e, L, "e·b·s·I");
+    }
+  }
+
+  function normTerms(add, gpt2, name, consumer, t, h, e, group, count) {
+    if (gpt2) {
+      add(name + " input", group, t * h * e, count, "e·b·s·h");
+      add(name + " mean and 1/std", group, 2n * t * e, count, "2·e·b·s");
+    } else {
+      add(name + " input in float32", group, t * h * FLOAT32_BYTES, count, "4·b·s·h");
+      add(name + " rsqrt", group, t * FLOAT32_BYTES, count, "4·b·s");
+      add(name + " normalised", group, t * h * e, count, "e·b·s·h");
+    }
+    add(name + " output (" + consumer + " input)", group, t * h * e, count, "e·b·s·h");
+  }
+
+  function coreTerms(add, spec, b, s, e) {
+    var gpt2 = spec.model === "gpt2";
+    var h = BigInt(spec.hidden), a = BigInt(spec.n_heads), k = BigInt(spec.n_kv_heads);
+    var d = BigInt(spec.head_dim), L = BigInt(spec.n_layers);
+    var f = FLOAT32_BYTES;
+    var t = b * s;
+    var qd = a * d;
+    var scores = a * b * s * s;
+    var eager = spec.attn_implementation === "eager";
+    var attnDrop = spec.attention_dropout > 0;
+    var viewOk = b === 1n || a === 1n;
+    if (eager) {
+      var kvEager = (b === 1n && k === 1n) ? k : a;
+      if (kvEager === a) {
+        add("Q, K, V (matmul operands)", "attention", 3n * t * qd * e, L, "3·e·b·s·a·d");
+      } else {
+        add("Q (matmul operand)", "attention", t * qd * e, L, "e·b·s·a·d");
+        add("K, V (matmul operands, not repeated)", "attention", 2n * t * kvEager * d * e, L,
+            "2·e·b·s·k·d");
+      }
+      if (gpt2) {
+        add("softmax output", "attention", scores * e, L, "e·a·b·s²");
+        if (attnDrop) {
+          add("attention dropout mask and output", "attention", 2n * scores * e, L, "2·e·a·b·s²");
+        }
+      } else {
+        add("softmax output in float32", "attention", scores * f, L, "4·a·b·s²");
+        if (attnDrop) {
+          add("attention dropout mask and output", "attention", 2n * scores * e, L, "2·e·a·b·s²");
+        } else if (e !== f) {
+          add("probabilities cast to dtype", "attention", scores * e, L, "e·a·b·s²");
+        }
+      }
+      return;
+    }
+    if (attnDrop) {
+      if (gpt2 && e === f && viewOk) {
+        add("Q, K scaled copies (math path)", "attention", 2n * t * qd * f, L, "2·4·b·s·h");
+        add("c_attn output as V (math path)", "attention", 3n * t * h * e, L, "3·e·b·s·h");
+      } else {
+        add("Q, K, V in float32 (math path)", "attention", 3n * t * qd * f, L, "3·4·b·s·a·d");
+      }
+      add("softmax, dropout mask and output in float32 (math path)", "attention",
+          3n * scores * f, L, "3·4·a·b·s²");
+      return;
+    }
+    if (gpt2) {
+      add("c_attn output: Q, K, V (fused kernel)", "attention", 3n * t * h * e, L, "3·e·b·s·h");
+    } else {
+      var kvHeads = d <= SDPA_GQA_MAX_HEAD_DIM ? k : a;
+      add("Q after RoPE (fused kernel)", "attention", t * qd * e, L, "e·b·s·a·d");
+      add("K after RoPE, V (fused kernel)", "attention", 2n * t * kvHeads * d * e, L,
+          kvHeads === k ? "2·e·b·s·k·d" : "2·e·b·s·a·d");
+    }
+    add("log-sum-exp (fused kernel)", "attention", a * b * s * f, L, "4·a·b·s");
+  }
+
+  /* estimate_from_spec: BigInt byte counts; terms as [[name, bytes], ...] in order. */
+  function estimate(spec, opts) {
+    var optimizer = checkChoice("optimizer", opts.optimizer === undefined ? "adamw" : opts.optimizer, OPTIMIZERS);
+    var dtype = opts.dtype === undefined ? "float32" : opts.dtype;
+    var recompute = opts.recompute === undefined ? "none" : opts.recompute;
+    var terms = activationTerms(spec, opts.batch_size, opts.seq_len, dtype, recompute);
+    var e = DTYPE_BYTES[dtype];
+    var counts = parameterCount(spec);
+    var parameters = counts[0] * e;
+    var gradients = counts[0] * e;
+    var optimizerBytes = optimizer === "adamw" ? 2n * parameters + FLOAT32_BYTES * counts[1] : 0n;
+    var activations = 0n, logits = 0n;
+    terms.forEach(function (term) {
+      var bytes = term.each * term.count;
+      activations += bytes;
+      if (term.group === "logits") { logits += bytes; }
+    });
+    return {
+      parameters: parameters,
+      gradients: gradients,
+      optimizer: optimizerBytes,
+      activations: activations,
+      logits: logits,
+      total: parameters + gradients + optimizerBytes + activations,
+      terms: terms.map(function (term) { return [term.name, term.each * term.count]; })
+    };
+  }
+
+  /* The same as estimate, with every BigInt written as a decimal string (for tests). */
+  function estimateStrings(spec, opts) {
+    var est = estimate(spec, opts);
+    var out = {};
+    Object.keys(est).forEach(function (key) {
+      if (key === "terms") {
+        out.terms = est.terms.map(function (pair) { return [pair[0], pair[1].toString()]; });
+      } else {
+        out[key] = est[key].toString();
+      }
+    });
+    return out;
+  }
+
+  // ---------------------------------------------------------------------------------
+  // Presets: the configurations of bookkit.calculator.PRESETS (a test checks they match).
+  // ---------------------------------------------------------------------------------
+  function gpt2(nLayers, hidden, nHeads) {
+    return { model: "gpt2", n_layers: nLayers, hidden: hidden, n_heads: nHeads, n_kv_heads: nHeads,
+             head_dim: hidden / nHeads, intermediate: 4 * hidden, vocab: 50257, max_positions: 1024,
+             tie_embeddings: true, attn_implementation: "sdpa", attention_dropout: 0.1,
+             hidden_dropout: 0.1, embedding_dropout: 0.1, activation: "gelu_new",
+             attention_bias: true, mlp_bias: true };
+  }
+  function llama(nKvHeads, intermediate, vocab) {
+    return { model: "llama", n_layers: 32, hidden: 4096, n_heads: 32, n_kv_heads: nKvHeads,
+             head_dim: 128, intermediate: intermediate, vocab: vocab, max_positions: 0,
+             tie_embeddings: false, attn_implementation: "sdpa", attention_dropout: 0.0,
+             hidden_dropout: 0.0, embedding_dropout: 0.0, activation: "silu",
+             attention_bias: false, mlp_bias: false };
+  }
+  var PRESETS = {
+    "GPT-2 (124M)": gpt2(12, 768, 12),
+    "GPT-2 medium (355M)": gpt2(24, 1024, 16),
+    "GPT-2 large (774M)": gpt2(36, 1280, 20),
+    "GPT-2 XL (1.5B)": gpt2(48, 1600, 25),
+    "Llama 2 7B": llama(32, 11008, 32000),
+    "Llama 3 8B": llama(8, 14336, 128256)
+  };
+
+  // ---------------------------------------------------------------------------------
+  // The form
+  // ---------------------------------------------------------------------------------
+  var CATEGORIES = [
+    ["parameters", "parameters"],
+    ["gradients", "gradients"],
+    ["optimizer", "optimizer state"],
+    ["layers", "activations (without logits)"],
+    ["logits", "logits and loss"]
+  ];
+
+  function formatBytes(n) {
+    // Binary units, as bookkit.fmt_bytes; n is a BigInt.
+    var units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    var value = Number(n), unit = 0;
+    while (value >= 1024 && unit < units.length - 1) { value /= 1024; unit += 1; }
+    return unit === 0 ? value.toFixed(0) + " B" : value.toFixed(2) + " " + units[unit];
+  }
+
+  function withCommas(n) {
+    return n.toString().replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+  }
+
+  function el(tag, attrs, text) {
+    var node = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (key) { node.setAttribute(key, attrs[key]); });
+    if (text !== undefined) { node.textContent = text; }
+    return node;
+  }
+
+  function svgEl(tag, attrs, text) {
+    var node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+    Object.keys(attrs || {}).forEach(function (key) { node.setAttribute(key, attrs[key]); });
+    if (text !== undefined) { node.textContent = text; }
+    return node;
+  }
+
+  function readSpec(form) {
+    function num(name) { return Number(form.elements[name].value); }
+    var model = form.elements.model.value;
+    var hidden = num("hidden"), nHeads = num("n_heads");
+    var gpt2 = model === "gpt2";
+    return {
+      model: model,
+      n_layers: num("n_layers"),
+      hidden: hidden,
+      n_heads: nHeads,
+      n_kv_heads: gpt2 ? nHeads : num("n_kv_heads"),
+      head_dim: gpt2 ? hidden / nHeads : num("head_dim"),
+      intermediate: num("intermediate"),
+      vocab: num("vocab"),
+      max_positions: gpt2 ? num("max_positions") : 0,
+      tie_embeddings: form.elements.tie_embeddings.checked,
+      attn_implementation: form.elements.attn_implementation.value,
+      attention_dropout: num("attention_dropout"),
+      hidden_dropout: gpt2 ? num("hidden_dropout") : 0,
+      embedding_dropout: gpt2 ? num("embedding_dropout") : 0,
+      activation: form.elements.activation.value,
+      attention_bias: gpt2 ? true : form.elements.attention_bias.checked,
+      mlp_bias: gpt2 ? true : form.elements.mlp_bias.checked
+    };
+  }
+
+  function readOptions(form) {
+    return {
+      batch_size: Number(form.elements.batch_size.value),
+      seq_len: Number(form.elements.seq_len.value),
+      dtype: form.elements.dtype.value,
+      optimizer: form.elements.optimizer.value,
+      recompute: form.elements.recompute.value
+    };
+  }
+
+  function writeSpec(form, spec) {
+    form.elements.model.value = spec.model;
+    ["n_layers", "hidden", "n_heads", "n_kv_heads", "head_dim", "intermediate", "vocab",
+     "attention_dropout", "hidden_dropout", "embedding_dropout"].forEach(function (name) {
+      form.elements[name].value = String(spec[name]);
+    });
+    form.elements.max_positions.value = String(spec.max_positions || 1024);
+    form.elements.tie_embeddings.checked = spec.tie_embeddings;
+    form.elements.attn_implementation.value = spec.attn_implementation;
+    form.elements.activation.value = spec.activation;
+    form.elements.attention_bias.checked = spec.attention_bias;
+    form.elements.mlp_bias.checked = spec.mlp_bias;
+  }
+
+  function showModelFields(form) {
+    var model = form.elements.model.value;
+    Array.prototype.forEach.call(form.querySelectorAll("[data-only]"), function (node) {
+      node.hidden = node.getAttribute("data-only") !== model;
+    });
+  }
+
+  function segments(est) {
+    return {
+      parameters: est.parameters, gradients: est.gradients, optimizer: est.optimizer,
+      layers: est.activations - est.logits, logits: est.logits
+    };
+  }
+
+  function drawChart(svg, spec, opts) {
+    // One stacked bar per recomputation mode: what checkpointing buys for this model.
+    while (svg.firstChild) { svg.removeChild(svg.firstChild); }
+    var rows = RECOMPUTE.map(function (mode) {
+      var o = {}; Object.keys(opts).forEach(function (k) { o[k] = opts[k]; });
+      o.recompute = mode;
+      return [mode, estimate(spec, o)];
+    });
+    var max = 0;
+    rows.forEach(function (row) { max = Math.max(max, Number(row[1].total)); });
+    var left = 90, width = 560, barH = 26, gap = 14, top = 10;
+    var height = top + rows.length * (barH + gap) + 60;
+    svg.setAttribute("viewBox", "0 0 " + (left + width + 20) + " " + height);
+    svg.setAttribute("role", "img");
+    svg.setAttribute("aria-label", "training memory by recomputation mode");
+    rows.forEach(function (row, r) {
+      var y = top + r * (barH + gap), x = left;
+      var label = row[0] + (row[0] === opts.recompute ? " ◀" : "");
+      svg.appendChild(svgEl("text", { x: left - 8, y: y + barH / 2 + 4, "text-anchor": "end",
+                                      "class": "memcalc-axis" }, label));
+      var seg = segments(row[1]);
+      CATEGORIES.forEach(function (cat, c) {
+        var w = max > 0 ? Number(seg[cat[0]]) / max * width : 0;
+        var rect = svgEl("rect", { x: x, y: y, width: Math.max(w, 0), height: barH,
+                                   "class": "memcalc-seg memcalc-c" + c,
+                                   "data-category": cat[0], "data-mode": row[0] });
+        rect.appendChild(svgEl("title", {}, cat[1] + ": " + formatBytes(seg[cat[0]])));
+        svg.appendChild(rect);
+        x += w;
+      });
+      svg.appendChild(svgEl("text", { x: Math.min(x + 6, left + width - 4), y: y + barH / 2 + 4,
+                                      "class": "memcalc-axis",
+                                      "text-anchor": x + 6 > left + width - 60 ? "end" : "start" },
+                            formatBytes(row[1].total)));
+    });
+    var ly = top + rows.length * (barH + gap) + 10, lx = left;
+    CATEGORIES.forEach(function (cat, c) {
+      svg.appendChild(svgEl("rect", { x: lx, y: ly, width: 12, height: 12, "class": "memcalc-c" + c }));
+      svg.appendChild(svgEl("text", { x: lx + 16, y: ly + 11, "class": "memcalc-legend" }, cat[1]));
+      lx += 16 + 7 * cat[1].length + 14;
+      if (lx > left + width - 60 && c < CATEGORIES.length - 1) { lx = left; ly += 20; }
+    });
+  }
+
+  function render(root) {
+    var form = root.querySelector("form");
+    var out = root.querySelector(".memcalc-output");
+    var svg = root.querySelector("svg.memcalc-chart");
+    var error = root.querySelector(".memcalc-error");
+    showModelFields(form);
+    var spec = readSpec(form), opts = readOptions(form), est;
+    try {
+      est = estimate(spec, opts);
+    } catch (err) {
+      error.textContent = err.message;
+      error.hidden = false;
+      out.hidden = true;
+      svg.style.display = "none";
+      return;
+    }
+    error.hidden = true;
+    out.hidden = false;
+    svg.style.display = "";
+    var counts = parameterCount(spec);
+    var terms = activationTerms(spec, opts.batch_size, opts.seq_len, opts.dtype, opts.recompute);
+    var table = el("table", { "class": "memcalc-table" });
+    var head = el("tr");
+    ["", "bytes", "", "count × each"].forEach(function (text) { head.appendChild(el("th", {}, text)); });
+    table.appendChild(head);
+    function row(name, value, cls, key, term) {
+      var tr = el("tr", { "class": cls || "" });
+      if (key) { tr.setAttribute("data-key", key); }
+      tr.appendChild(el("td", {}, name));
+      tr.appendChild(el("td", { "class": "memcalc-num" }, withCommas(value)));
+      tr.appendChild(el("td", { "class": "memcalc-num" }, formatBytes(value)));
+      tr.appendChild(el("td", { "class": "memcalc-num" },
+                        term ? term.count + " × " + formatBytes(term.each) : ""));
+      if (term) { tr.title = term.formula + " bytes per copy"; }
+      table.appendChild(tr);
+    }
+    row("parameters (" + withCommas(counts[0]) + ")", est.parameters, "memcalc-cat", "parameters");
+    row("gradients", est.gradients, "memcalc-cat", "gradients");
+    row("optimizer state", est.optimizer, "memcalc-cat", "optimizer");
+    row("activations", est.activations, "memcalc-cat", "activations");
+    terms.forEach(function (term) {
+      row("\u2003" + term.name, term.each * term.count, "memcalc-term", "term", term);
+    });
+    row("of which logits and loss", est.logits, "memcalc-cat", "logits");
+    row("total", est.total, "memcalc-total", "total");
+    while (out.firstChild) { out.removeChild(out.firstChild); }
+    out.appendChild(table);
+    drawChart(svg, spec, opts);
+  }
+
+  function init(root) {
+    var form = root.querySelector("form");
+    var presets = form.elements.preset;
+    Object.keys(PRESETS).forEach(function (name) {
+      presets.appendChild(el("option", { value: name }, name));
+    });
+    presets.addEventListener("change", function () {
+      if (presets.value && PRESETS[presets.value]) {
+        writeSpec(form, PRESETS[presets.value]);
+        render(root);
+      }
+    });
+    form.addEventListener("input", function (event) {
+      if (event.target !== presets) { render(root); }
+    });
+    form.addEventListener("change", function (event) {
+      if (event.target !== presets) { render(root); }
+    });
+    form.addEventListener("submit", function (event) { event.preventDefault(); render(root); });
+    var initial = root.getAttribute("data-preset");
+    if (initial && PRESETS[initial]) {
+      presets.value = initial;
+      writeSpec(form, PRESETS[initial]);
+    }
+    render(root);
+    root.setAttribute("data-ready", "true");
+  }
+
+  function initAll() {
+    Array.prototype.forEach.call(document.querySelectorAll(".memcalc"), init);
+  }
+
+  global.MemoryCalculator = {
+    estimate: estimate,
+    estimateStrings: estimateStrings,
+    activationTerms: activationTerms,
+    parameterCount: parameterCount,
+    PRESETS: PRESETS,
+    render: render
+  };
+
+  if (typeof document !== "undefined") {
+    if (document.readyState === "loading") {
+      document.addEventListener("DOMContentLoaded", initAll);
+    } else {
+      initAll();
+    }
+  }
+})(typeof window !== "undefined" ? window : this);

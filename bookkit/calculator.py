@@ -1,0 +1,933 @@
+"""How much memory a training step needs, before you run it (chapter 18).
+
+``estimate_training_memory(config, batch_size=..., seq_len=...)`` takes a Hugging Face
+``GPT2Config`` or ``LlamaConfig`` and returns the bytes of parameters, gradients,
+optimizer state and activations of one training step of ``AutoModelForCausalLM``
+built from it, with the loss computed by the model (``labels=input_ids``). The
+activation terms are not the paper's ``34·s·b·h`` but what transformers' and torch's
+code really keeps (read from their source and checked tensor by tensor):
+
+* GPT-2's ``gelu_new`` is five elementwise operations and saves four tensors of the
+  MLP's width; LayerNorm saves its input and two statistics per token.
+* Llama's RMSNorm upcasts to float32 and saves that copy, its normalised output and
+  a float32 ``rsqrt`` per token; RoPE saves only ``cos`` and ``sin`` (one copy shared
+  by all layers), the rotated queries and keys are saved by attention.
+* ``eager`` attention keeps the s×s probabilities (and, with dropout, the mask and
+  the dropped-out probabilities); ``sdpa`` on a CPU runs a fused kernel that keeps
+  only a float32 log-sum-exp per query, *except with attention dropout*, where it
+  falls back to a float32 "math" path that keeps three s×s matrices.
+* The loss upcasts the logits to float32 and keeps their log-softmax; the caller
+  holds the logits themselves.
+
+Everything here describes PyTorch's CPU kernels, on which the book measures: the
+byte counts are exact there (``measure_training_memory`` checks them). On a GPU,
+dropout keeps 1-byte masks and SDPA with dropout stays fused; chapter 18 says where.
+
+``recompute`` is ``"none"``, ``"full"`` (every decoder layer under
+``torch.utils.checkpoint``, as ``gradient_checkpointing_enable`` does) or
+``"selective"``: Korthikanti et al.'s selective activation recomputation, where only
+the *attention core* (scores, mask, softmax, attention dropout and the product with
+V; for ``sdpa`` the fused kernel) is checkpointed, from the queries, keys and values
+it is given, and everything else in the layer is kept. ``enable_selective_recomputation``
+turns it on for a model.
+
+Also here: ``measure_training_memory`` (the same breakdown, measured by running a
+step), ``ForwardMemoryMeter`` (the meter it uses), ``activation_terms`` (the formula,
+term by term) and a command line::
+
+    python -m bookkit.calculator --model gpt2 --n-layer 24 --n-embd 1024 --n-head 16 \\
+        --batch-size 8 --seq-len 1024 --recompute full
+
+The same formula, in JavaScript, drives the interactive calculator of the HTML book
+(``_static/memory_calculator.js``); a test checks that both give the same bytes.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import functools
+import gc
+import sys
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "ModelSpec", "Term", "model_spec", "activation_terms", "estimate_training_memory",
+    "estimate_from_spec", "parameter_count", "ForwardMemoryMeter", "measure_training_memory",
+    "enable_selective_recomputation", "build_model", "DTYPE_BYTES", "OPTIMIZERS",
+    "RECOMPUTE", "ACTIVATIONS", "PRESETS", "format_table", "main",
+]
+
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2}
+OPTIMIZERS = ("adamw", "sgd")
+RECOMPUTE = ("none", "selective", "full")
+ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa")
+MODELS = ("gpt2", "llama")
+INDEX_BYTES = 8          # token ids, labels and position ids are int64
+FLOAT32_BYTES = 4
+# The widest head the CPU's fused attention takes grouped-query heads for (above it,
+# transformers repeats the key/value heads first; see its ``use_gqa_in_sdpa``).
+SDPA_GQA_MAX_HEAD_DIM = 256
+
+# What an activation function keeps for backward, for an input of n elements:
+# (keeps its input, number of further n-element tensors it keeps). Its output is
+# kept anyway, by the next operation (a linear layer, or Llama's gate product).
+# Read from transformers' activations.py and torch's derivatives.yaml, and measured.
+ACTIVATIONS = {
+    # 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))): pow keeps x, tanh its output, and
+    # the last product keeps both factors, 0.5·x and 1 + tanh(...).
+    "gelu_new": (True, 3),
+    "gelu": (True, 0),               # F.gelu keeps its input
+    "gelu_pytorch_tanh": (True, 0),  # F.gelu(approximate="tanh") keeps its input
+    "silu": (True, 0),               # F.silu keeps its input
+    "relu": (False, 0),              # relu keeps its output (the one kept anyway)
+}
+
+
+# ---------------------------------------------------------------------------------
+# The model, as the formula sees it
+# ---------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """The numbers of a config that the memory formula needs (all plain values).
+
+    ``model`` is ``"gpt2"`` or ``"llama"``. Dropout probabilities matter only through
+    whether they are zero. ``max_positions`` is GPT-2's learned position table
+    (Llama has none: RoPE). Build one from a config with ``model_spec``.
+    """
+
+    model: str
+    n_layers: int
+    hidden: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    max_positions: int = 0
+    tie_embeddings: bool = False
+    attn_implementation: str = "sdpa"
+    attention_dropout: float = 0.0
+    hidden_dropout: float = 0.0       # GPT-2's resid_pdrop (after attention and MLP)
+    embedding_dropout: float = 0.0    # GPT-2's embd_pdrop
+    activation: str = "gelu_new"
+    attention_bias: bool = True       # Llama's attention_bias (GPT-2 always has biases)
+    mlp_bias: bool = True             # Llama's mlp_bias
+
+    def __post_init__(self):
+        if self.model not in MODELS:
+            raise ValueError(f"model must be one of {MODELS}, got {self.model!r}")
+        for name in ("n_layers", "hidden", "n_heads", "n_kv_heads", "head_dim",
+                     "intermediate", "vocab"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.model == "gpt2":
+            if self.hidden % self.n_heads:
+                raise ValueError(f"GPT-2 needs hidden ({self.hidden}) divisible by "
+                                 f"n_heads ({self.n_heads})")
+            if self.n_kv_heads != self.n_heads or self.head_dim * self.n_heads != self.hidden:
+                raise ValueError("GPT-2 has n_kv_heads == n_heads and head_dim == hidden // n_heads")
+            if (isinstance(self.max_positions, bool) or not isinstance(self.max_positions, int)
+                    or self.max_positions < 1):
+                raise ValueError(f"GPT-2 needs max_positions >= 1, got {self.max_positions!r}")
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(f"n_heads ({self.n_heads}) must be a multiple of "
+                             f"n_kv_heads ({self.n_kv_heads})")
+        if self.attn_implementation not in ATTENTION_IMPLEMENTATIONS:
+            raise ValueError(f"attn_implementation must be one of {ATTENTION_IMPLEMENTATIONS}, "
+                             f"got {self.attn_implementation!r}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation {self.activation!r} is not modelled; supported: "
+                             f"{sorted(ACTIVATIONS)}")
+        for name in ("attention_dropout", "hidden_dropout", "embedding_dropout"):
+            p = getattr(self, name)
+            if not 0.0 <= p < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {p!r}")
+        if self.model == "llama" and (self.hidden_dropout or self.embedding_dropout):
+            raise ValueError("Llama has only attention dropout")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields as a JSON-able dict (what the JavaScript calculator takes)."""
+        return dataclasses.asdict(self)
+
+
+def _config_attn_implementation(config) -> str:
+    impl = getattr(config, "_attn_implementation", None) or "sdpa"
+    if impl not in ATTENTION_IMPLEMENTATIONS:
+        raise ValueError(f"config's attention implementation {impl!r} is not modelled; "
+                         f"use one of {ATTENTION_IMPLEMENTATIONS}")
+    return impl
+
+
+def model_spec(config) -> ModelSpec:
+    """Read a ``GPT2Config`` or ``LlamaConfig`` (or a ``ModelSpec``) into a ``ModelSpec``.
+
+    The attention implementation is the config's (``config._attn_implementation``,
+    set by ``attn_implementation=`` when the config or model is made); unset means
+    ``"sdpa"``, which is what ``from_config`` then picks. Options the formula does not
+    model raise ``ValueError`` naming them.
+    """
+    if isinstance(config, ModelSpec):
+        return config
+    model_type = getattr(config, "model_type", None)
+    impl = _config_attn_implementation(config)
+    if model_type == "gpt2":
+        for flag in ("add_cross_attention", "reorder_and_upcast_attn"):
+            if getattr(config, flag, False):
+                raise ValueError(f"GPT2Config.{flag}=True is not modelled by the calculator")
+        hidden = config.n_embd
+        if hidden % config.n_head:
+            raise ValueError(f"GPT-2 needs n_embd ({hidden}) divisible by n_head ({config.n_head})")
+        return ModelSpec(
+            model="gpt2", n_layers=config.n_layer, hidden=hidden, n_heads=config.n_head,
+            n_kv_heads=config.n_head, head_dim=hidden // config.n_head,
+            intermediate=config.n_inner if config.n_inner is not None else 4 * hidden,
+            vocab=config.vocab_size, max_positions=config.n_positions,
+            tie_embeddings=bool(getattr(config, "tie_word_embeddings", True)),
+            attn_implementation=impl, attention_dropout=float(config.attn_pdrop),
+            hidden_dropout=float(config.resid_pdrop), embedding_dropout=float(config.embd_pdrop),
+            activation=config.activation_function)
+    if model_type == "llama":
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        n_kv = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+        return ModelSpec(
+            model="llama", n_layers=config.num_hidden_layers, hidden=config.hidden_size,
+            n_heads=config.num_attention_heads, n_kv_heads=n_kv, head_dim=head_dim,
+            intermediate=config.intermediate_size, vocab=config.vocab_size,
+            tie_embeddings=bool(getattr(config, "tie_word_embeddings", False)),
+            attn_implementation=impl, attention_dropout=float(config.attention_dropout),
+            activation=config.hidden_act, attention_bias=bool(config.attention_bias),
+            mlp_bias=bool(config.mlp_bias))
+    raise TypeError(f"estimate_training_memory models GPT2Config and LlamaConfig; got "
+                    f"{type(config).__name__} (model_type={model_type!r})")
+
+
+def _gpt2_preset(n_layer: int, n_embd: int, n_head: int):
+    def make():
+        from transformers import GPT2Config
+        return GPT2Config(n_layer=n_layer, n_embd=n_embd, n_head=n_head)
+    return make
+
+
+def _llama_preset(n_kv_heads: int, intermediate: int, vocab: int):
+    def make():
+        from transformers import LlamaConfig
+        return LlamaConfig(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+                           num_key_value_heads=n_kv_heads, intermediate_size=intermediate,
+                           vocab_size=vocab)
+    return make
+
+
+# Published configurations, as config factories (the HTML calculator offers the same).
+# GPT-2's as released (dropout 0.1, tied embeddings); Llama 2 7B (multi-head) and
+# Llama 3 8B (8 key/value heads, a 128k vocabulary), without dropout.
+PRESETS = {
+    "GPT-2 (124M)": _gpt2_preset(12, 768, 12),
+    "GPT-2 medium (355M)": _gpt2_preset(24, 1024, 16),
+    "GPT-2 large (774M)": _gpt2_preset(36, 1280, 20),
+    "GPT-2 XL (1.5B)": _gpt2_preset(48, 1600, 25),
+    "Llama 2 7B": _llama_preset(32, 11008, 32000),
+    "Llama 3 8B": _llama_preset(8, 14336, 128256),
+}
+
+
+# ---------------------------------------------------------------------------------
+# Parameters
+# ---------------------------------------------------------------------------------
+def parameter_count(spec: ModelSpec) -> tuple[int, int]:
+    """(number of parameters, number of parameter tensors), shared weights once."""
+    h, i, v, L = spec.hidden, spec.intermediate, spec.vocab, spec.n_layers
+    if spec.model == "gpt2":
+        # wte, wpe; per layer ln_1, c_attn, c_proj, ln_2, c_fc, mlp.c_proj (weight and
+        # bias each); ln_f; lm_head (no bias) unless tied to wte.
+        per_layer = 2 * h + (3 * h * h + 3 * h) + (h * h + h) + 2 * h + (h * i + i) + (i * h + h)
+        n = v * h + spec.max_positions * h + L * per_layer + 2 * h
+        tensors = 2 + 12 * L + 2
+    else:
+        q, kv = spec.n_heads * spec.head_dim, spec.n_kv_heads * spec.head_dim
+        attn = h * q + 2 * h * kv + q * h
+        attn_bias = (q + 2 * kv + h) if spec.attention_bias else 0
+        mlp = 3 * h * i
+        mlp_bias = (2 * i + h) if spec.mlp_bias else 0
+        per_layer = attn + attn_bias + mlp + mlp_bias + 2 * h
+        n = v * h + L * per_layer + h
+        tensors_per_layer = 4 + (4 if spec.attention_bias else 0) + 3 + (3 if spec.mlp_bias else 0) + 2
+        tensors = 1 + L * tensors_per_layer + 1
+    if not spec.tie_embeddings:
+        n += v * h
+        tensors += 1
+    return n, tensors
+
+
+# ---------------------------------------------------------------------------------
+# Activations, term by term
+# ---------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Term:
+    """One kind of tensor kept for backward: ``count`` copies of ``each`` bytes.
+
+    ``group`` is ``"embedding"``, ``"layer"`` (the count is the number of layers),
+    ``"attention"`` (the attention core of each layer), ``"final"`` (the last norm),
+    ``"shared"`` (one tensor all layers use) or ``"logits"`` (output layer and loss).
+    ``formula`` writes ``each`` in the chapter's symbols (b, s, h, a, k, d, I, V, e).
+    """
+
+    name: str
+    group: str
+    each: int
+    count: int
+    formula: str
+
+    @property
+    def bytes(self) -> int:
+        return self.each * self.count
+
+
+def _check_positive(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def _check_choice(name: str, value, choices) -> str:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    return value
+
+
+def activation_terms(config, *, batch_size: int, seq_len: int, dtype: str = "float32",
+                     recompute: str = "none") -> list[Term]:
+    """The tensors one forward pass keeps alive until backward, as ``Term``s.
+
+    Args:
+        config: a ``GPT2Config``, ``LlamaConfig`` or ``ModelSpec``.
+        batch_size, seq_len: b and s.
+        dtype: ``"float32"`` or ``"bfloat16"``, the model's (e bytes per number).
+        recompute: ``"none"``, ``"full"`` or ``"selective"``.
+
+    Returns:
+        The list of terms; their ``bytes`` add up to ``activations`` of
+        ``estimate_training_memory``. Terms that are zero for this configuration
+        (e.g. dropout masks without dropout) are left out.
+    """
+    spec = model_spec(config)
+    b = _check_positive("batch_size", batch_size)
+    s = _check_positive("seq_len", seq_len)
+    e = DTYPE_BYTES[_check_choice("dtype", dtype, tuple(DTYPE_BYTES))]
+    _check_choice("recompute", recompute, RECOMPUTE)
+    if spec.model == "gpt2" and s > spec.max_positions:
+        raise ValueError(f"seq_len {s} exceeds GPT-2's n_positions {spec.max_positions}")
+    gpt2 = spec.model == "gpt2"
+    h, d, v, L = spec.hidden, spec.head_dim, spec.vocab, spec.n_layers
+    f = FLOAT32_BYTES
+    t = b * s                      # tokens in the batch
+    eager = spec.attn_implementation == "eager"
+    terms: list[Term] = []
+
+    def add(name, group, each, count, formula):
+        if each and count:
+            terms.append(Term(name, group, each, count, formula))
+
+    # -- embedding ------------------------------------------------------------------
+    add("token ids (embedding)", "embedding", t * INDEX_BYTES, 1, "8·b·s")
+    if gpt2:
+        add("position ids (embedding)", "embedding", s * INDEX_BYTES, 1, "8·s")
+        if spec.embedding_dropout > 0:
+            add("embedding dropout mask", "embedding", t * h * e, 1, "e·b·s·h")
+    # -- tensors every layer shares ----------------------------------------------------
+    if eager and recompute != "none":
+        # The additive causal mask (b, 1, s, s): an input of each checkpointed region.
+        add("causal mask (checkpoint input)", "shared", b * s * s * e, 1, "e·b·s²")
+    if not gpt2:
+        add("RoPE cos and sin", "shared", 2 * s * d * e, 1, "2·e·s·d")
+        if recompute != "none":
+            add("position ids (checkpoint input)", "shared", s * INDEX_BYTES, 1, "8·s")
+
+    # -- one decoder layer --------------------------------------------------------------
+    if recompute == "full":
+        add("layer input (checkpoint)", "layer", t * h * e, L, "e·b·s·h")
+    else:
+        _layer_terms(add, spec, b, s, e, recompute)
+
+    # -- final norm, output layer and loss ------------------------------------------
+    _norm_terms(add, gpt2, "ln_f" if gpt2 else "norm", "lm_head", t, h, e, "final", 1)
+    add("logits (returned)", "logits", t * v * e, 1, "e·b·s·V")
+    add("log-softmax in float32 (loss)", "logits", t * v * f, 1, "4·b·s·V")
+    # The loss pads the labels by one and takes labels[..., 1:].contiguous(): a copy,
+    # except for b = 1, where the slice is already contiguous and keeps the padded row.
+    if b == 1:
+        add("shifted labels (loss)", "logits", (s + 1) * INDEX_BYTES, 1, "8·(s+1)")
+    else:
+        add("shifted labels (loss)", "logits", t * INDEX_BYTES, 1, "8·b·s")
+    add("loss and its total weight", "logits", 2 * f, 1, "2·4")
+    return terms
+
+
+def _layer_terms(add, spec: ModelSpec, b: int, s: int, e: int, recompute: str) -> None:
+    """Terms of one decoder layer without checkpointing, or with its attention core
+    checkpointed ("selective")."""
+    gpt2 = spec.model == "gpt2"
+    h, a, k, d, i, L = (spec.hidden, spec.n_heads, spec.n_kv_heads, spec.head_dim,
+                        spec.intermediate, spec.n_layers)
+    t = b * s
+    qd = a * d
+
+    def norm(name, consumer):
+        _norm_terms(add, gpt2, name, consumer, t, h, e, "layer", L)
+
+    # Attention block: norm, projections, core, output projection, dropout.
+    norm("ln_1" if gpt2 else "input norm", "c_attn" if gpt2 else "q/k/v_proj")
+    if recompute == "selective":
+        # The core is a checkpointed region: it keeps its inputs, Q, K and V as the
+        # projections produced them (GPT-2: three views of c_attn's one output).
+        if gpt2:
+            add("c_attn output: Q, K, V (core input)", "attention", 3 * t * h * e, L, "3·e·b·s·h")
+        else:
+            add("Q after RoPE (core input)", "attention", t * qd * e, L, "e·b·s·a·d")
+            add("K after RoPE, V (core inputs)", "attention", 2 * t * k * d * e, L, "2·e·b·s·k·d")
+    else:
+        _core_terms(add, spec, b, s, e)
+    add("attention output (" + ("c_proj" if gpt2 else "o_proj") + " input)", "layer",
+        t * qd * e, L, "e·b·s·a·d" if not gpt2 else "e·b·s·h")
+    if gpt2 and spec.hidden_dropout > 0:
+        add("attention residual dropout mask", "layer", t * h * e, L, "e·b·s·h")
+
+    # MLP block.
+    norm("ln_2" if gpt2 else "post-attention norm", "c_fc" if gpt2 else "gate/up_proj")
+    keeps_input, extra = ACTIVATIONS[spec.activation]
+    act = spec.activation
+    if keeps_input:
+        add(f"{'c_fc' if gpt2 else 'gate_proj'} output ({act} input)", "layer", t * i * e, L, "e·b·s·I")
+    if extra:
+        add(f"{act} intermediates (tanh, 0.5·x, 1 + tanh)", "layer", extra * t * i * e, L,
+            f"{extra}·e·b·s·I")
+    add(f"{act} output" + (" (c_proj input)" if gpt2 else ""), "layer", t * i * e, L, "e·b·s·I")
+    if gpt2:
+        if spec.hidden_dropout > 0:
+            add("MLP dropout mask", "layer", t * h * e, L, "e·b·s·h")
+    else:
+        add("up_proj output", "layer", t * i * e, L, "e·b·s·I")
+        add("product (down_proj input)", "layer", t * i * e, L, "e·b·s·I")
+
+
+def _norm_terms(add, gpt2: bool, name: str, consumer: str, t: int, h: int, e: int, group: str,
+                count: int) -> None:
+    """What a norm over t tokens of width h keeps. GPT-2's LayerNorm: its input and a
+    mean and 1/std per token (in the input's dtype on a CPU). Llama's RMSNorm: its input
+    upcast to float32, a float32 rsqrt per token and the normalised result before the
+    weight. Either way the output is kept by the linear layer(s) that read it."""
+    if gpt2:
+        add(f"{name} input", group, t * h * e, count, "e·b·s·h")
+        add(f"{name} mean and 1/std", group, 2 * t * e, count, "2·e·b·s")
+    else:
+        add(f"{name} input in float32", group, t * h * FLOAT32_BYTES, count, "4·b·s·h")
+        add(f"{name} rsqrt", group, t * FLOAT32_BYTES, count, "4·b·s")
+        add(f"{name} normalised", group, t * h * e, count, "e·b·s·h")
+    add(f"{name} output ({consumer} input)", group, t * h * e, count, "e·b·s·h")
+
+
+def _core_terms(add, spec: ModelSpec, b: int, s: int, e: int) -> None:
+    """What the attention core keeps when it is not checkpointed."""
+    gpt2 = spec.model == "gpt2"
+    h, a, k, d, L = spec.hidden, spec.n_heads, spec.n_kv_heads, spec.head_dim, spec.n_layers
+    f = FLOAT32_BYTES
+    t = b * s
+    qd = a * d
+    scores = a * b * s * s          # elements of one s×s matrix per head
+    eager = spec.attn_implementation == "eager"
+    attn_drop = spec.attention_dropout > 0
+    # A (b, heads, s, d) view of the projections' output becomes a batched matrix
+    # without a copy only when b or the head count is 1.
+    view_ok = b == 1 or a == 1
+    if eager:
+        # Q, K (transposed) and V as the two batched products keep them: copies with
+        # all a heads (repeat_kv expands grouped K and V first), except that with one
+        # key/value head and b = 1 the expanded K and V stay views of the originals.
+        kv_heads = k if (b == 1 and k == 1) else a
+        if kv_heads == a:
+            add("Q, K, V (matmul operands)", "attention", 3 * t * qd * e, L, "3·e·b·s·a·d")
+        else:
+            add("Q (matmul operand)", "attention", t * qd * e, L, "e·b·s·a·d")
+            add("K, V (matmul operands, not repeated)", "attention", 2 * t * kv_heads * d * e, L,
+                "2·e·b·s·k·d")
+        if gpt2:
+            add("softmax output", "attention", scores * e, L, "e·a·b·s²")
+            if attn_drop:
+                add("attention dropout mask and output", "attention", 2 * scores * e, L, "2·e·a·b·s²")
+        else:
+            add("softmax output in float32", "attention", scores * f, L, "4·a·b·s²")
+            if attn_drop:
+                add("attention dropout mask and output", "attention", 2 * scores * e, L, "2·e·a·b·s²")
+            elif e != f:
+                add("probabilities cast to dtype", "attention", scores * e, L, "e·a·b·s²")
+        return
+    if attn_drop:
+        # SDPA's math fallback (CPU, dropout): float32 copies of Q·√scale, K·√scale and
+        # V with all heads, the softmax, the dropout mask and the dropped-out
+        # probabilities, all float32.
+        if gpt2 and e == f and view_ok:
+            # V needs no copy: the product keeps c_attn's whole output as V's storage.
+            add("Q, K scaled copies (math path)", "attention", 2 * t * qd * f, L, "2·4·b·s·h")
+            add("c_attn output as V (math path)", "attention", 3 * t * h * e, L, "3·e·b·s·h")
+        else:
+            add("Q, K, V in float32 (math path)", "attention", 3 * t * qd * f, L, "3·4·b·s·a·d")
+        add("softmax, dropout mask and output in float32 (math path)", "attention",
+            3 * scores * f, L, "3·4·a·b·s²")
+        return
+    # The fused kernel keeps Q, K, V as given, its output (which is the output
+    # projection's input: counted there) and a float32 log-sum-exp per query and head.
+    if gpt2:
+        add("c_attn output: Q, K, V (fused kernel)", "attention", 3 * t * h * e, L, "3·e·b·s·h")
+    else:
+        kv_heads = k if d <= SDPA_GQA_MAX_HEAD_DIM else a
+        add("Q after RoPE (fused kernel)", "attention", t * qd * e, L, "e·b·s·a·d")
+        add("K after RoPE, V (fused kernel)", "attention", 2 * t * kv_heads * d * e, L,
+            "2·e·b·s·k·d" if kv_heads == k else "2·e·b·s·a·d")
+    add("log-sum-exp (fused kernel)", "attention", a * b * s * f, L, "4·a·b·s")
+
+
+# ---------------------------------------------------------------------------------
+# The estimate
+# ---------------------------------------------------------------------------------
+def estimate_from_spec(spec: ModelSpec, *, batch_size: int, seq_len: int, dtype: str = "float32",
+                       optimizer: str = "adamw", recompute: str = "none") -> dict[str, Any]:
+    """``estimate_training_memory`` for a ``ModelSpec`` (what the JavaScript mirrors)."""
+    _check_choice("optimizer", optimizer, OPTIMIZERS)
+    terms = activation_terms(spec, batch_size=batch_size, seq_len=seq_len, dtype=dtype,
+                             recompute=recompute)
+    e = DTYPE_BYTES[dtype]
+    n_params, n_tensors = parameter_count(spec)
+    parameters = n_params * e
+    gradients = n_params * e
+    # torch.optim.AdamW: exp_avg and exp_avg_sq like each parameter, and a float32
+    # scalar `step` per parameter tensor. SGD without momentum keeps nothing.
+    optimizer_bytes = 2 * parameters + FLOAT32_BYTES * n_tensors if optimizer == "adamw" else 0
+    activations = sum(term.bytes for term in terms)
+    logits = sum(term.bytes for term in terms if term.group == "logits")
+    breakdown = _breakdown(parameters, gradients, optimizer_bytes, activations, logits)
+    breakdown["terms"] = {term.name: term.bytes for term in terms}
+    return breakdown
+
+
+def _breakdown(parameters: int, gradients: int, optimizer: int, activations: int,
+               logits: int) -> dict[str, Any]:
+    """The result mapping of the estimate and of the measurement."""
+    return {"parameters": parameters, "gradients": gradients, "optimizer": optimizer,
+            "activations": activations, "logits": logits,
+            "total": parameters + gradients + optimizer + activations}
+
+
+def estimate_training_memory(config, *, batch_size: int, seq_len: int, dtype: str = "float32",
+                             optimizer: str = "adamw", recompute: str = "none") -> dict[str, Any]:
+    """Bytes one training step of a Hugging Face causal LM needs, by category.
+
+    For ``AutoModelForCausalLM.from_config(config)`` in ``dtype``, trained with
+    ``model(input_ids=ids, labels=ids, use_cache=False)`` on a batch of ``batch_size``
+    sequences of ``seq_len`` tokens (no padding mask), on PyTorch's CPU kernels.
+
+    Args:
+        config: ``GPT2Config`` or ``LlamaConfig`` (its attention implementation,
+            dropout rates, head counts, intermediate size and weight tying are used),
+            or a ``ModelSpec``.
+        batch_size, seq_len: the batch, b sequences of s tokens.
+        dtype: ``"float32"`` or ``"bfloat16"``: the parameters, gradients and
+            activations (the loss's log-softmax is float32 either way).
+        optimizer: ``"adamw"`` (``torch.optim.AdamW``: two moments like the
+            parameters plus a float32 step count per parameter tensor) or ``"sgd"``
+            (without momentum: no state).
+        recompute: ``"none"``, ``"full"`` (every decoder layer checkpointed) or
+            ``"selective"`` (only each layer's attention core checkpointed).
+
+    Returns:
+        A dict of byte counts: ``parameters``, ``gradients``, ``optimizer``,
+        ``activations`` (alive when the forward pass returns, the caller holding its
+        output: everything saved for backward plus the logits and the loss),
+        ``logits`` (the part of ``activations`` that the output layer and the loss
+        hold), ``total`` (the sum of the first four), and ``terms`` (activation bytes
+        by term, in the order of ``activation_terms``).
+
+    Example:
+        >>> from transformers import GPT2Config
+        >>> est = estimate_training_memory(GPT2Config(), batch_size=8, seq_len=1024)
+        >>> est["parameters"] == 124_439_808 * 4
+        True
+    """
+    return estimate_from_spec(model_spec(config), batch_size=batch_size, seq_len=seq_len,
+                              dtype=dtype, optimizer=optimizer, recompute=recompute)
+
+
+# ---------------------------------------------------------------------------------
+# Measuring the same quantities
+# ---------------------------------------------------------------------------------
+def _torch():
+    import torch
+    return torch
+
+
+class _Packed:
+    """What autograd stores for a saved tensor while the meter is on: a detached alias
+    (holding the tensor itself would make a reference cycle through its grad_fn when
+    an operation saves its own output); its finalizer tells the meter when autograd
+    lets go of the saved tensor."""
+
+    __slots__ = ("tensor", "__weakref__")
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+
+class ForwardMemoryMeter:
+    """Context manager: which storages are alive when a forward pass returns.
+
+    While it is on, it records (1) every storage an ATen operation creates (a
+    ``TorchDispatchMode``, which also sees what ``torch.utils.checkpoint`` keeps and
+    what fused kernels create) and (2) every storage autograd saves for backward
+    (``saved_tensors_hooks``). A storage counts once, whole, however many views of it
+    exist; storages of ``exclude`` (the model: its parameters and buffers) never count.
+
+    ``alive_bytes()`` is the bytes of the recorded storages that are alive now, after a
+    garbage collection: a storage the forward created counts while anything holds it
+    (the autograd graph, a checkpoint, the caller); one made before the forward (the
+    token ids, given as ``inputs``) counts only while autograd holds it as saved.
+    ``phase("head")`` tags what is recorded from then on, and ``alive_bytes("head")``
+    counts only those. ``alive()`` lists (bytes, shape, dtype, op) of what is alive.
+
+    Example:
+        >>> with ForwardMemoryMeter(exclude=[model], inputs=[ids]) as meter:
+        ...     out = model(input_ids=ids, labels=ids)
+        >>> meter.alive_bytes()     # activations, logits and loss included
+    """
+
+    def __init__(self, exclude=(), inputs=()):
+        torch = _torch()
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        meter = self
+
+        class _Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                meter._record_outputs(func, out)
+                return out
+
+        self._mode = _Mode()
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+        self._skip = {self._key(t) for t in self._tensors(exclude)}
+        self._inputs = {self._key(t) for t in self._tensors(inputs)}
+        self._phase = "body"
+        # storage key -> [weak reference to the storage, bytes, shape, dtype, op, phase,
+        #                 created by the forward?, saved references autograd holds]
+        self._seen: dict[int, list] = {}
+
+    @staticmethod
+    def _tensors(objs):
+        torch = _torch()
+        out = []
+        for obj in objs:
+            if isinstance(obj, torch.nn.Module):
+                out.extend(obj.parameters())
+                out.extend(obj.buffers())
+            elif isinstance(obj, torch.Tensor):
+                out.append(obj)
+            else:
+                out.extend(ForwardMemoryMeter._tensors(obj))
+        return out
+
+    @staticmethod
+    def _key(t) -> int:
+        return t.untyped_storage().data_ptr()
+
+    def _note(self, t, op: str, created: bool) -> list | None:
+        st = t.untyped_storage()
+        key = st.data_ptr()
+        if key == 0 or key in self._skip:
+            return None
+        entry = self._seen.get(key)
+        if entry is None or entry[0]() is None:   # new, or an old storage's address reused
+            entry = [weakref.ref(st), st.nbytes(), tuple(t.shape),
+                     str(t.dtype).replace("torch.", ""), op, self._phase, created, 0]
+            self._seen[key] = entry
+        entry[6] = entry[6] or created
+        return entry
+
+    def _record_outputs(self, func, out) -> None:
+        torch = _torch()
+        from torch.utils._pytree import tree_flatten
+
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor) and self._key(t) not in self._inputs:
+                self._note(t, str(func), created=True)
+
+    def _pack(self, t):
+        entry = self._note(t, "saved", created=False)
+        if entry is None:
+            return t          # a parameter: autograd keeps it as usual
+        packed = _Packed(t.detach())
+        entry[7] += 1
+        weakref.finalize(packed, self._release, entry)
+        return packed
+
+    @staticmethod
+    def _release(entry) -> None:
+        entry[7] -= 1
+
+    @staticmethod
+    def _unpack(packed):
+        return packed.tensor if isinstance(packed, _Packed) else packed
+
+    def phase(self, name: str) -> None:
+        """Tag storages recorded from now on with ``name`` (e.g. ``"head"``)."""
+        self._phase = name
+
+    def __enter__(self) -> "ForwardMemoryMeter":
+        self._hooks.__enter__()
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._mode.__exit__(*exc)
+        self._hooks.__exit__(*exc)
+
+    def alive(self, phase: str | None = None) -> list[tuple[int, tuple, str, str]]:
+        """(bytes, shape, dtype, op) of each recorded storage alive now, largest first."""
+        gc.collect()
+        rows = [(nbytes, shape, dtype, op)
+                for ref, nbytes, shape, dtype, op, ph, created, n_saved in self._seen.values()
+                if ref() is not None and (created or n_saved > 0)
+                and (phase is None or ph == phase)]
+        return sorted(rows, key=lambda r: (-r[0], r[1], r[2], r[3]))
+
+    def alive_bytes(self, phase: str | None = None) -> int:
+        """Bytes of recorded storages alive now (only those tagged ``phase`` if given)."""
+        return sum(r[0] for r in self.alive(phase))
+
+
+def _checkpointed_core(implementation: str):
+    """An attention function that runs transformers' ``implementation`` under
+    ``torch.utils.checkpoint`` (non-reentrant), keeping only its inputs."""
+    torch = _torch()
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    def core(module, query, key, value, attention_mask, **kwargs):
+        if implementation == "eager":
+            # The model's own eager function lives in its modeling module.
+            inner = sys.modules[type(module).__module__].eager_attention_forward
+        else:
+            inner = ALL_ATTENTION_FUNCTIONS[implementation]
+        fn = functools.partial(inner, module, **kwargs)
+        return torch.utils.checkpoint.checkpoint(fn, query, key, value, attention_mask,
+                                                 use_reentrant=False)
+
+    return core
+
+
+def enable_selective_recomputation(model) -> str:
+    """Checkpoint only the attention core of every layer of a transformers model.
+
+    Registers, once, an attention implementation ``"core_recompute_<impl>"`` that runs
+    the model's current one (``"eager"`` or ``"sdpa"``) under non-reentrant
+    ``torch.utils.checkpoint`` from the queries, keys, values and mask it receives,
+    with the same attention mask function, and switches the model to it with
+    ``set_attn_implementation``. This is Korthikanti et al.'s selective activation
+    recomputation: the core's s×s tensors are rebuilt in backward, everything else
+    in the layer is kept. Returns the new implementation's name.
+    """
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+    from transformers.modeling_utils import AttentionInterface
+
+    impl = model.config._attn_implementation
+    if impl.startswith("core_recompute_"):
+        return impl
+    if impl not in ATTENTION_IMPLEMENTATIONS:
+        raise ValueError(f"selective recomputation supports {ATTENTION_IMPLEMENTATIONS} "
+                         f"attention, the model uses {impl!r}")
+    name = f"core_recompute_{impl}"
+    AttentionInterface.register(name, _checkpointed_core(impl))
+    AttentionMaskInterface.register(name, ALL_MASK_ATTENTION_FUNCTIONS[impl])
+    model.set_attn_implementation(name)
+    return name
+
+
+def _enable_full_recomputation(model) -> None:
+    # transformers 5.24 renamed gradient_checkpointing_enable (now a deprecated alias).
+    enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+    enable()
+
+
+TORCH_DTYPES = {"float32": "float32", "bfloat16": "bfloat16"}
+
+
+def build_model(config, dtype: str = "float32", seed: int = 0):
+    """``AutoModelForCausalLM.from_config(config)`` in ``dtype``, seeded, in train mode."""
+    torch = _torch()
+    from transformers import AutoModelForCausalLM
+
+    _check_choice("dtype", dtype, tuple(DTYPE_BYTES))
+    impl = _config_attn_implementation(config)
+    torch.manual_seed(seed)
+    # A copy: switching the attention implementation later changes the model's config.
+    model = AutoModelForCausalLM.from_config(copy.deepcopy(config), attn_implementation=impl)
+    model.to(getattr(torch, TORCH_DTYPES[dtype]))
+    model.train()
+    return model
+
+
+def measure_training_memory(config, *, batch_size: int, seq_len: int, dtype: str = "float32",
+                            optimizer: str = "adamw", recompute: str = "none",
+                            seed: int = 0) -> dict[str, int]:
+    """Run one training step and measure what ``estimate_training_memory`` estimates.
+
+    Builds the model (``build_model``), runs ``model(input_ids=ids, labels=ids,
+    use_cache=False)`` under a ``ForwardMemoryMeter`` and reads, with the output held,
+    ``activations`` (every storage created by the forward or saved for backward that
+    is still alive, parameters and buffers excluded) and ``logits`` (those created
+    from the output layer on). Then ``loss.backward()`` (``gradients``: the bytes of
+    the parameters' ``.grad``) and one optimizer step (``optimizer``: the bytes of its
+    state). Returns the same keys as the estimate, without ``terms``.
+    """
+    torch = _torch()
+    from bookkit.applications import optimizer_state_bytes, tensor_bytes
+
+    _check_choice("optimizer", optimizer, OPTIMIZERS)
+    _check_choice("recompute", recompute, RECOMPUTE)
+    b = _check_positive("batch_size", batch_size)
+    s = _check_positive("seq_len", seq_len)
+    model = build_model(config, dtype, seed)
+    if recompute == "full":
+        _enable_full_recomputation(model)
+    elif recompute == "selective":
+        enable_selective_recomputation(model)
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, model.config.vocab_size, (b, s), generator=generator)
+    head = model.get_output_embeddings()
+    handle = head.register_forward_pre_hook(lambda *_: meter.phase("head"))
+    try:
+        with ForwardMemoryMeter(exclude=[model], inputs=[ids]) as meter:
+            out = model(input_ids=ids, labels=ids, use_cache=False)
+        activations = meter.alive_bytes()
+        logits = meter.alive_bytes("head")
+    finally:
+        handle.remove()
+    out.loss.backward()
+    del out
+    params = list(model.parameters())
+    gradients = tensor_bytes(p.grad for p in params)
+    opt = (torch.optim.AdamW(params) if optimizer == "adamw" else torch.optim.SGD(params, lr=1e-3))
+    opt.step()
+    return _breakdown(tensor_bytes(params), gradients, optimizer_state_bytes(opt), activations, logits)
+
+
+# ---------------------------------------------------------------------------------
+# Presenting it
+# ---------------------------------------------------------------------------------
+def _human(n: int) -> str:
+    from bookkit import fmt_bytes
+    return fmt_bytes(n, 2)
+
+
+def format_table(estimate: Mapping[str, Any], terms: list[Term] | None = None) -> str:
+    """The breakdown as a text table: the categories, then (if ``terms`` is given, from
+    ``activation_terms``) each activation term with its count × bytes per copy."""
+    names = [t.name for t in terms or []]
+    width = max([28] + [len(n) + 4 for n in names])
+    lines = [f"{'':{width}s} {'bytes':>18s} {'':>11s}  {'count x each':>18s}"]
+    for key in ("parameters", "gradients", "optimizer", "activations"):
+        lines.append(f"{key:{width}s} {estimate[key]:18,d} {_human(estimate[key]):>11s}")
+        if key == "activations":
+            for t in terms or []:
+                lines.append(f"  {t.name:{width - 2}s} {t.bytes:18,d} {_human(t.bytes):>11s}"
+                             f"  {t.count:>5d} x {_human(t.each):>10s}")
+    lines.append(f"{'of which logits and loss':{width}s} {estimate['logits']:18,d} "
+                 f"{_human(estimate['logits']):>11s}")
+    lines.append(f"{'total':{width}s} {estimate['total']:18,d} {_human(estimate['total']):>11s}")
+    return "\n".join(lines)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m bookkit.calculator",
+        description="Training memory of a GPT-2 or Llama model (transformers, PyTorch CPU kernels).")
+    p.add_argument("--model", choices=MODELS, required=True)
+    p.add_argument("--batch-size", type=int, default=1)
+    p.add_argument("--seq-len", type=int, default=1024)
+    p.add_argument("--dtype", choices=tuple(DTYPE_BYTES), default="float32")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw")
+    p.add_argument("--recompute", choices=RECOMPUTE, default="none")
+    p.add_argument("--attn-implementation", choices=ATTENTION_IMPLEMENTATIONS, default="sdpa")
+    p.add_argument("--vocab-size", type=int, help="default: the config's (50257 / 32000)")
+    p.add_argument("--no-terms", action="store_true", help="print only the categories")
+    # The size options carry the configs' own names (GPT2Config's, LlamaConfig's).
+    for title, flags in (("GPT-2 (GPT2Config names)",
+                          ("n-layer", "n-embd", "n-head", "n-inner", "n-positions")),
+                         ("Llama (LlamaConfig names)",
+                          ("num-hidden-layers", "hidden-size", "num-attention-heads",
+                           "num-key-value-heads", "head-dim", "intermediate-size"))):
+        group = p.add_argument_group(title)
+        for flag in flags:
+            group.add_argument(f"--{flag}", type=int)
+    p.add_argument("--dropout", type=float, help="GPT-2: attn_pdrop, resid_pdrop and embd_pdrop; "
+                   "Llama: attention_dropout")
+    p.add_argument("--activation-function", help="GPT-2: activation_function; Llama: hidden_act")
+    p.add_argument("--tie-word-embeddings", choices=("true", "false"),
+                   help="default: the config's (GPT-2 true, Llama false)")
+    return p
+
+
+def _config_from_args(args):
+    from transformers import GPT2Config, LlamaConfig
+
+    def given(**kw):
+        return {k: v for k, v in kw.items() if v is not None}
+
+    common = given(vocab_size=args.vocab_size)
+    if args.tie_word_embeddings is not None:
+        common["tie_word_embeddings"] = args.tie_word_embeddings == "true"
+    if args.model == "gpt2":
+        kw = given(n_layer=args.n_layer, n_embd=args.n_embd, n_head=args.n_head,
+                   n_inner=args.n_inner, n_positions=args.n_positions,
+                   activation_function=args.activation_function)
+        if args.dropout is not None:
+            kw.update(attn_pdrop=args.dropout, resid_pdrop=args.dropout, embd_pdrop=args.dropout)
+        config = GPT2Config(**kw, **common)
+    else:
+        kw = given(num_hidden_layers=args.num_hidden_layers, hidden_size=args.hidden_size,
+                   num_attention_heads=args.num_attention_heads,
+                   num_key_value_heads=args.num_key_value_heads, head_dim=args.head_dim,
+                   intermediate_size=args.intermediate_size, attention_dropout=args.dropout,
+                   hidden_act=args.activation_function)
+        config = LlamaConfig(**kw, **common)
+    config._attn_implementation = args.attn_implementation
+    return config
+
+
+def main(argv=None) -> int:
+    """Command line: print the breakdown of one configuration as a table."""
+    args = _parser().parse_args(argv)
+    try:
+        config = _config_from_args(args)
+        est = estimate_training_memory(config, batch_size=args.batch_size, seq_len=args.seq_len,
+                                       dtype=args.dtype, optimizer=args.optimizer,
+                                       recompute=args.recompute)
+    except (ValueError, TypeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    spec = model_spec(config)
+    n_params, _ = parameter_count(spec)
+    print(f"{spec.model}: {spec.n_layers} layers, hidden {spec.hidden}, {spec.n_heads} heads"
+          f" ({spec.n_kv_heads} key/value), head dim {spec.head_dim}, intermediate {spec.intermediate},"
+          f" vocabulary {spec.vocab}, {n_params:,} parameters")
+    print(f"batch {args.batch_size} x {args.seq_len} tokens, {args.dtype}, {args.optimizer}, "
+          f"recompute {args.recompute}, attention {spec.attn_implementation}"
+          f" (dropout {spec.attention_dropout:g})")
+    terms = None if args.no_terms else activation_terms(
+        config, batch_size=args.batch_size, seq_len=args.seq_len, dtype=args.dtype,
+        recompute=args.recompute)
+    print(format_table(est, terms))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
