@@ -17,8 +17,10 @@ The counts are exact integers, the same on every CPU and GPU.
     Korthikanti et al.'s forward FLOPs of one transformer layer, 24·b·s·h² + 4·b·s²·h.
 
 torch 2.13 has no FLOP formula for the CPU's fused attention kernel
-(``_scaled_dot_product_flash_attention_for_cpu``) and would count it as 0; the
-counter here adds the formula torch uses for the GPU kernels. Shown in chapter 10.
+(``_scaled_dot_product_flash_attention_for_cpu``) nor for the in-place products
+``addmm_`` and ``baddbmm_`` (a chunked loss accumulates its weight gradient with
+``addmm_``), and counts them as 0; the counter here adds the formulas torch uses for
+the GPU kernels and for ``addmm``/``baddbmm``. Shown in chapter 10.
 """
 from __future__ import annotations
 
@@ -42,11 +44,20 @@ def _cpu_flash_backward(grad_out_shape, query_shape, key_shape, value_shape, *ar
     return flop_counter.sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape)
 
 
-def _cpu_attention_formulas() -> dict:
+def _inplace_addmm(self_shape, a_shape, b_shape, *args, out_shape=None, **kwargs) -> int:
+    return flop_counter.mm_flop(a_shape, b_shape)
+
+
+def _inplace_baddbmm(self_shape, a_shape, b_shape, *args, out_shape=None, **kwargs) -> int:
+    return flop_counter.bmm_flop(a_shape, b_shape)
+
+
+def _missing_formulas() -> dict:
     aten = torch.ops.aten
     formulas = {}
     for name, formula in (("_scaled_dot_product_flash_attention_for_cpu", _cpu_flash_forward),
-                          ("_scaled_dot_product_flash_attention_for_cpu_backward", _cpu_flash_backward)):
+                          ("_scaled_dot_product_flash_attention_for_cpu_backward", _cpu_flash_backward),
+                          ("addmm_", _inplace_addmm), ("baddbmm_", _inplace_baddbmm)):
         op = getattr(aten, name, None)
         if op is not None and op not in flop_counter.flop_registry:
             formulas[op] = formula
@@ -54,11 +65,12 @@ def _cpu_attention_formulas() -> dict:
 
 
 def flop_counter_mode() -> FlopCounterMode:
-    """A silent ``FlopCounterMode`` that also counts the CPU's fused attention kernel.
+    """A silent ``FlopCounterMode`` that also counts the CPU's fused attention kernel
+    and the in-place matrix products ``addmm_`` and ``baddbmm_``.
 
     Use it as a context manager; ``get_total_flops()`` afterwards. Shown in chapter 10.
     """
-    return FlopCounterMode(display=False, custom_mapping=_cpu_attention_formulas())
+    return FlopCounterMode(display=False, custom_mapping=_missing_formulas())
 
 
 def count_flops(fn: Callable[[], object]) -> int:

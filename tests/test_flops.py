@@ -74,3 +74,24 @@ def test_errors_name_the_problem():
         forward_backward_flops(lambda: torch.ones(()))
     with pytest.raises(ValueError, match="s must be"):
         korthikanti_layer_flops(1, 0, 4)
+
+
+def test_in_place_products_count_and_the_chunked_loss_costs_one_more_head_matmul():
+    from torch.nn import functional as F
+
+    from bookkit.losses import chunked_linear_cross_entropy
+
+    acc, a, b = torch.zeros(5, 3), torch.randn(5, 4), torch.randn(4, 3)
+    assert count_flops(lambda: acc.addmm_(a, b)) == 2 * 5 * 4 * 3      # torch alone: 0
+    with FlopCounterMode(display=False) as plain:
+        acc.addmm_(a, b)
+    assert plain.get_total_flops() == 0
+    n, h, vocab = 96, 16, 300
+    w = torch.randn(vocab, h, requires_grad=True)
+    x = torch.randn(n, h, requires_grad=True)
+    t = torch.randint(0, vocab, (n,))
+    full = forward_backward_flops(lambda: F.cross_entropy(F.linear(x, w), t))
+    chunked = forward_backward_flops(lambda: chunked_linear_cross_entropy(x, w, t, chunk_size=32))
+    head = 2 * n * h * vocab
+    assert full == StepFlops(head, 2 * head)                 # input and weight gradients
+    assert chunked == StepFlops(head, 3 * head)              # + the logits rebuilt once
