@@ -1,5 +1,6 @@
-"""NumPy's BLAS thread count, set for the duration of a block (chapters 1 and 4 use it
-through `bookkit.step_anatomy` and `bookkit.chains`; it changes timings, never bytes or FLOPs)."""
+"""NumPy's BLAS thread count, set for the duration of a block (shown in chapter 1; chapters 1
+and 4 use it through `bookkit.step_anatomy` and `bookkit.chains`; it changes timings, never
+bytes or FLOPs)."""
 from __future__ import annotations
 
 import ctypes
@@ -30,6 +31,7 @@ def _openblas():
 @contextmanager
 def blas_threads(n: int):
     """Run the block with NumPy's OpenBLAS limited to ``n`` threads (no-op elsewhere).
+    Shown in chapter 1, next to `bookkit.step_anatomy.measure_step`, which uses it.
 
     On a small shared machine a multi-threaded BLAS whose threads compete with other
     processes for the cores stalls erratically (a 0.3 s step can take seconds)."""

@@ -98,6 +98,7 @@ class ChainStep:
 
 
 def _params(layers):
+    """The parameters of every layer of the chain, in order."""
     return [p for layer in layers for p in layer.parameters()]
 
 

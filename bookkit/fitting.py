@@ -1,4 +1,5 @@
-"""Power laws read off measurements (chapters 1 and 4): the slope of a log-log fit."""
+"""Power laws read off measurements: the slope of a log-log fit (shown in chapter 1, used
+again in chapter 4)."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,7 +9,7 @@ __all__ = ["loglog_slope"]
 
 def loglog_slope(xs, ys) -> float:
     """Least-squares slope of ``log(ys)`` against ``log(xs)``: the exponent ``p`` of
-    ``ys ~ c * xs**p`` (used in chapters 1 and 4). Both must be positive sequences of the
+    ``ys ~ c * xs**p`` (shown in chapter 1, used in chapter 4). Both must be positive sequences of the
     same length >= 2. A fit (LAPACK) rounds differently on other CPUs: print it rounded."""
     xs, ys = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
     if xs.shape != ys.shape or xs.ndim != 1 or len(xs) < 2:
