@@ -9,8 +9,6 @@ import gc
 import weakref
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from bookkit.blas import blas_threads
 from minigrad import Tensor, memory
 
