@@ -73,7 +73,7 @@ class LayerTags:
 
 @dataclass
 class EventRow:
-    """One line of an event table (chapter 2): the ``index``-th ledger event (from 1), its ``phase``
+    """One line of an event table (shown in chapter 2): the ``index``-th ledger event (from 1), its ``phase``
     ("forward", "recompute" or "backward"), ``layer`` and ``op``; ``saved_delta`` the
     change of saved-activation bytes it caused, ``saved_live`` and ``total_live`` the
     bytes live after it; ``note`` says in words what happened."""
@@ -118,8 +118,8 @@ def event_rows(m, tags: LayerTags | None = None) -> list[EventRow]:
 
 
 def format_event_table(rows, unit: str = "KiB") -> str:
-    """A fixed-width text table of `EventRow` s, bytes in ``unit`` ("B", "KiB" or "MiB");
-    chapter 2 prints the first."""
+    """A fixed-width text table of `EventRow` s, bytes in ``unit`` ("B", "KiB" or "MiB").
+    Shown in chapter 2."""
     div = {"B": 1, "KiB": 1024, "MiB": 1024**2}.get(unit)
     if div is None:
         raise ValueError(f"format_event_table: unit must be 'B', 'KiB' or 'MiB', got {unit!r}")

@@ -18,8 +18,8 @@ __all__ = ["StepAnatomy", "measure_step"]
 @dataclass
 class StepAnatomy:
     """Where one training step's memory goes, in bytes, each category at its own
-    peak over the step (sampled at the start, after every ledger event and at the end; shown
-    in chapter 1).
+    peak over the step (sampled at the start, after every ledger event and at the end).
+    Shown in chapter 1.
 
     ``parameters``, ``buffers``, ``gradients``, ``optimizer`` (AdamW's two moments),
     ``activations`` (saved for backward, without the loss's own saved arrays when
