@@ -19,6 +19,7 @@ PARTS = [
         "notebooks/ch03_dropping_and_rebuilding",
         "notebooks/ch04_sqrt_trick",
         "notebooks/ch05_choosing_checkpoints",
+        "notebooks/ch05b_beyond_one_level",
         "notebooks/ch06_when_recomputation_lies",
     ]),
     ("Part II: the same results in PyTorch", [

@@ -1,4 +1,4 @@
-"""bookkit.partone's ledger helpers for chapters 1-3: event tables, step anatomy, overlays."""
+"""bookkit.event_table and bookkit.timelines: one step event by event (chapters 2-4)."""
 import matplotlib
 
 matplotlib.use("Agg")  # headless
@@ -7,12 +7,11 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import minigrad  # noqa: E402
-import minigrad.ops as F  # noqa: E402
-from minigrad import Tensor, memory, nn, optim  # noqa: E402
+from minigrad import Tensor, memory, nn  # noqa: E402
 from minigrad.checkpoint import checkpoint  # noqa: E402
 
-from bookkit.partone import (LayerTags, StepAnatomy, event_rows, format_event_table,  # noqa: E402
-                             measure_step, overlay_timelines)
+from bookkit.event_table import LayerTags, event_rows, format_event_table  # noqa: E402
+from bookkit.timelines import overlay_timelines  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -120,71 +119,6 @@ def test_layer_tags_rejects_non_callables():
         LayerTags().wrap("x", 3)
 
 
-def _mlp_anatomy(batch, widths=(16, 64, 8), opt_cls=optim.AdamW):
-    minigrad.random.manual_seed(0)
-    layers = [nn.Linear(widths[0], widths[1]), nn.ReLU(), nn.Linear(widths[1], widths[2])]
-    params = [p for layer in layers for p in layer.parameters()]
-    opt = opt_cls(params, lr=1e-3)
-    x = Tensor(minigrad.random.randn(batch, widths[0]))
-    y = Tensor(minigrad.random.randn(batch, widths[2]))
-
-    def forward():
-        h = x
-        for layer in layers:
-            h = layer(h)
-        return h
-
-    return measure_step(forward, lambda out: F.mse_loss(out, y), opt), sum(p.nbytes for p in params)
-
-
-def test_measure_step_model_state_and_activations_match_the_shapes():
-    batch, widths = 32, (16, 64, 8)
-    a, param_bytes = _mlp_anatomy(batch, widths)
-    assert a.parameters == a.gradients == param_bytes
-    assert a.optimizer == 2 * param_bytes  # AdamW: exp_avg and exp_avg_sq
-    # saved: the input, the ReLU output (= the second input), the loss's difference
-    assert a.activations == 4 * batch * (widths[0] + widths[1] + widths[2])
-    assert a.logits == 0
-    assert a.peak_total <= a.sum_of_peaks
-    assert list(a.bars()) == list(StepAnatomy.ORDER)
-    sgd, _ = _mlp_anatomy(batch, widths, optim.SGD)
-    assert sgd.optimizer == 0 and sgd.activations == a.activations
-    double, _ = _mlp_anatomy(2 * batch, widths)
-    assert double.activations == 2 * a.activations and double.parameters == a.parameters
-
-
-def test_measure_step_splits_the_logits_out():
-    batch, seq, vocab = 2, 8, 64
-    minigrad.random.manual_seed(0)
-    model = nn.GPT(nn.GPTConfig(vocab, 16, 2, 1, seq))
-    opt = optim.AdamW(model.parameters(), lr=1e-3)
-    tokens = minigrad.random.randint(0, vocab, (batch, seq))
-    targets = minigrad.random.randint(0, vocab, (batch, seq))
-    run = dict(forward=lambda: model(tokens), loss_of=lambda lg: F.cross_entropy(lg, targets),
-               optimizer=opt)
-    split = measure_step(**run, split_logits=True)
-    whole = measure_step(**run)
-    logits = 4 * batch * seq * vocab
-    # the logits, plus what cross_entropy saves: log-probabilities and int64 targets
-    assert split.logits == 2 * logits + 8 * batch * seq
-    assert whole.logits == 0
-    assert whole.activations == split.activations + logits + 8 * batch * seq
-    # the logits' gradient (created by the loss's backward) stays in the temporaries
-    assert split.temporaries >= logits and whole.temporaries >= split.temporaries
-    assert split.peak_total == whole.peak_total
-
-
-def test_measure_step_bad_input():
-    minigrad.random.manual_seed(0)
-    lin = nn.Linear(3, 2)
-    opt = optim.SGD(lin.parameters(), lr=0.1)
-    x = Tensor(minigrad.random.randn(4, 3))
-    with pytest.raises(ValueError, match="warmup"):
-        measure_step(lambda: lin(x), lambda o: o.sum(), opt, warmup=-1)
-    with pytest.raises(TypeError, match="logits Tensor"):
-        measure_step(lambda: (lin(x), 1), lambda o: o[0].sum(), opt, split_logits=True)
-
-
 def test_overlay_timelines_draws_one_line_per_tracker():
     m1, _, _ = _tracked_chain()
     m2, _, _ = _tracked_chain(checkpoint_middle=True)
@@ -198,3 +132,24 @@ def test_overlay_timelines_draws_one_line_per_tracker():
         overlay_timelines({"plain": m1}, category="weights")
     with pytest.raises(ValueError, match="no trackers"):
         overlay_timelines({})
+
+
+def test_labels_must_match_the_tracker():
+    m, tags, _ = _tracked_chain()
+    other = LayerTags()
+    with pytest.raises(ValueError, match="labels for"):
+        event_rows(m, other)
+
+
+def test_nested_wrapped_layers_name_the_innermost():
+    minigrad.random.manual_seed(0)
+    tags = LayerTags()
+    inner = tags.wrap("inner", nn.Linear(3, 3))
+    outer = tags.wrap("outer", lambda h: inner(h).tanh())
+    x = Tensor(minigrad.random.randn(2, 3))
+    with tags.track() as m:
+        outer(x).sum().backward()
+    rows = event_rows(m, tags)
+    assert [(r.phase, r.layer, r.op) for r in rows] == [
+        ("forward", "inner", "linear"), ("forward", "outer", "tanh"), ("forward", "", "sum"),
+        ("backward", "", "sum"), ("backward", "outer", "tanh"), ("backward", "inner", "linear")]

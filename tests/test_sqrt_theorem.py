@@ -1,0 +1,95 @@
+"""Chapter 4's theorem, measured: the balanced sqrt(n) plan's peak for every n <= 512.
+
+A chain in the theorem's model: every layer saves its input (``c`` bytes) and ``a`` bytes of
+its own, nothing else (its output is saved, if at all, by the next layer); the loss (a sum)
+saves nothing. For ``plan.sqrt_segments(n)`` (``k = ceil(sqrt(n))`` segments, lengths
+``L_1 >= ... >= L_k`` differing by at most one) the theorem says the peak of saved
+activations is exactly ``max_j [(j - 1) c + L_j (a + c)]``, at most
+``(k - 1) c + k (a + c) < k (a + 2c)``; and no one-level plan goes below
+``sqrt(n c (a + c))``. Each chain runs under the byte ledger through
+``checkpoint_sequential``; one op per layer keeps the 512 runs fast.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from minigrad import Function, Tensor, memory, plan
+from minigrad.checkpoint import checkpoint_sequential
+
+C_FLOATS, A_FLOATS = 4, 16  # per layer: its input and 4x as much of its own (float32)
+C, A = 4 * C_FLOATS, 4 * A_FLOATS
+
+
+class ModelLayer(Function):
+    """Saves its input and ``A`` bytes of its own; one FLOP per output element."""
+
+    @staticmethod
+    def forward(ctx, x):
+        own = np.repeat(x, A_FLOATS // C_FLOATS, axis=-1)
+        ctx.save_for_backward(x, own)
+        return x + 1.0
+
+    @staticmethod
+    def backward(ctx, g):
+        ctx.saved_tensors  # what a real layer would read
+        return g
+
+    @staticmethod
+    def flops(ctx, out, x):
+        return x.size
+
+
+def layer(h):
+    return ModelLayer.apply(h)
+
+
+def exact_peak(lengths):
+    return max((j * C + L * (A + C)) for j, L in enumerate(lengths))
+
+
+def measured(n, starts):
+    x = Tensor(np.ones((1, C_FLOATS), np.float32), requires_grad=True)
+    with memory.track(record_timeline=False) as m:
+        y = checkpoint_sequential([layer] * n, starts, x)
+        y.sum().backward()
+        del y
+    return m.peak["activations"] - m.start["activations"], m.flops
+
+
+def test_every_measured_sqrt_peak_for_n_up_to_512_is_within_the_bound():
+    for n in range(1, 513):
+        p = plan.sqrt_segments(n)
+        k = math.isqrt(n - 1) + 1
+        lengths = [b - a for a, b in p.segments]
+        assert len(lengths) == k and max(lengths) - min(lengths) <= 1
+        assert lengths == sorted(lengths, reverse=True)
+        peak, flops = measured(n, p)
+        assert peak == exact_peak(lengths), n
+        assert peak <= (k - 1) * C + k * (A + C) < k * (A + 2 * C), n
+        assert peak >= math.sqrt(n * C * (A + C)), n
+        # each layer costs C_FLOATS FLOPs; the sum of the output C_FLOATS - 1
+        assert flops["forward"] == C_FLOATS * n + C_FLOATS - 1, n
+        assert flops["recompute"] == C_FLOATS * (n - lengths[-1]) < flops["forward"], n
+
+
+def _profile(n):
+    return plan.ChainProfile(input_bytes=(C,) * n, output_bytes=C, saves_input=(True,) * n,
+                             saves_output=(False,) * n, own_bytes=(A,) * n, cost=(C_FLOATS,) * n,
+                             requires_grad=(True,) * (n + 1))
+
+
+@pytest.mark.parametrize("n", list(range(1, 41)) + [64, 100, 128, 256, 512])
+def test_no_one_level_plan_beats_the_lower_bound(n):
+    best = plan.optimal_segments(_profile(n)).predicted_peak_activations
+    assert math.sqrt(n * C * (A + C)) <= best <= plan.predict_peak(_profile(n), plan.sqrt_segments(n))
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 30])
+def test_the_model_profile_is_what_the_ledger_measures(n):
+    x = Tensor(np.ones((1, C_FLOATS), np.float32), requires_grad=True)
+    assert plan.profile_chain([layer] * n, x) == _profile(n)
+    for starts in ([0], list(range(n)), list(plan.sqrt_segments(n).starts)):
+        assert measured(n, starts)[0] == plan.predict_peak(_profile(n), starts)
