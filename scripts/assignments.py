@@ -14,10 +14,10 @@ public tests) and ``<out>/<name>/autograder/`` (the solution notebook, every tes
 autograder zip); ``--book`` also copies the student folder to
 ``book/assignments/<name>/``, the page the book shows and Colab opens.
 
-``grade`` grades every file of SUBMISSIONS_DIR with ``otter run``, one process per
-submission with a time limit, and writes SUBMISSIONS_DIR/scores.csv with the columns
-``submission,points,max_points,reason`` (``reason`` is empty for a submission that was
-graded; otherwise it says why it scored 0: not a notebook, malformed, another
+``grade`` grades every file of SUBMISSIONS_DIR (hidden files aside) with ``otter run``,
+one process per submission with a time limit, and writes SUBMISSIONS_DIR/scores.csv with
+the columns ``submission,points,max_points,reason`` (``reason`` is empty for a
+submission that was graded; otherwise it says why it scored 0: not a notebook, malformed, another
 assignment's notebook, over the time limit, or the grading process crashed). otter's
 feedback for each submission (every test's message) goes to SUBMISSIONS_DIR/results/.
 ``otter run`` executes the student's code as the calling user: run it in a container or
@@ -82,19 +82,30 @@ def build(name: str, out: Path, run_tests: bool = True) -> Path:
     if proc.returncode != 0:
         raise SystemExit(f"otter assign failed for {name}:\n{proc.stdout}\n{proc.stderr}")
     for notebook in (dest / "student" / f"{name}.ipynb", dest / "autograder" / f"{name}.ipynb"):
-        _renumber_cells(notebook)
+        _finish_notebook(notebook)
     check_no_leaks(name, dest)
     return dest
 
 
-def _renumber_cells(path: Path) -> None:
+# otter's text above the `grader.check_all()` cell, and what it says in ours: the cell runs
+# the tests in tests/, which in the student's folder are the public ones only.
+OTTER_CHECK_ALL_TEXT = "To double-check your work, the cell below will rerun all of the autograder tests."
+CHECK_ALL_TEXT = ("To double-check your work, the cell below reruns every public test, those that "
+                  "`grader.check` runs. Your instructor also grades with hidden tests, which it does "
+                  "not run: passing it is necessary, not sufficient.")
+
+
+def _finish_notebook(path: Path) -> None:
     """Give every cell of a generated notebook a fixed id (otter invents random ones for the
-    cells it adds), so that building twice writes the same file."""
+    cells it adds), so that building twice writes the same file, and say what its
+    check-all cell runs (`CHECK_ALL_TEXT`)."""
     import nbformat
 
     nb = nbformat.read(path, as_version=4)
     for i, cell in enumerate(nb.cells):
         cell["id"] = f"cell{i:03d}"
+        if cell.cell_type == "markdown" and OTTER_CHECK_ALL_TEXT in cell.source:
+            cell.source = cell.source.replace(OTTER_CHECK_ALL_TEXT, CHECK_ALL_TEXT)
     nbformat.write(nb, path)
 
 
@@ -316,7 +327,9 @@ def grade(name: str, submissions: Path, timeout_s: float, out: Path, jobs: int =
     zip_path = autograder_zip(built)
     results = submissions / "results"
     results.mkdir(exist_ok=True)
-    files = sorted(p for p in submissions.iterdir() if p.is_file() and p.name != "scores.csv")
+    # Hidden files (.DS_Store, editors' backups) are nobody's submission.
+    files = sorted(p for p in submissions.iterdir()
+                   if p.is_file() and p.name != "scores.csv" and not p.name.startswith("."))
     # Each submission is graded by its own `otter run` process; threads only wait for them.
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         rows = list(pool.map(lambda p: _grade_and_report(p, name, zip_path, timeout_s, results), files))
@@ -345,8 +358,9 @@ DEMO_CLASS = {
 
 def demo_class(name: str, built: Path, dest: Path, pid_file: Path | None = None) -> Path:
     """Write a folder of made-up submissions of ``name`` that takes every path of `grade`
-    (see ``DEMO_CLASS``). ``pid_file``: the looping submission writes its process id there
-    (tests use it to check that the time limit really ends the process)."""
+    (see ``DEMO_CLASS``; plus a hidden ``.DS_Store``, which gets no row). ``pid_file``:
+    the looping submission writes its process id there (tests use it to check that the
+    time limit really ends the process)."""
     import nbformat
     from nbformat.v4 import new_code_cell
 
@@ -385,6 +399,8 @@ def demo_class(name: str, built: Path, dest: Path, pid_file: Path | None = None)
     other = nbformat.from_dict(json.loads(json.dumps(student)))
     other.metadata["otter"]["assignment_name"] = "another_assignment"
     write("heidi.ipynb", other)
+    # What a folder unzipped on a Mac also holds: not a submission, so not a row.
+    (dest / ".DS_Store").write_bytes(b"\x00\x00\x00\x01Bud1")
     return dest
 
 

@@ -125,6 +125,7 @@ def test_solution_scores_full_marks_and_student_less_with_readable_failures(name
 def test_grading_survives_bad_submissions_and_gives_partial_credit(demo, built):
     folder, pid_file = demo
     rows = read_scores(folder)
+    assert (folder / ".DS_Store").is_file()  # a hidden file is in the folder, and gets no row
     assert sorted(rows) == sorted(script.DEMO_CLASS), f"one row per file expected, got {sorted(rows)}"
     full = float(rows["alice.ipynb"]["max_points"])
     q1_points = sum(p for _, p, _ in _test_cases((built / NAMES[0] / "autograder" / "tests" / "q1.py").read_text()))
@@ -180,6 +181,10 @@ def test_no_solution_code_and_no_hidden_test_reaches_students(name, built):
         for fn, _, _ in hidden:
             assert fn not in student_tests[question] and fn not in text, f"{name}: hidden test {fn} reaches students"
         assert f'grader.check("{question[:-3]}")' in text, f"{name}: no grader.check for {question[:-3]}"
+    # The check-all cell runs the public tests only, and its text says so.
+    prose = "\n".join(c.source for c in student.cells if c.cell_type == "markdown")
+    assert script.OTTER_CHECK_ALL_TEXT not in prose and script.CHECK_ALL_TEXT in prose, \
+        f"{name}: the text above grader.check_all() must say that it runs the public tests only"
 
 
 def test_a_solution_outside_raw_cells_is_caught(built, tmp_path):

@@ -50,14 +50,21 @@ def test_two_process_ddp_job_reproduces_the_error_the_silent_case_and_both_fixes
         assert list(ranks) == list(ddp_checkpoint.CASES)  # in the cases' order
         for name, r in ranks.items():
             if name in ("block used twice, reentrant",
-                        "unused branch, reentrant, find_unused_parameters=True"):
+                        "unused branch, reentrant, find_unused_parameters=True",
+                        "no unused branch, reentrant, find_unused_parameters=True"):
                 assert not r["ok"] and r["step"] == 0
                 assert r["error"].startswith("Expected to mark a variable ready only once")
                 assert "has been marked as ready twice" in r["parameter"]
             elif name == "block used twice, no layer before it, reentrant":
                 assert r["ok"] and r["grad_gap"] > 1e-3 and r["rank_gap"] > 1e-3
+                # Wrong in a precise way: the first call's share stays local.
+                assert r["local_share_gap"] < 1e-6
             else:
                 assert r["ok"] and r["grad_gap"] < 1e-6 and r["rank_gap"] == 0, name
+                if name.startswith("block used twice"):  # the correct gradients are not that
+                    assert r["local_share_gap"] > 1e-3, name
+                else:
+                    assert r["local_share_gap"] is None, name
 
 
 def test_collective_counter_counts_by_kind(one_rank_group):

@@ -17,7 +17,8 @@ import importlib.util
 for name in ("deepspeed", "bitsandbytes"):
     if importlib.util.find_spec(name) is not None:
         __import__(name)
-print("imported")
+import os
+print("imported; DS_ACCELERATOR =", os.environ.get("DS_ACCELERATOR"))
 """
 
 
@@ -28,5 +29,24 @@ def test_optional_libraries_import_quietly():
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = proc.stdout + proc.stderr
     assert "imported" in proc.stdout
+    # bookkit chooses no accelerator for DeepSpeed: it only drops the notice.
+    assert "DS_ACCELERATOR = None" in proc.stdout
     assert "Setting accelerator to CPU" not in out
     assert "gemm_4bit_forward" not in out
+
+
+def test_the_filter_drops_only_the_cpu_notice():
+    import logging
+
+    import bookkit.quiet as quiet
+
+    quiet.quiet_import_logs()
+    quiet.quiet_import_logs()  # idempotent: one filter
+    logger = logging.getLogger("DeepSpeed")
+    assert logger.filters.count(quiet._not_the_cpu_notice) == 1
+
+    def record(msg):
+        return logging.LogRecord("DeepSpeed", logging.WARNING, __file__, 1, msg, None, None)
+
+    assert not logger.filter(record(quiet.DEEPSPEED_CPU_NOTICE + " If you have GPU ..."))
+    assert logger.filter(record("Setting ds_accelerator to cuda (auto detect)"))

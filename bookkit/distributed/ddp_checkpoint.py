@@ -8,11 +8,16 @@ from the graph DDP sees after the forward. Two common models break that contract
 
 * a block whose parameters are used by two checkpointed calls (weight sharing, or one
   block applied twice): each nested backward marks the same parameters ready;
-* a model with a parameter the step does not use, wrapped with
-  ``find_unused_parameters=True``: after the forward, DDP searches the graph for the
-  parameters it can reach, finds none of those inside reentrant regions (their graph
-  is built only during backward), marks them ready as "unused", and the nested backward
-  marks them ready again.
+* ``find_unused_parameters=True`` (which a model with a parameter the step does not
+  use needs): after the forward, DDP searches the graph for the parameters it can
+  reach, finds none of those inside reentrant regions (their graph is built only during
+  backward), marks them ready as "unused", and the nested backward marks them ready
+  again. The flag alone is the trigger: the same model without its unused branch fails
+  the same way.
+
+When nothing trainable comes before a block used twice, DDP raises nothing: its
+reduction completes inside the first nested backward, and the second one's share of the
+block's gradient is added locally, never averaged (`run_case` measures exactly that).
 
 Both fixes are measured: ``use_reentrant=False`` (checkpointing inside the ordinary
 graph, so DDP sees every parameter once) and ``static_graph=True`` (DDP records the
@@ -59,13 +64,14 @@ class SharedBlockNet(nn.Module):
 
 class NetWithUnusedBranch(nn.Module):
     """``head(block(x))`` with the block checkpointed, plus a branch this step never uses
-    (an auxiliary head, a layer used only in evaluation)."""
+    (an auxiliary head, a layer used only in evaluation). ``unused_branch=False`` leaves
+    the branch out (the same model for which nothing is unused)."""
 
-    def __init__(self, use_reentrant: bool, width: int = WIDTH):
+    def __init__(self, use_reentrant: bool, width: int = WIDTH, unused_branch: bool = True):
         super().__init__()
         self.block = nn.Sequential(nn.Linear(width, width), nn.Tanh())
         self.head = nn.Linear(width, 1)
-        self.unused_branch = nn.Linear(width, width)
+        self.unused_branch = nn.Linear(width, width) if unused_branch else None
         self.use_reentrant = use_reentrant
 
     def forward(self, x):
@@ -82,6 +88,10 @@ def _shared_no_embed(use_reentrant):
     return SharedBlockNet(use_reentrant, embed=False)
 
 
+def _no_unused_branch(use_reentrant):
+    return NetWithUnusedBranch(use_reentrant, unused_branch=False)
+
+
 # case name -> (model factory, use_reentrant, keyword arguments of DDP)
 CASES = {
     "block used twice, reentrant": (_shared, True, {}),
@@ -93,6 +103,8 @@ CASES = {
     "unused branch, use_reentrant=False, find_unused_parameters=True":
         (NetWithUnusedBranch, False, {"find_unused_parameters": True}),
     "unused branch, reentrant, static_graph=True": (NetWithUnusedBranch, True, {"static_graph": True}),
+    "no unused branch, reentrant, find_unused_parameters=True":
+        (_no_unused_branch, True, {"find_unused_parameters": True}),
 }
 
 
@@ -117,6 +129,11 @@ def run_case(name: str, rank: int, world_size: int) -> dict:
             process on every rank's batch (the gradients DDP promises); None on error.
         rank_gap: largest |difference| between the ranks' gradients (DDP promises 0:
             every rank applies the same averaged gradient); None on error.
+        local_share_gap: for a `SharedBlockNet`, largest |difference| between the
+            shared block's gradients and "the second call's share averaged over the
+            ranks + this rank's own share of the first call", the gradients DDP yields
+            when its reduction ends after the first nested backward (the backward of
+            the second call); None for other models and on error.
     """
     make_model, use_reentrant, ddp_kwargs = CASES[name]
     torch.manual_seed(0)
@@ -129,7 +146,7 @@ def run_case(name: str, rank: int, world_size: int) -> dict:
             lines = str(exc).strip().splitlines()
             return {"ok": False, "step": step, "error": lines[0],
                     "parameter": next((l for l in lines if l.startswith("Parameter at index")), None),
-                    "grad_gap": None, "rank_gap": None}
+                    "grad_gap": None, "rank_gap": None, "local_share_gap": None}
     torch.manual_seed(0)
     reference = make_model(None)  # the same initial weights, no checkpointing
     loss = sum(reference(_batch(r, STEPS - 1)).mean() for r in range(world_size)) / world_size
@@ -141,8 +158,31 @@ def run_case(name: str, rank: int, world_size: int) -> dict:
     everyone = [torch.empty_like(mine) for _ in range(world_size)]
     dist.all_gather(everyone, mine)
     rank_gap = max((e - everyone[0]).abs().max().item() for e in everyone)
+    local_share_gap = None
+    if isinstance(model.module, SharedBlockNet):
+        first, second = _per_call_shares(make_model, rank)
+        for g in second:
+            dist.all_reduce(g)  # sum over ranks, then the mean
+        unaveraged = [s / world_size + f for f, s in zip(first, second)]
+        local_share_gap = max((p.grad - u).abs().max().item()
+                              for p, u in zip(model.module.block.parameters(), unaveraged))
     return {"ok": True, "step": None, "error": None, "parameter": None,
-            "grad_gap": grad_gap, "rank_gap": rank_gap}
+            "grad_gap": grad_gap, "rank_gap": rank_gap, "local_share_gap": local_share_gap}
+
+
+def _per_call_shares(make_model, rank: int) -> tuple[list, list]:
+    """This rank's share of the shared block's gradient from each of its two calls, on
+    its last batch and the initial weights: (first call's, second call's), each a list
+    shaped like ``block.parameters()``. Each call gets its own copy of the block, so
+    autograd keeps the two shares apart."""
+    import copy
+
+    torch.manual_seed(0)
+    reference = make_model(None)
+    first_block, second_block = copy.deepcopy(reference.block), copy.deepcopy(reference.block)
+    h = reference.embed(_batch(rank, STEPS - 1))
+    reference.head(second_block(first_block(h))).mean().backward()
+    return ([p.grad for p in first_block.parameters()], [p.grad for p in second_block.parameters()])
 
 
 def ddp_reentrant_cases(rank: int, world_size: int) -> dict:
