@@ -114,6 +114,12 @@ def _recomputing(rng_state):
             _random.set_rng_state(now)
 
 
+def _check_flag(name, value, where) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{where}: {name} must be True or False, got {value!r}")
+    return bool(value)
+
+
 def _determinism(value) -> bool:
     if value in ("default", True):
         return True
@@ -523,8 +529,9 @@ def checkpoint(function, *args, use_reentrant: bool = False, preserve_rng_state:
         hint = (" (for a list of layers use checkpoint_sequential(layers, segments, x))"
                 if isinstance(function, (list, tuple)) else "")
         raise TypeError(f"checkpoint: function must be callable, got {type(function).__name__}{hint}")
-    if not isinstance(use_reentrant, (bool, np.bool_)):
-        raise TypeError(f"checkpoint: use_reentrant must be True or False, got {use_reentrant!r}")
+    for name, value in (("use_reentrant", use_reentrant), ("preserve_rng_state", preserve_rng_state),
+                        ("early_stop", early_stop)):
+        _check_flag(name, value, "checkpoint")
     check = _determinism(determinism_check)
     if not is_grad_enabled():
         return function(*args, **kwargs)
@@ -598,6 +605,7 @@ def checkpoint_sequential(functions, segments, input, use_reentrant: bool = Fals
         >>> y = checkpoint_sequential(layers, [0, 3, 7], x)  # explicit starts
     """
     layers = _layer_list(functions, "checkpoint_sequential")
+    _check_flag("use_reentrant", use_reentrant, "checkpoint_sequential")
     n = len(layers)
     if not hasattr(segments, "starts") and hasattr(segments, "actions"):
         return run_schedule(layers, segments, input, preserve_rng_state=preserve_rng_state,
@@ -832,6 +840,7 @@ def run_schedule(functions, plan, input, preserve_rng_state: bool = True, determ
     if not isinstance(input, Tensor):
         raise TypeError(f"run_schedule: input must be a Tensor, got {type(input).__name__}")
     check = _determinism(determinism_check)
+    preserve_rng_state = _check_flag("preserve_rng_state", preserve_rng_state, "run_schedule")
     if not is_grad_enabled():
         h = input
         for layer in layers:
