@@ -246,12 +246,13 @@ class _Handle:
 
 
 class _StopRecomputation(Exception):
-    """Ends a recomputation early, where torch's does: at the save of the last needed array.
-    torch's autograd saves an op's inputs before running it and its outputs after, so an op
-    whose *input* completes the set does not run (a linear layer that saves its input skips
-    its product: the same FLOPs as torch's), while one whose output completes it finishes
-    (its work and its event are recorded). The rebuilt arrays are held by then either way,
-    so ``m.peak`` includes the moment they are all alive."""
+    """Ends a recomputation early: raised once the op that saved the last needed array has
+    run. torch raises inside that op's save, and its autograd saves an op's inputs before
+    running it: when the last needed array is an op's *input* (a linear layer's), torch
+    skips that op's work, while minigrad lets the op finish, so that the ledger's timeline
+    has an event at the moment when every rebuilt array is alive (the recomputation's peak;
+    `m.peak` has it either way). The recomputed FLOPs then exceed torch's by that op's
+    forward (tested in ``tests/test_ledger_vs_torch.py``)."""
 
 
 _OUTSIDE_BACKWARD_IDS = itertools.count(-1, -1)  # an unpack outside backward recomputes afresh
@@ -408,12 +409,7 @@ class _Frame:
             box.save_for_backward(array)  # hooks are paused inside a hook: stored as is
             self.recomputed[tid][handle] = box
         if self.early_stop and self.counter[tid] == len(self.holders):
-            # every needed array exists: an array minigrad already holds is one of the op's
-            # inputs (saved before the op runs, as in torch): stop now; a new one is the op's
-            # own result: stop once the op has finished
-            if _memory.category(array) is not None:
-                raise _StopRecomputation
-            self.stop_after_op = True
+            self.stop_after_op = True  # every needed array exists once this op finishes
         return array  # the recomputed graph keeps it too, so fn may call backward inside
 
     def forget(self, tid):
@@ -517,9 +513,10 @@ def checkpoint(function, *args, use_reentrant: bool = False, preserve_rng_state:
             saved array (non-reentrant) or op output (reentrant) whose op, shape or dtype
             differs in the recomputation; ``"none"`` (or False) skips the check.
         early_stop: non-reentrant only: stop recomputing once every array backward needs is
-            rebuilt (torch's default; `set_checkpoint_early_stop` overrides it). As in torch,
-            the recomputation stops at the save of the last one: an op that saves it as its
-            input (a linear layer) does not run, one that saves its result finishes.
+            rebuilt (torch's default; `set_checkpoint_early_stop` overrides it). The op that
+            saves the last one runs to its end, so that the ledger's timeline shows the
+            recomputation's peak; torch stops inside that op's save, which skips the op's
+            work when the array is one of its inputs (a linear layer's).
 
     Returns:
         What ``function`` returns. Under ``no_grad`` it is simply called. The gradients equal
