@@ -611,7 +611,6 @@ def checkpoint_sequential(functions, segments, input, use_reentrant: bool = Fals
         >>> y = checkpoint_sequential(layers, [0, 3, 7], x)  # explicit starts
     """
     layers = _layer_list(functions, "checkpoint_sequential")
-    _check_flag("use_reentrant", use_reentrant, "checkpoint_sequential")
     n = len(layers)
     if not hasattr(segments, "starts") and hasattr(segments, "actions"):
         return run_schedule(layers, segments, input, preserve_rng_state=preserve_rng_state,

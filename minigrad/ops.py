@@ -189,19 +189,30 @@ class Sub(_Binary):
         return _unbroadcast(g, ctx.shapes[0]) if ctx.needs_input_grad[0] else None, gb
 
 
+def _save_operands(ctx, first, second):
+    """Save the arrays among two operands (None: not needed); a number operand is a
+    constant kept on ``ctx``, no array saved for it (torch saves none for ``x * 2.0``)."""
+    ctx.constants = tuple(None if v is None or isinstance(v, np.ndarray) else v for v in (first, second))
+    ctx.save_for_backward(*(v if isinstance(v, np.ndarray) else None for v in (first, second)))
+
+
+def _saved_operands(ctx):
+    """The two operands `_save_operands` kept, in its order."""
+    return tuple(s if c is None else c for s, c in zip(ctx.saved_tensors, ctx.constants))
+
+
 class Mul(_Binary):
     GRAD_FLOPS = (1, 1)  # g * b, g * a
     @staticmethod
     def forward(ctx, a, b):
         # Keep only what the gradients need: d/da needs b, d/db needs a.
-        ctx.save_for_backward(b if ctx.needs_input_grad[0] else None,
-                              a if ctx.needs_input_grad[1] else None)
+        _save_operands(ctx, b if ctx.needs_input_grad[0] else None, a if ctx.needs_input_grad[1] else None)
         ctx.shapes = (np.shape(a), np.shape(b))
         return a * b
 
     @staticmethod
     def backward(ctx, g):
-        b, a = ctx.saved_tensors
+        b, a = _saved_operands(ctx)
         ga = _unbroadcast(g * b, ctx.shapes[0]) if b is not None else None
         gb = _unbroadcast(g * a, ctx.shapes[1]) if a is not None else None
         return ga, gb
@@ -211,13 +222,13 @@ class Div(_Binary):
     GRAD_FLOPS = (1, 4)  # g / b; -g * a / (b * b)
     @staticmethod
     def forward(ctx, a, b):
-        ctx.save_for_backward(a if ctx.needs_input_grad[1] else None, b)
+        _save_operands(ctx, a if ctx.needs_input_grad[1] else None, b)
         ctx.shapes = (np.shape(a), np.shape(b))
         return a / b
 
     @staticmethod
     def backward(ctx, g):
-        a, b = ctx.saved_tensors
+        a, b = _saved_operands(ctx)
         ga = _unbroadcast(g / b, ctx.shapes[0]) if ctx.needs_input_grad[0] else None
         gb = _unbroadcast(-g * a / (b * b), ctx.shapes[1]) if ctx.needs_input_grad[1] else None
         return ga, gb

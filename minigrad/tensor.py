@@ -255,12 +255,10 @@ class Context:
         self._unpacked = None  # arrays handed out by unpack hooks, held until release
 
     def save_for_backward(self, *arrays):
-        """Keep ``arrays`` (NumPy arrays, None, or Python numbers) for this node's backward.
+        """Keep ``arrays`` (NumPy arrays or None) for this node's backward.
 
         Nothing is kept when the node is not recording (under ``no_grad``, or when no
-        input requires grad). Inside `saved_tensors_hooks` each array is packed. A Python
-        number (an op's constant operand, as in ``x * 2.0``) is kept as it is: it is not an
-        array, so neither the ledger nor the hooks see it (torch saves no tensor for it)."""
+        input requires grad). Inside `saved_tensors_hooks` each array is packed."""
         if not self.recording:
             return
         # NumPy turns 0-d results into scalars (np.float64): saved, they are 0-d arrays

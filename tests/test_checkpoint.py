@@ -605,7 +605,7 @@ def test_flags_must_be_booleans(name):
     x = Tensor(np.ones(3), requires_grad=True)
     with pytest.raises(TypeError, match=f"checkpoint: {name} must be True or False, got 'no'"):
         checkpoint(F.tanh, x, **{name: "no"})
-    with pytest.raises(TypeError, match="checkpoint_sequential: use_reentrant must be True or False"):
-        checkpoint_sequential([F.tanh, F.exp], 2, x, use_reentrant="no")
+    with pytest.raises(TypeError, match="checkpoint: use_reentrant must be True or False"):
+        checkpoint_sequential([F.tanh, F.exp], 2, x, use_reentrant="no")  # checked by each checkpoint
     with pytest.raises(TypeError, match="run_schedule: preserve_rng_state must be True or False"):
         checkpoint_sequential([F.tanh, F.exp], mg.plan.revolve(2, 1), x, preserve_rng_state="no")
