@@ -519,6 +519,12 @@ class GPTConfig:
         if self.d_model % self.n_heads:
             raise ValueError(f"GPTConfig: d_model={self.d_model} is not divisible by "
                              f"n_heads={self.n_heads}")
+        try:
+            dtype = np.dtype(self.dtype)
+        except TypeError:
+            dtype = None
+        if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+            raise ValueError(f"GPTConfig: dtype must be float32 or float64, got {self.dtype!r}")
 
 
 class GPT(Module):
