@@ -114,6 +114,12 @@ def _recomputing(rng_state):
             _random.set_rng_state(now)
 
 
+def _check_flag(name, value, where) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{where}: {name} must be True or False, got {value!r}")
+    return bool(value)
+
+
 def _determinism(value) -> bool:
     if value in ("default", True):
         return True
@@ -241,8 +247,12 @@ class _Handle:
 
 class _StopRecomputation(Exception):
     """Ends a recomputation early: raised once the op that saved the last needed array has
-    run. (torch raises inside that op's save; minigrad lets the op finish, so that the ledger
-    records the moment when every rebuilt array is alive, the recomputation's peak.)"""
+    run. torch raises inside that op's save, and its autograd saves an op's inputs before
+    running it: when the last needed array is an op's *input* (a linear layer's), torch
+    skips that op's work, while minigrad lets the op finish, so that the ledger's timeline
+    has an event at the moment when every rebuilt array is alive (the recomputation's peak;
+    `m.peak` has it either way). The recomputed FLOPs then exceed torch's by that op's
+    forward (tested in ``tests/test_ledger_vs_torch.py``)."""
 
 
 _OUTSIDE_BACKWARD_IDS = itertools.count(-1, -1)  # an unpack outside backward recomputes afresh
@@ -504,7 +514,9 @@ def checkpoint(function, *args, use_reentrant: bool = False, preserve_rng_state:
             differs in the recomputation; ``"none"`` (or False) skips the check.
         early_stop: non-reentrant only: stop recomputing once every array backward needs is
             rebuilt (torch's default; `set_checkpoint_early_stop` overrides it). The op that
-            saves the last one runs to its end (torch stops inside it).
+            saves the last one runs to its end, so that the ledger's timeline shows the
+            recomputation's peak; torch stops inside that op's save, which skips the op's
+            work when the array is one of its inputs (a linear layer's).
 
     Returns:
         What ``function`` returns. Under ``no_grad`` it is simply called. The gradients equal
@@ -523,8 +535,9 @@ def checkpoint(function, *args, use_reentrant: bool = False, preserve_rng_state:
         hint = (" (for a list of layers use checkpoint_sequential(layers, segments, x))"
                 if isinstance(function, (list, tuple)) else "")
         raise TypeError(f"checkpoint: function must be callable, got {type(function).__name__}{hint}")
-    if not isinstance(use_reentrant, (bool, np.bool_)):
-        raise TypeError(f"checkpoint: use_reentrant must be True or False, got {use_reentrant!r}")
+    for name, value in (("use_reentrant", use_reentrant), ("preserve_rng_state", preserve_rng_state),
+                        ("early_stop", early_stop)):
+        _check_flag(name, value, "checkpoint")
     check = _determinism(determinism_check)
     if not is_grad_enabled():
         return function(*args, **kwargs)
@@ -832,6 +845,7 @@ def run_schedule(functions, plan, input, preserve_rng_state: bool = True, determ
     if not isinstance(input, Tensor):
         raise TypeError(f"run_schedule: input must be a Tensor, got {type(input).__name__}")
     check = _determinism(determinism_check)
+    preserve_rng_state = _check_flag("preserve_rng_state", preserve_rng_state, "run_schedule")
     if not is_grad_enabled():
         h = input
         for layer in layers:

@@ -13,12 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from minigrad import memory as _mem
 from minigrad import ops as F
 from minigrad import random as _random
 from minigrad._validation import check_int, check_number
 from minigrad.checkpoint import checkpoint, checkpoint_sequential, is_recomputing
-from minigrad.tensor import Tensor
+from minigrad.tensor import Tensor, hold_role, release_role
 
 __all__ = ["Parameter", "Module", "Linear", "ReLU", "GELU", "Tanh", "Dropout", "LayerNorm",
            "BatchNorm1d", "Embedding", "Sequential", "ModuleList", "CausalSelfAttention", "MLP",
@@ -42,7 +41,7 @@ class Parameter(Tensor):
 
     def __init__(self, data, dtype=None):
         super().__init__(data, requires_grad=True, dtype=dtype)
-        _mem.hold(self._data, "parameters")
+        hold_role(self._data, "parameters")
 
     @property
     def data(self):
@@ -56,8 +55,8 @@ class Parameter(Tensor):
         if np.shape(value) != old.shape:
             raise ValueError(f"Parameter.data: new shape {np.shape(value)} != {old.shape}")
         Tensor.data.fset(self, value)
-        _mem.release(old, "parameters")
-        _mem.hold(self._data, "parameters")
+        release_role(old, "parameters")
+        hold_role(self._data, "parameters")
 
 
 class Module:
@@ -116,7 +115,7 @@ class Module:
     def register_buffer(self, name: str, value):
         """Keep ``value`` (Tensor or array) as state that is not a parameter (counted as ``"buffers"``)."""
         t = value if isinstance(value, Tensor) else Tensor(np.asarray(value))
-        _mem.hold(t.data, "buffers")
+        hold_role(t.data, "buffers")
         self.__dict__.setdefault("_buffer_names", [])
         if name not in self._buffer_names:
             self._buffer_names.append(name)
@@ -520,6 +519,12 @@ class GPTConfig:
         if self.d_model % self.n_heads:
             raise ValueError(f"GPTConfig: d_model={self.d_model} is not divisible by "
                              f"n_heads={self.n_heads}")
+        try:
+            dtype = np.dtype(self.dtype)
+        except TypeError:
+            dtype = None
+        if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+            raise ValueError(f"GPTConfig: dtype must be float32 or float64, got {self.dtype!r}")
 
 
 class GPT(Module):

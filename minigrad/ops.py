@@ -86,11 +86,11 @@ def _reduce_flops(n_full, shape) -> int:
 
 
 def _broadcast_shape(name, a, b):
+    a, b = np.shape(a), np.shape(b)  # (a number operand has shape ())
     try:
-        return np.broadcast_shapes(a.shape, b.shape)
+        return np.broadcast_shapes(a, b)
     except ValueError:
-        raise ValueError(f"{name}: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be "
-                         f"broadcast together") from None
+        raise ValueError(f"{name}: shapes {a} and {b} cannot be broadcast together") from None
 
 
 def _unbroadcast(g, shape):
@@ -111,6 +111,36 @@ def _norm_axis(axis, ndim):
         return tuple(range(ndim))
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     return tuple(a % ndim for a in axes)
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, (bool, np.bool_))
+
+
+def _check_dim(op, name, dim, shape) -> int:
+    """``dim`` as an int if it names a dimension of ``shape`` (negative counts from the
+    end); else a TypeError or ValueError naming ``op``, the shape and the allowed range."""
+    ndim = len(shape)
+    if not _is_int(dim):
+        raise TypeError(f"{op}: {name} must be an int, got {dim!r} ({type(dim).__name__})")
+    if not -ndim <= dim < ndim:
+        allowed = f"-{ndim} .. {ndim - 1}" if ndim else "none: the tensor is 0-d"
+        raise ValueError(f"{op}: {name}={dim} is out of range for a tensor of shape {tuple(shape)} "
+                         f"(allowed: {allowed})")
+    return int(dim)
+
+
+def _check_axis(op, axis, shape):
+    """``axis`` for a reduction: None (every dimension), an int or a tuple of distinct ints,
+    each naming a dimension of ``shape`` (see `_check_dim`)."""
+    if axis is None:
+        return None
+    if isinstance(axis, (tuple, list)):
+        axes = tuple(_check_dim(op, "axis", a, shape) for a in axis)
+        if len({a % len(shape) for a in axes}) != len(axes):
+            raise ValueError(f"{op}: axis {tuple(axis)} names a dimension twice (shape {tuple(shape)})")
+        return axes
+    return _check_dim(op, "axis", axis, shape)
 
 
 # --- elementwise arithmetic ----------------------------------------------------------
@@ -136,25 +166,39 @@ class Add(_Binary):
     GRAD_FLOPS = (0, 0)  # the gradient passes through
     @staticmethod
     def forward(ctx, a, b):
-        ctx.shapes = (a.shape, b.shape)
+        ctx.shapes = (np.shape(a), np.shape(b))
         return a + b
 
     @staticmethod
     def backward(ctx, g):
-        return _unbroadcast(g, ctx.shapes[0]), _unbroadcast(g, ctx.shapes[1])
+        need = ctx.needs_input_grad
+        return (_unbroadcast(g, ctx.shapes[0]) if need[0] else None,
+                _unbroadcast(g, ctx.shapes[1]) if need[1] else None)
 
 
 class Sub(_Binary):
     GRAD_FLOPS = (0, 1)  # b's gradient is -g
     @staticmethod
     def forward(ctx, a, b):
-        ctx.shapes = (a.shape, b.shape)
+        ctx.shapes = (np.shape(a), np.shape(b))
         return a - b
 
     @staticmethod
     def backward(ctx, g):
         gb = _unbroadcast(-g, ctx.shapes[1]) if ctx.needs_input_grad[1] else None
-        return _unbroadcast(g, ctx.shapes[0]), gb
+        return _unbroadcast(g, ctx.shapes[0]) if ctx.needs_input_grad[0] else None, gb
+
+
+def _save_operands(ctx, first, second):
+    """Save the arrays among two operands (None: not needed); a number operand is a
+    constant kept on ``ctx``, no array saved for it (torch saves none for ``x * 2.0``)."""
+    ctx.constants = tuple(None if v is None or isinstance(v, np.ndarray) else v for v in (first, second))
+    ctx.save_for_backward(*(v if isinstance(v, np.ndarray) else None for v in (first, second)))
+
+
+def _saved_operands(ctx):
+    """The two operands `_save_operands` kept, in its order."""
+    return tuple(s if c is None else c for s, c in zip(ctx.saved_tensors, ctx.constants))
 
 
 class Mul(_Binary):
@@ -162,14 +206,13 @@ class Mul(_Binary):
     @staticmethod
     def forward(ctx, a, b):
         # Keep only what the gradients need: d/da needs b, d/db needs a.
-        ctx.save_for_backward(b if ctx.needs_input_grad[0] else None,
-                              a if ctx.needs_input_grad[1] else None)
-        ctx.shapes = (a.shape, b.shape)
+        _save_operands(ctx, b if ctx.needs_input_grad[0] else None, a if ctx.needs_input_grad[1] else None)
+        ctx.shapes = (np.shape(a), np.shape(b))
         return a * b
 
     @staticmethod
     def backward(ctx, g):
-        b, a = ctx.saved_tensors
+        b, a = _saved_operands(ctx)
         ga = _unbroadcast(g * b, ctx.shapes[0]) if b is not None else None
         gb = _unbroadcast(g * a, ctx.shapes[1]) if a is not None else None
         return ga, gb
@@ -179,13 +222,13 @@ class Div(_Binary):
     GRAD_FLOPS = (1, 4)  # g / b; -g * a / (b * b)
     @staticmethod
     def forward(ctx, a, b):
-        ctx.save_for_backward(a if ctx.needs_input_grad[1] else None, b)
-        ctx.shapes = (a.shape, b.shape)
+        _save_operands(ctx, a if ctx.needs_input_grad[1] else None, b)
+        ctx.shapes = (np.shape(a), np.shape(b))
         return a / b
 
     @staticmethod
     def backward(ctx, g):
-        a, b = ctx.saved_tensors
+        a, b = _saved_operands(ctx)
         ga = _unbroadcast(g / b, ctx.shapes[0]) if ctx.needs_input_grad[0] else None
         gb = _unbroadcast(-g * a / (b * b), ctx.shapes[1]) if ctx.needs_input_grad[1] else None
         return ga, gb
@@ -231,9 +274,20 @@ class Pow(Function):
         return 3 * _numel(ctx.output_shape)  # a ** (p - 1), p * ., g * .
 
 
+def _constant(x, other, op):
+    """An operand of an elementwise op: a Python (or NumPy) number next to a float tensor
+    stays a number, a constant the op keeps without saving an array (torch's ``x * 2.0``
+    saves nothing for the 2.0 either; NumPy keeps the tensor's dtype); anything else
+    becomes a Tensor through `_tensor`."""
+    if (isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))
+            and isinstance(other, Tensor) and other.dtype.kind == "f"):
+        return float(x)
+    return _tensor(x, other, op)
+
+
 def _binary(fn, name, a, b):
     """Apply the elementwise ``fn`` to ``a`` and ``b`` after the checks all four share."""
-    a, b = _tensor(a, b, name), _tensor(b, a, name)
+    a, b = _constant(a, b, name), _constant(b, a, name)
     _broadcast_shape(name, a, b)
     return fn.apply(a, b)
 
@@ -439,6 +493,8 @@ def linear(x, weight, bias=None):
         (4, 2)
     """
     x, weight = _operand(x, "linear", "input"), _operand(weight, "linear", "weight")
+    if bias is not None:
+        bias = _operand(bias, "linear", "bias")
     if weight.ndim != 2 or x.shape[-1] != weight.shape[-1]:
         raise ValueError(f"linear: input of shape {tuple(x.shape)} does not match weight of shape "
                          f"{tuple(weight.shape)} (expected last dim {weight.shape[-1]})")
@@ -562,6 +618,10 @@ def permute(a, *dims):
     a = _operand(a, "permute")
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = tuple(dims[0])
+    if len(dims) != a.ndim:
+        raise ValueError(f"permute: dims {dims} are not a permutation of the {a.ndim} dims of "
+                         f"shape {tuple(a.shape)}")
+    dims = tuple(_check_dim("permute", "dim", d, a.shape) for d in dims)
     if sorted(d % a.ndim for d in dims) != list(range(a.ndim)):
         raise ValueError(f"permute: dims {dims} are not a permutation of the {a.ndim} dims of "
                          f"shape {tuple(a.shape)}")
@@ -577,7 +637,11 @@ def getitem(a, index):
     a = _operand(a, "getitem")
     if isinstance(index, Tensor):
         index = index.data
-    return GetItem.apply(a, index=index)
+    try:
+        return GetItem.apply(a, index=index)
+    except IndexError as e:
+        raise IndexError(f"getitem: index {index!r} is not valid for a tensor of shape "
+                         f"{tuple(a.shape)}: {e}") from None
 
 
 def sum(a, axis=None, keepdims=False):
@@ -586,7 +650,8 @@ def sum(a, axis=None, keepdims=False):
     Example:
         >>> sum(Tensor(np.ones((2, 3))), axis=1)          # [3, 3]
     """
-    return Sum.apply(_operand(a, "sum"), axis=axis, keepdims=keepdims)
+    a = _operand(a, "sum")
+    return Sum.apply(a, axis=_check_axis("sum", axis, a.shape), keepdims=bool(keepdims))
 
 
 def mean(a, axis=None, keepdims=False):
@@ -595,7 +660,8 @@ def mean(a, axis=None, keepdims=False):
     Example:
         >>> mean(Tensor(np.ones((2, 3))), axis=0)         # [1, 1, 1]
     """
-    return Mean.apply(_operand(a, "mean"), axis=axis, keepdims=keepdims)
+    a = _operand(a, "mean")
+    return Mean.apply(a, axis=_check_axis("mean", axis, a.shape), keepdims=bool(keepdims))
 
 
 def reshape(a, *shape):
@@ -615,6 +681,9 @@ def reshape(a, *shape):
     a = _operand(a, "reshape")
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
+    if not all(_is_int(n) for n in shape):
+        raise TypeError(f"reshape: the new shape must be integers, got {shape} (a size like 2.5 is "
+                        f"refused, not rounded)")
     shape = tuple(int(n) for n in shape)
     free = [i for i, n in enumerate(shape) if n == -1]
     known = int(np.prod([n for n in shape if n != -1]))
@@ -633,7 +702,9 @@ def transpose(a, dim0, dim1):
         >>> transpose(Tensor(np.ones((2, 3))), 0, 1).shape
         (3, 2)
     """
-    return Transpose.apply(_operand(a, "transpose"), dim0=dim0, dim1=dim1)
+    a = _operand(a, "transpose")
+    return Transpose.apply(a, dim0=_check_dim("transpose", "dim0", dim0, a.shape),
+                           dim1=_check_dim("transpose", "dim1", dim1, a.shape))
 
 
 # --- elementwise functions ------------------------------------------------------------
@@ -879,7 +950,8 @@ def softmax(a, dim=-1):
     Example:
         >>> softmax(Tensor([[1.0, 2.0, 3.0]]), dim=-1)
     """
-    return Softmax.apply(_operand(a, "softmax"), dim=dim)
+    a = _operand(a, "softmax")
+    return Softmax.apply(a, dim=_check_dim("softmax", "dim", dim, a.shape))
 
 
 def log_softmax(a, dim=-1):
@@ -888,7 +960,8 @@ def log_softmax(a, dim=-1):
     Example:
         >>> log_softmax(Tensor([[1.0, 2.0, 3.0]]), dim=-1)
     """
-    return LogSoftmax.apply(_operand(a, "log_softmax"), dim=dim)
+    a = _operand(a, "log_softmax")
+    return LogSoftmax.apply(a, dim=_check_dim("log_softmax", "dim", dim, a.shape))
 
 
 # --- normalisation --------------------------------------------------------------------
@@ -1187,11 +1260,12 @@ _CAUSAL_BIAS: dict = {}
 
 
 def _causal_bias(t, u, dtype):
-    """(t, u) array: 0 where query i may attend to key j (j <= i + u - t), -inf above."""
+    """(t, u) array: 0 where query i may attend to key j (j <= i), -inf above: torch's
+    ``is_causal`` mask, aligned at the top left when ``t != u``."""
     key = (t, u, np.dtype(dtype).str)
     if key not in _CAUSAL_BIAS:
         bias = np.zeros((t, u), dtype=dtype)
-        bias[np.triu(np.ones((t, u), dtype=bool), k=1 + u - t)] = -np.inf
+        bias[np.triu(np.ones((t, u), dtype=bool), k=1)] = -np.inf
         bias.flags.writeable = False
         _CAUSAL_BIAS[key] = bias  # a constant shared by every call, not a per-step array
     return _CAUSAL_BIAS[key]
@@ -1254,7 +1328,8 @@ def scaled_dot_product_attention(q, k, v, is_causal=False, scale=None):
 
     Args:
         q: (..., T, E); k: (..., S, E); v: (..., S, Ev).
-        is_causal: mask key positions after each query (aligned at the end).
+        is_causal: query ``i`` attends to keys ``j <= i`` only (torch's mask: aligned at the
+            top left when ``T != S``).
         scale: defaults to ``1 / sqrt(E)``.
 
     Returns:

@@ -11,8 +11,8 @@ import math
 
 import numpy as np
 
-from minigrad import memory as _mem
 from minigrad._validation import check_number
+from minigrad.tensor import hold_role
 
 __all__ = ["Optimizer", "SGD", "AdamW"]
 
@@ -53,7 +53,7 @@ class Optimizer:
         st = self.state.setdefault(id(p), {})
         if name not in st:
             st[name] = np.zeros_like(p.data)
-            _mem.hold(st[name], "optimizer")
+            hold_role(st[name], "optimizer")
         return st[name]
 
 

@@ -16,7 +16,8 @@ The hook registry (the only way other modules plug into the engine):
   (`minigrad.checkpoint`) stores a small handle here and recomputes on unpack.
 * `register_hooks`: observers told about every array the engine holds (tensor data,
   gradients in flight), every array *stored* for backward and released again, every
-  ``.grad`` set, and every op run forward or backward. The byte ledger and FLOP counter
+  ``.grad`` set, every array `minigrad.nn` and `minigrad.optim` own (`hold_role`), and
+  every op run forward or backward. The byte ledger and FLOP counter
   (`minigrad.memory`) is the observer; nothing else calls the ledger from here.
 """
 from __future__ import annotations
@@ -29,7 +30,7 @@ import numpy as np
 
 __all__ = ["Tensor", "Function", "Context", "no_grad", "enable_grad", "set_grad_enabled",
            "is_grad_enabled", "grad", "graph_nodes", "saved_arrays", "run_backward", "saved_tensors_hooks",
-           "register_hooks", "current_op", "current_backward"]
+           "register_hooks", "hold_role", "release_role", "current_op", "current_backward"]
 
 _GRAD_ENABLED = True
 
@@ -97,7 +98,8 @@ def register_hooks(array=None, hold=None, release=None, op=None) -> RemovableHan
             data and every gradient array flowing through backward.
         hold: ``hold(a, role)``, when an array takes a role: ``"activations"`` when it is
             *stored* for backward (after packing), ``"gradients"`` when it becomes a
-            tensor's ``.grad``.
+            tensor's ``.grad``; ``"parameters"``, ``"buffers"`` and ``"optimizer"`` when
+            `minigrad.nn` / `minigrad.optim` declare them (`hold_role`).
         release: ``release(a, role)``, when that role ends (a node released, a ``.grad``
             replaced or cleared).
         op: ``op(kind, fn, ctx, args, kwargs, output)`` after every op: ``kind`` is
@@ -123,6 +125,23 @@ def register_hooks(array=None, hold=None, release=None, op=None) -> RemovableHan
             lst.append(fn)
             entries.append((lst, fn))
     return RemovableHandle(entries)
+
+
+def hold_role(array, role: str) -> None:
+    """Tell the observers that ``array`` takes ``role`` once more (``"parameters"``,
+    ``"buffers"``, ``"optimizer"``): how `minigrad.nn` and `minigrad.optim` declare the
+    arrays they own; the engine itself declares ``"activations"`` and ``"gradients"``.
+    The ledger (an observer) refuses unknown roles.
+
+    Example:
+        >>> state = np.zeros(3); hold_role(state, "optimizer")
+    """
+    _tell_hold(array, role)
+
+
+def release_role(array, role: str) -> None:
+    """Tell the observers that one ``role`` hold on ``array`` ends (see `hold_role`)."""
+    _tell_release(array, role)
 
 
 def _tell_array(a):
@@ -405,15 +424,24 @@ def _edge(a):
     return a if a._ctx is None else a._ctx
 
 
+_NUMERIC_KINDS = "biuf"  # bool, integers, floats: what a tensor may hold
+
+
 def _as_array(data, dtype=None):
     if isinstance(data, Tensor):
         data = data.data
     if isinstance(data, np.ndarray):
+        if data.dtype.kind not in _NUMERIC_KINDS:
+            raise TypeError(f"Tensor: cannot make a tensor from an array of dtype {data.dtype}; "
+                            f"tensors hold booleans, integers or floats")
         return data if dtype is None or data.dtype == dtype else data.astype(dtype)
-    arr = np.asarray(data, dtype=dtype)
-    if arr.dtype == object:
-        raise TypeError(f"Tensor: cannot make a tensor from {type(data).__name__} (got an object "
-                        f"array); pass numbers, nested lists of numbers or a NumPy array")
+    try:
+        arr = np.asarray(data, dtype=dtype)
+    except ValueError as e:  # ragged nested lists, strings that are not numbers, ...
+        raise ValueError(f"Tensor: cannot make a tensor from {type(data).__name__}: {e}") from None
+    if arr.dtype.kind not in _NUMERIC_KINDS:
+        raise TypeError(f"Tensor: cannot make a tensor from {type(data).__name__} (got an array of "
+                        f"dtype {arr.dtype}); pass numbers, nested lists of numbers or a NumPy array")
     if dtype is None and arr.dtype == np.float64:
         arr = arr.astype(np.float32)  # like torch.tensor: Python floats default to float32
     return arr

@@ -462,7 +462,7 @@ def test_is_recomputing_only_inside_recomputation(use_reentrant):
 
     def f(h):
         seen.append(is_recomputing())
-        return h * 2.0
+        return h * h  # saves h: backward needs a recomputation
     x = Tensor(np.ones(2), requires_grad=True)
     checkpoint(f, x, use_reentrant=use_reentrant, early_stop=False).sum().backward()
     assert seen == [False, True] and not is_recomputing()
@@ -597,3 +597,15 @@ def test_non_reentrant_peaks_match_reentrant_activations_and_never_exceed_its_to
         return m.peak["activations"] - m.start["activations"], m.peak["total"] - m.start["total"]
     (act_nr, total_nr), (act_r, total_r) = peaks(False), peaks(True)
     assert act_nr == act_r and total_nr <= total_r
+
+
+@pytest.mark.parametrize("name", ["use_reentrant", "preserve_rng_state", "early_stop"])
+def test_flags_must_be_booleans(name):
+    # "no" is truthy: it would have meant True without a word
+    x = Tensor(np.ones(3), requires_grad=True)
+    with pytest.raises(TypeError, match=f"checkpoint: {name} must be True or False, got 'no'"):
+        checkpoint(F.tanh, x, **{name: "no"})
+    with pytest.raises(TypeError, match="checkpoint: use_reentrant must be True or False"):
+        checkpoint_sequential([F.tanh, F.exp], 2, x, use_reentrant="no")  # checked by each checkpoint
+    with pytest.raises(TypeError, match="run_schedule: preserve_rng_state must be True or False"):
+        checkpoint_sequential([F.tanh, F.exp], mg.plan.revolve(2, 1), x, preserve_rng_state="no")

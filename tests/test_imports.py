@@ -57,3 +57,20 @@ def test_imports_go_down_and_stay_at_the_top(name, path):
 
 def test_every_module_has_a_layer():
     assert {n for n, _ in modules()} - {"minigrad"} == set(LEVEL)
+
+
+# Who may use the ledger's public API (memory.phase, track, category, constants): the
+# checkpoint executors (the "recompute" phase), the profiler and the drawings. The engine,
+# the ops, the modules and the optimizers reach it only through tensor's hook registry.
+LEDGER_READERS = {"minigrad", "minigrad.checkpoint", "minigrad.plan.profile", "minigrad.viz"}
+
+
+@pytest.mark.parametrize("name, path", list(modules()))
+def test_only_the_ledger_owns_its_state(name, path):
+    source = path.read_text()
+    if name != "minigrad.memory":
+        assert "_LEDGER" not in source, f"{name} reaches into memory._LEDGER"
+    tree = ast.parse(source)
+    uses_memory = any(target == "minigrad.memory" for _, target in imported(tree))
+    assert not uses_memory or name in LEDGER_READERS, \
+        f"{name} imports minigrad.memory; declare roles with minigrad.tensor.hold_role instead"

@@ -153,6 +153,9 @@ def test_gpt_config():
         nn.GPTConfig(vocab_size=11, d_model=10, n_heads=3, n_layers=1, seq_len=4)
     with pytest.raises(ValueError, match="GPTConfig: n_layers=0 is out of range"):
         nn.GPTConfig(vocab_size=11, d_model=8, n_heads=2, n_layers=0, seq_len=4)
+    with pytest.raises(ValueError, match="GPTConfig: dtype must be float32 or float64"):
+        nn.GPTConfig(vocab_size=11, d_model=8, n_heads=2, n_layers=1, seq_len=4, dtype=np.int32)
+    assert nn.GPTConfig(vocab_size=11, d_model=8, n_heads=2, n_layers=1, seq_len=4, dtype="float64")
     with pytest.raises(TypeError, match="expected a GPTConfig"):
         nn.GPT(11)
     with pytest.raises(TypeError):

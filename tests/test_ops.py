@@ -236,3 +236,68 @@ def test_other_bad_inputs():
         F.dropout(x, 1.0)
     with pytest.raises(ValueError, match="permutation"):
         F.permute(x, 0, 0)
+
+
+# --- regressions found by review: named errors instead of NumPy's, no silent truncation --------
+@pytest.mark.parametrize("call, exc, msg", [
+    (lambda x: x.sum(axis=5), ValueError, r"sum: axis=5 is out of range for a tensor of shape \(3, 4\) \(allowed: -2 \.\. 1\)"),
+    (lambda x: x.sum(axis=1.5), TypeError, r"sum: axis must be an int, got 1\.5"),
+    (lambda x: x.sum(axis=(0, -2)), ValueError, r"sum: axis \(0, -2\) names a dimension twice"),
+    (lambda x: x.mean(axis=-3), ValueError, r"mean: axis=-3 is out of range"),
+    (lambda x: F.softmax(x, 2), ValueError, r"softmax: dim=2 is out of range"),
+    (lambda x: F.log_softmax(x, -3), ValueError, r"log_softmax: dim=-3 is out of range"),
+    (lambda x: x.transpose(0, 3), ValueError, r"transpose: dim1=3 is out of range"),
+    (lambda x: x.permute(0, 5), ValueError, r"permute: dim=5 is out of range"),
+    (lambda x: x.permute(0, 1, 2), ValueError, r"not a permutation"),
+    (lambda x: x.reshape(2.5, 4), TypeError, r"reshape: the new shape must be integers, got \(2\.5, 4\)"),
+    (lambda x: x[5], IndexError, r"getitem: index 5 is not valid for a tensor of shape \(3, 4\)"),
+    (lambda x: F.linear(x, Tensor(np.ones((2, 4))), [1.0, 2.0]), TypeError, r"linear: bias must be a Tensor, got list"),
+])
+def test_bad_dims_and_indices_name_the_op_and_the_shape(call, exc, msg):
+    with pytest.raises(exc, match=msg):
+        call(Tensor(np.zeros((3, 4))))
+
+
+def test_reshape_refuses_sizes_that_would_have_been_rounded():
+    # int(3.7) == 3 made x.reshape(3.7, 4) silently succeed on a (3, 4) tensor
+    with pytest.raises(TypeError, match="refused, not rounded"):
+        Tensor(np.zeros((3, 4))).reshape(3.7, 4)
+    assert Tensor(np.zeros((3, 4))).reshape(np.int64(4), 3).shape == (4, 3)
+
+
+def test_permute_refuses_out_of_range_dims_that_wrap_to_a_permutation():
+    # 5 % 2 == 1 made permute(0, 5) on a 2-d tensor silently the identity
+    with pytest.raises(ValueError, match="out of range"):
+        F.permute(Tensor(np.zeros((3, 4))), 0, 5)
+
+
+def test_causal_attention_aligns_the_mask_at_the_top_left_like_torch():
+    """torch's is_causal for T != S masks keys j > i (the mask's top-left corner), not the
+    bottom-right one; with T > S the last queries then still see every key."""
+    rng = np.random.default_rng(3)
+    for t, s in [(3, 5), (5, 3), (4, 4)]:
+        q, k, v = rng.standard_normal((2, t, 4)), rng.standard_normal((2, s, 4)), rng.standard_normal((2, s, 2))
+        out = F.scaled_dot_product_attention(Tensor(q), Tensor(k), Tensor(v), is_causal=True).data
+        scores = q @ k.transpose(0, 2, 1) / 2.0
+        scores[:, np.triu(np.ones((t, s), bool), 1)] = -np.inf
+        p = np.exp(scores - scores.max(-1, keepdims=True))
+        np.testing.assert_allclose(out, (p / p.sum(-1, keepdims=True)) @ v, rtol=1e-12)
+    check(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), (2, 3, 4), (2, 5, 4), (2, 5, 2))
+
+
+def test_a_number_operand_is_a_constant_and_saves_no_array():
+    """``x * 2.0`` and ``x / 2.0`` keep the number on the node, not a 0-d array (torch saves
+    no tensor for a Python scalar); dtype and gradients are unchanged."""
+    x = Tensor(np.array([1.0, -2.0], np.float32), requires_grad=True)
+    for y in (x * 2.0, 2.0 * x, x / 2.0, 3 * x, x * np.float64(2.0)):
+        assert y.dtype == np.float32
+        assert mg.tensor.saved_arrays(y) == []
+    z = 2.0 / x                                   # d/dx needs x (saved) and the constant 2
+    assert [a is x.data for a in mg.tensor.saved_arrays(z)] == [True]
+    z.sum().backward()
+    np.testing.assert_allclose(x.grad, -2.0 / x.data ** 2)
+    check(lambda a: a * 3.0 - 1.5 / (a * a + 1.0) + 2 * a, (3, 4))
+    check(lambda a: a * Tensor(np.array(2.0)), (3,))  # a 0-d *tensor* is saved, as in torch
+    w = Tensor(np.array(2.0), requires_grad=True)
+    assert len(mg.tensor.saved_arrays(x * Tensor(np.array(2.0, np.float32)))) == 1
+    assert len(mg.tensor.saved_arrays(w * 2.0)) == 0

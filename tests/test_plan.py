@@ -347,3 +347,20 @@ def test_segment_plan_validates_itself():
         P.SegmentPlan(n=4, starts=(0, 1.7))
     with pytest.raises(ValueError, match="begin with 0"):
         P.SegmentPlan(n=4, starts=(1, 2))
+
+
+def test_cost_names_and_plans_are_checked_with_a_profile_too():
+    pr = ChainProfile((8, 8), 8, (True, True), (False, False), (0, 0), (1, 1))
+    with pytest.raises(ValueError, match=r"optimal_segments: cost must be one of \['flops', 'ops'\]"):
+        P.optimal_segments(pr, cost="seconds")
+    with pytest.raises(ValueError, match=r"rotor: cost must be one of \['flops', 'ops'\]"):
+        P.rotor(pr, cost="seconds")
+    with pytest.raises(ValueError, match=r"rotor: cost\[0\] must be a finite number >= 0"):
+        P.rotor(pr, cost=[-1, 1])
+    with pytest.raises(ValueError, match="predict_peak: the plan is for n=3 layers, the profile has 2"):
+        P.predict_peak(pr, P.uniform(3, 2))
+    with pytest.raises(ValueError, match="recompute_cost: the schedule is for n=3 layers"):
+        P.recompute_cost(pr, P.revolve(3, 2))
+    with pytest.raises(TypeError, match="recompute_cost: plan must be a sequence of segment starts"):
+        P.recompute_cost(pr, "0, 1")
+    assert P.optimal_segments(pr, cost="ops") == P.optimal_segments(pr)  # a name: the profile's own

@@ -329,3 +329,31 @@ def test_run_backward_inputs_returns_their_gradients():
     np.testing.assert_array_equal(ga, b.data)
     np.testing.assert_array_equal(gb, a.data)
     assert a.grad is None and b.grad is None
+
+
+def test_tensors_hold_numbers_only():
+    with pytest.raises(TypeError, match=r"cannot make a tensor from str \(got an array of dtype <U3\)"):
+        Tensor("abc")
+    with pytest.raises(TypeError, match="dtype <U1"):
+        Tensor(np.array(["a"]))
+    with pytest.raises(ValueError, match="Tensor: cannot make a tensor from list: setting an array element"):
+        Tensor([[1.0], [1.0, 2.0]])
+    assert Tensor(np.array([True, False])).dtype == np.bool_  # masks are fine
+
+
+def test_modules_and_optimizers_declare_their_arrays_through_the_hook_registry():
+    """Parameters, buffers and optimizer state reach every observer of `register_hooks`,
+    not only the ledger (nn and optim do not call the ledger directly)."""
+    from minigrad import nn, optim
+    roles = []
+    handle = mg.tensor.register_hooks(hold=lambda a, role: roles.append(role))
+    try:
+        layer = nn.BatchNorm1d(3)
+        opt = optim.AdamW(layer.parameters(), lr=0.1)
+        layer(Tensor(np.ones((4, 3), np.float32))).sum().backward()
+        opt.step()
+    finally:
+        handle.remove()
+    assert {"parameters", "buffers", "optimizer", "gradients"} <= set(roles)
+    with pytest.raises(ValueError, match="unknown role 'weights'"):
+        mg.tensor.hold_role(np.ones(2), "weights")

@@ -57,6 +57,13 @@ OPS = {
              lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
              lambda q, k, v: TF.scaled_dot_product_attention(q, k, v, is_causal=True)),
     "mse_loss": ([(3, 4), (3, 4)], F.mse_loss, TF.mse_loss),
+    "pow": ([(3, 4)], lambda a: (a * a + 0.5) ** -1.5 + a ** 3, lambda a: (a * a + 0.5) ** -1.5 + a ** 3),
+    "permute": ([(2, 3, 4)], lambda a: a.permute(2, 0, 1), lambda a: a.permute(2, 0, 1)),
+    "getitem": ([(5, 3)], lambda a: a[np.array([0, 0, 4])][:, 1:] + a[1::2].sum(axis=1),
+                lambda a: a[torch.tensor([0, 0, 4])][:, 1:] + a[1::2].sum(1)),
+    "sdpa_non_square": ([(2, 3, 4), (2, 5, 4), (2, 5, 6)],
+                        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                        lambda q, k, v: TF.scaled_dot_product_attention(q, k, v, is_causal=True)),
 }
 
 

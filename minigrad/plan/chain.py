@@ -222,19 +222,22 @@ def segment_peak(U, V, a, n, starts, f=0) -> int:
     return max(peak, kept + int(U[starts[-1], n]))  # end of forward: last segment taped
 
 
-def _starts_of(plan, n):
+def _starts_of(plan, n, where):
     """The segment starts of a one-level plan (a sequence, or an object with ``starts``);
     None for a schedule given by ``actions``."""
     if hasattr(plan, "starts"):
         if getattr(plan, "n", n) != n:
-            raise ValueError(f"the plan is for n={plan.n} layers, the profile has {n}")
-        return check_segment_starts(plan.starts, n, "plan")
+            raise ValueError(f"{where}: the plan is for n={plan.n} layers, the profile has {n}")
+        return check_segment_starts(plan.starts, n, where)
     if hasattr(plan, "actions"):
         if getattr(plan, "n", None) != n:
-            raise ValueError(f"the schedule is for n={getattr(plan, 'n', None)} layers, the profile "
-                             f"has {n}")
+            raise ValueError(f"{where}: the schedule is for n={getattr(plan, 'n', None)} layers, the "
+                             f"profile has {n}")
         return None
-    return check_segment_starts(plan, n, "plan")
+    if isinstance(plan, (str, bytes, dict, set)) or not hasattr(plan, "__iter__"):
+        raise TypeError(f"{where}: plan must be a sequence of segment starts, a SegmentPlan or a "
+                        f"schedule with n and actions, got {type(plan).__name__}")
+    return check_segment_starts(plan, n, where)
 
 
 def predict_peak(profile: ChainProfile, plan) -> int:
@@ -251,7 +254,7 @@ def predict_peak(profile: ChainProfile, plan) -> int:
     Example:
         >>> predict_peak(profile, [0, 4, 8])
     """
-    starts = _starts_of(plan, profile.n)
+    starts = _starts_of(plan, profile.n, "predict_peak")
     if starts is None:
         return _schedule_peak(profile, plan.actions)
     U, V, a = profile.tables()
@@ -269,7 +272,7 @@ def recompute_cost(profile: ChainProfile, plan):
     Example:
         >>> recompute_cost(profile, [0, 4, 8])     # layers 0..7 run twice
     """
-    starts = _starts_of(plan, profile.n)
+    starts = _starts_of(plan, profile.n, "recompute_cost")
     if starts is None:
         runs = _schedule_runs(profile.n, plan.actions)
         return exact_sum(c * (r - 1) for c, r in zip(profile.cost, runs))

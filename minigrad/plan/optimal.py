@@ -37,7 +37,7 @@ import numpy as np
 
 from minigrad._validation import check_int
 from minigrad.plan.chain import ChainProfile, predict_peak, recompute_cost, segment_peak
-from minigrad.plan.profile import profile_chain
+from minigrad.plan.profile import check_cost_name, profile_chain
 from minigrad.plan.segments import SegmentPlan
 
 __all__ = ["optimal_segments", "optimal_segments_from_profile", "optimal_segments_reference",
@@ -319,6 +319,7 @@ def optimal_segments(layers, x=None, budget_bytes: int | None = None, loss=None,
             raise ValueError("optimal_segments: a ChainProfile already includes its loss; pass "
                              "loss to profile_chain(layers, x, loss) instead")
         profile = layers
+        check_cost_name(cost, "optimal_segments", profile.n)
         if not isinstance(cost, str):
             profile = dataclasses.replace(profile, cost=tuple(cost))
     else:

@@ -14,7 +14,7 @@ from minigrad import random as _random
 from minigrad.plan.chain import ChainProfile
 from minigrad.tensor import Tensor, enable_grad, saved_tensors_hooks
 
-__all__ = ["profile_chain", "COSTS"]
+__all__ = ["profile_chain", "COSTS", "check_cost_name"]
 
 #: What ``profile_chain(cost=...)`` can measure per layer.
 COSTS = ("flops", "ops")
@@ -45,11 +45,17 @@ class _SavedArrays:
         return out
 
 
+def check_cost_name(cost, where: str, n: int):
+    """Raise a named ValueError if ``cost`` is a string other than those in `COSTS`
+    (the planners accept a name or a sequence of ``n`` numbers)."""
+    if isinstance(cost, str) and cost not in COSTS:
+        raise ValueError(f"{where}: cost must be one of {list(COSTS)} or a sequence of {n} numbers, "
+                         f"got {cost!r}")
+
+
 def _layer_costs(cost, flops, ops, n):
     if isinstance(cost, str):
-        if cost not in COSTS:
-            raise ValueError(f"profile_chain: cost must be one of {list(COSTS)} or a sequence of "
-                             f"{n} numbers, got {cost!r}")
+        check_cost_name(cost, "profile_chain", n)
         return tuple(flops if cost == "flops" else ops)
     values = tuple(cost)
     if len(values) != n:

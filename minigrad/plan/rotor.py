@@ -99,10 +99,12 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Sequence
 
+import numpy as np
+
 from minigrad._validation import check_int
 from minigrad.plan.chain import ChainProfile, predict_peak, recompute_cost
 from minigrad.plan.optimal import min_peak_for_each_last_start
-from minigrad.plan.profile import profile_chain
+from minigrad.plan.profile import check_cost_name, profile_chain
 from minigrad.plan.revolve import binomial_split, revolve
 from minigrad.plan.segments import explicit, sqrt_segments
 
@@ -441,16 +443,19 @@ def schedule_peak(profile: ChainProfile, schedule: NestedSchedule) -> int:
     return int(peak(items, set()))
 
 
-def _costs(profile: ChainProfile, cost):
-    """Per-layer costs as exact numbers (ints, or Fractions when some are floats)."""
+def _costs(profile: ChainProfile, cost, where: str = "rotor"):
+    """Per-layer costs as exact numbers (ints, or Fractions when some are floats): the
+    profile's own (``cost`` None or a name of `COSTS`) or the ``n`` numbers given."""
+    check_cost_name(cost, where, profile.n)
     values = list(profile.cost) if cost is None or isinstance(cost, str) else list(cost)
     if len(values) != profile.n:
-        raise ValueError(f"cost has {len(values)} entries, expected one per layer ({profile.n})")
+        raise ValueError(f"{where}: cost has {len(values)} entries, expected one per layer ({profile.n})")
     for i, v in enumerate(values):
-        if isinstance(v, bool) or not isinstance(v, (int, float, Fraction)) and not hasattr(v, "__float__"):
-            raise TypeError(f"cost[{i}] must be a number, got {type(v).__name__}")
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, Fraction)) \
+                and not hasattr(v, "__float__"):
+            raise TypeError(f"{where}: cost[{i}] must be a number, got {type(v).__name__}")
         if not math.isfinite(float(v)) or v < 0:
-            raise ValueError(f"cost[{i}] must be a finite number >= 0, got {v!r}")
+            raise ValueError(f"{where}: cost[{i}] must be a finite number >= 0, got {v!r}")
     if all(float(v).is_integer() for v in values):
         return [int(v) for v in values]
     return [Fraction(v) for v in values]
@@ -663,6 +668,7 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
             raise ValueError("rotor: pass loss= with layers and x; a ChainProfile already holds "
                              "what the loss saves (profile_chain(layers, x, loss=...))")
         profile = layers
+        check_cost_name(cost, "rotor", profile.n)
     else:
         if x is None:
             raise ValueError("rotor(layers, x): x (the chain's input Tensor) is required")

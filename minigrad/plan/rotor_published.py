@@ -354,7 +354,7 @@ def to_rotor_chain(profile, slot_bytes: int = 1, cost=None, backward_cost=None) 
     """
     if isinstance(slot_bytes, bool) or not isinstance(slot_bytes, int) or slot_bytes < 1:
         raise ValueError(f"to_rotor_chain: slot_bytes must be an integer >= 1, got {slot_bytes!r}")
-    costs = _costs(profile, cost)
+    costs = _costs(profile, cost, "to_rotor_chain")
     L = profile.n
     a = list(profile.input_bytes) + [profile.output_bytes]
 
