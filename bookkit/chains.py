@@ -1,10 +1,11 @@
 """Chains of MLP blocks and one training step through them, measured by the byte ledger
-(shown in chapter 4; chapter 5 uses them too).
+(shown in chapter 4; chapters 5 and 5b use them too).
 
 `block_chain` builds the chain, `measure_chain_step` runs one forward, loss and backward
 (plainly or through ``checkpoint_sequential`` with a plan) under ``minigrad.memory.track``
 and returns peak bytes, op counts, FLOPs per phase and the gradients; `time_chain_steps`
-times plans against each other (wall clock: an illustration, never a claim).
+times plans against each other (wall clock: an illustration, never a claim);
+`waist_chain` is chapter 5's chain with narrow waists, which chapter 5b plans again.
 """
 from __future__ import annotations
 
@@ -14,12 +15,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import minigrad
+import minigrad.ops as F
 from bookkit.blas import blas_threads
-from minigrad import memory, nn, random
+from minigrad import Tensor, memory, nn, random
 from minigrad.checkpoint import checkpoint_sequential
 
 __all__ = ["block_chain", "run_chain", "ChainStep", "measure_chain_step", "ChainTimes",
-           "time_chain_steps"]
+           "time_chain_steps", "WaistChain", "waist_chain"]
 
 
 def block_chain(widths, hidden, seed: int = 0, activation: str = "tanh", dtype=np.float32) -> list:
@@ -175,3 +177,34 @@ def time_chain_steps(layers, x, plans: dict, repeat: int = 5) -> dict:
     for p in _params(layers):
         p.grad = None
     return best
+
+
+@dataclass
+class WaistChain:
+    """A chain and its regression task (shown in chapter 5): ``layers`` (MLP blocks on the
+    boundary ``widths``), the input ``x`` (requires grad) and the ``target`` of
+    ``loss(y)``, a mean-squared error."""
+
+    widths: tuple
+    layers: list = field(repr=False)
+    x: Tensor = field(repr=False)
+    target: Tensor = field(repr=False)
+
+    def loss(self, y):
+        """The mean-squared error of the chain's output ``y`` against ``target``."""
+        return F.mse_loss(y, self.target)
+
+
+def waist_chain(batch: int = 16) -> WaistChain:
+    """Chapter 5's chain with narrow waists (shown in chapter 5; chapter 5b plans it again):
+    24 blocks ``Linear(w, 4w) -> ReLU -> Linear(4w, w')`` whose boundaries are 8 features
+    wide except three stretches at 64, like the high-resolution stages of a vision
+    network; a random input of ``batch`` rows and a random target, both seeded."""
+    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
+        raise ValueError(f"waist_chain: batch must be an integer >= 1, got {batch!r}")
+    widths = (8,) * 4 + (64,) * 2 + (8,) * 6 + (64,) * 2 + (8,) * 6 + (64,) * 2 + (8,) * 3
+    layers = block_chain(widths, [4 * w for w in widths[:-1]], activation="relu")
+    random.manual_seed(0)
+    x = Tensor(random.randn(int(batch), widths[0]), requires_grad=True)
+    target = Tensor(random.randn(int(batch), widths[-1]))
+    return WaistChain(widths, layers, x, target)

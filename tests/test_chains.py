@@ -6,7 +6,7 @@ import pytest
 
 import minigrad.ops as F
 from minigrad import Tensor, plan
-from bookkit.chains import block_chain, measure_chain_step, time_chain_steps
+from bookkit.chains import block_chain, measure_chain_step, time_chain_steps, waist_chain
 
 
 def _chain(n=6, batch=4):
@@ -59,3 +59,23 @@ def test_time_chain_steps_times_every_plan_and_checks_repeat():
     assert set(times) == {"plain", "two"} and all(t.step > 0 for t in times.values())
     with pytest.raises(ValueError, match="repeat"):
         time_chain_steps(layers, x, {"plain": None}, repeat=0)
+
+
+def test_waist_chain_is_chapter_5s_chain():
+    chain = waist_chain()
+    assert len(chain.layers) == 24 and chain.widths.count(64) == 6 and chain.x.shape == (16, 8)
+    assert chain.x.requires_grad and chain.target.shape == (16, 8)
+    profile = plan.profile_chain(chain.layers, chain.x, loss=chain.loss)
+    saved = [i + o for i, o in zip(profile.input_bytes, profile.own_bytes)]
+    wide = [i for i, s in enumerate(saved) if s == 20 * 1024]   # 64-wide input and 256-wide hidden
+    assert wide == [4, 5, 12, 13, 20, 21] and all(s == 2560 for i, s in enumerate(saved) if i not in wide)
+    again = waist_chain()                                         # seeded: the same chain every time
+    assert np.array_equal(again.x.data, chain.x.data) and np.array_equal(again.target.data, chain.target.data)
+    assert all(np.array_equal(p.data, q.data) for a, b in zip(chain.layers, again.layers)
+               for p, q in zip(a.parameters(), b.parameters()))
+
+
+@pytest.mark.parametrize("batch", [0, -1, 2.5, True, "16"])
+def test_waist_chain_refuses_a_bad_batch(batch):
+    with pytest.raises(ValueError, match="batch must be an integer >= 1"):
+        waist_chain(batch)

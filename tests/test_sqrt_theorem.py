@@ -5,8 +5,9 @@ its own, nothing else (its output is saved, if at all, by the next layer); the l
 saves nothing. For ``plan.sqrt_segments(n)`` (``k = ceil(sqrt(n))`` segments, lengths
 ``L_1 >= ... >= L_k`` differing by at most one) the theorem says the peak of saved
 activations is exactly ``max_j [(j - 1) c + L_j (a + c)]``, at most
-``(k - 1) c + k (a + c) < k (a + 2c)``; and no one-level plan goes below
-``sqrt(n c (a + c))``. Each chain runs under the byte ledger through
+``(k - 1) c + k (a + c) < k (a + 2c)``; no one-level plan goes below
+``sqrt(2 n c (a + c)) - c / 2`` and the best one stays at or below
+``sqrt(2 n c (a + c)) + a + c``. Each chain runs under the byte ledger through
 ``checkpoint_sequential``; one op per layer keeps the 512 runs fast.
 """
 from __future__ import annotations
@@ -69,10 +70,20 @@ def test_every_measured_sqrt_peak_for_n_up_to_512_is_within_the_bound():
         peak, flops = measured(n, p)
         assert peak == exact_peak(lengths), n
         assert peak <= (k - 1) * C + k * (A + C) < k * (A + 2 * C), n
-        assert peak >= math.sqrt(n * C * (A + C)), n
+        assert peak >= lower_bound(n), n
         # each layer costs C_FLOATS FLOPs; the sum of the output C_FLOATS - 1
         assert flops["forward"] == C_FLOATS * n + C_FLOATS - 1, n
         assert flops["recompute"] == C_FLOATS * (n - lengths[-1]) < flops["forward"], n
+
+
+def lower_bound(n):
+    """Part 2 of the theorem: no one-level plan keeps less."""
+    return math.sqrt(2 * n * C * (A + C)) - C / 2
+
+
+def upper_bound(n):
+    """Part 2 of the theorem: the best one-level plan keeps no more."""
+    return math.sqrt(2 * n * C * (A + C)) + A + C
 
 
 def _profile(n):
@@ -82,9 +93,29 @@ def _profile(n):
 
 
 @pytest.mark.parametrize("n", list(range(1, 41)) + [64, 100, 128, 256, 512])
-def test_no_one_level_plan_beats_the_lower_bound(n):
+def test_the_best_one_level_plan_lies_between_the_two_bounds(n):
     best = plan.optimal_segments(_profile(n)).predicted_peak_activations
-    assert math.sqrt(n * C * (A + C)) <= best <= plan.predict_peak(_profile(n), plan.sqrt_segments(n))
+    assert lower_bound(n) <= best <= min(upper_bound(n), plan.predict_peak(_profile(n), plan.sqrt_segments(n)))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 30, 100, 512])
+@pytest.mark.parametrize("a_over_c", [0, 1, 4, 31])
+def test_the_plan_of_the_proof_fits_the_upper_bound(n, a_over_c):
+    """The construction in the proof of part 2: k = round(X / c) segments of lengths
+    floor((M - (j - 1) c) / (a + c)), trimmed to n layers, never exceed M = X + a + c."""
+    c, a = 16, 16 * a_over_c
+    x = math.sqrt(2 * n * c * (a + c))
+    m = x + a + c
+    k = max(1, round(x / c))
+    lengths = [math.floor((m - j * c) / (a + c)) for j in range(k)]
+    assert min(lengths) >= 0 and sum(lengths) >= n
+    trimmed, left = [], n
+    for length in lengths:
+        trimmed.append(min(length, left))
+        left -= trimmed[-1]
+    trimmed = [length for length in trimmed if length > 0]
+    assert sum(trimmed) == n
+    assert max(j * c + length * (a + c) for j, length in enumerate(trimmed)) <= m
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 30])
