@@ -477,7 +477,9 @@
     });
     var max = 0;
     rows.forEach(function (row) { max = Math.max(max, Number(row[1].total)); });
-    var left = 90, width = 560, barH = 26, gap = 14, top = 10;
+    // The longest bar ends `labelRoom` short of the right edge: every total is written
+    // after its bar, never over it.
+    var left = 90, width = 560, labelRoom = 80, barH = 26, gap = 14, top = 10;
     var height = top + rows.length * (barH + gap) + 60;
     svg.setAttribute("viewBox", "0 0 " + (left + width + 20) + " " + height);
     svg.setAttribute("role", "img");
@@ -489,7 +491,7 @@
                                       "class": "memcalc-axis" }, label));
       var seg = segments(row[1]);
       CATEGORIES.forEach(function (cat, c) {
-        var w = max > 0 ? Number(seg[cat[0]]) / max * width : 0;
+        var w = max > 0 ? Number(seg[cat[0]]) / max * (width - labelRoom) : 0;
         var rect = svgEl("rect", { x: x, y: y, width: Math.max(w, 0), height: barH,
                                    "class": "memcalc-seg memcalc-c" + c,
                                    "data-category": cat[0], "data-mode": row[0] });
@@ -497,9 +499,8 @@
         svg.appendChild(rect);
         x += w;
       });
-      svg.appendChild(svgEl("text", { x: Math.min(x + 6, left + width - 4), y: y + barH / 2 + 4,
-                                      "class": "memcalc-axis",
-                                      "text-anchor": x + 6 > left + width - 60 ? "end" : "start" },
+      svg.appendChild(svgEl("text", { x: x + 6, y: y + barH / 2 + 4, "class": "memcalc-axis",
+                                      "text-anchor": "start" },
                             formatBytes(row[1].total)));
     });
     var ly = top + rows.length * (barH + gap) + 10, lx = left;

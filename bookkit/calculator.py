@@ -1037,6 +1037,13 @@ def format_table(estimate: Mapping[str, Any], terms: list[Term] | None = None) -
     return "\n".join(lines)
 
 
+_SIZE_FLAGS = {
+    "gpt2": ("GPT-2 (GPT2Config names)", ("n-layer", "n-embd", "n-head", "n-inner", "n-positions")),
+    "llama": ("Llama (LlamaConfig names)", ("num-hidden-layers", "hidden-size", "num-attention-heads",
+                                            "num-key-value-heads", "head-dim", "intermediate-size")),
+}
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m bookkit.calculator",
@@ -1051,11 +1058,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--vocab-size", type=int, help="default: the config's (50257 / 32000)")
     p.add_argument("--no-terms", action="store_true", help="print only the categories")
     # The size options carry the configs' own names (GPT2Config's, LlamaConfig's).
-    for title, flags in (("GPT-2 (GPT2Config names)",
-                          ("n-layer", "n-embd", "n-head", "n-inner", "n-positions")),
-                         ("Llama (LlamaConfig names)",
-                          ("num-hidden-layers", "hidden-size", "num-attention-heads",
-                           "num-key-value-heads", "head-dim", "intermediate-size"))):
+    for model, (title, flags) in _SIZE_FLAGS.items():
         group = p.add_argument_group(title)
         for flag in flags:
             group.add_argument(f"--{flag}", type=int)
@@ -1073,6 +1076,14 @@ def _config_from_args(args):
     def given(**kw):
         return {k: v for k, v in kw.items() if v is not None}
 
+    for model, (title, flags) in _SIZE_FLAGS.items():
+        wrong = [f"--{flag}" for flag in flags
+                 if model != args.model and getattr(args, flag.replace("-", "_")) is not None]
+        if wrong:
+            family = title.split(" (")[0]
+            kind = f"is a {family} option" if len(wrong) == 1 else f"are {family} options"
+            raise ValueError(f"{', '.join(wrong)} {kind}, but --model is {args.model}; use "
+                             f"{', '.join('--' + f for f in _SIZE_FLAGS[args.model][1])}")
     common = given(vocab_size=args.vocab_size)
     if args.tie_word_embeddings is not None:
         common["tie_word_embeddings"] = args.tie_word_embeddings == "true"

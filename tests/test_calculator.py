@@ -325,3 +325,8 @@ def test_cli_llama_options_and_errors():
     assert f"{est['total']:,}" in out.stdout
     bad = run_cli("--model", "gpt2", "--n-embd", "100", "--n-head", "3")
     assert bad.returncode != 0 and "divisible" in bad.stderr
+    # The other family's size options are refused, not silently ignored.
+    wrong = run_cli("--model", "llama", "--n-layer", "3")
+    assert wrong.returncode != 0 and "--n-layer" in wrong.stderr and "--num-hidden-layers" in wrong.stderr
+    wrong = run_cli("--model", "gpt2", "--num-key-value-heads", "2", "--head-dim", "8")
+    assert wrong.returncode != 0 and "--num-key-value-heads, --head-dim" in wrong.stderr
