@@ -20,13 +20,16 @@
   var INDEX_BYTES = 8n;
   var FLOAT32_BYTES = 4n;
   var SDPA_GQA_MAX_HEAD_DIM = 256n;
-  // [keeps its input, number of further tensors of the MLP's width it keeps]
+  var CPU_RNG_STATE_BYTES = 5056n;  // torch.get_rng_state(), stashed by each checkpoint
+  var SCALAR_BYTES = 8n;            // a Python number saved by mul, as a 0-d float64 tensor
+  // [keeps its input, number of further tensors of the MLP's width it keeps,
+  //  number of Python scalars its multiplications save]
   var ACTIVATIONS = {
-    gelu_new: [true, 3n],
-    gelu: [true, 0n],
-    gelu_pytorch_tanh: [true, 0n],
-    silu: [true, 0n],
-    relu: [false, 0n]
+    gelu_new: [true, 3n, 3n],
+    gelu: [true, 0n, 0n],
+    gelu_pytorch_tanh: [true, 0n, 0n],
+    silu: [true, 0n, 0n],
+    relu: [false, 0n, 0n]
   };
   var INT_FIELDS = ["n_layers", "hidden", "n_heads", "n_kv_heads", "head_dim",
                     "intermediate", "vocab"];
@@ -137,21 +140,32 @@
         add("embedding dropout mask", "embedding", t * h * e, 1n, "e·b·s·h");
       }
     }
+    // Positional arguments of a checkpointed region are saved ("checkpoint input"),
+    // keyword arguments stay in its closure ("checkpoint closure"): Llama's layers.
+    var closureHeld = !gpt2 && recompute === "full";
     if (eager && recompute !== "none") {
-      add("causal mask (checkpoint input)", "shared", b * s * s * e, 1n, "e·b·s²");
+      add("causal mask (checkpoint " + (closureHeld ? "closure" : "input") + ")", "shared",
+          b * s * s * e, 1n, "e·b·s²");
     }
     if (!gpt2) {
-      add("RoPE cos and sin", "shared", 2n * s * d * e, 1n, "2·e·s·d");
+      add("RoPE cos and sin" + (closureHeld ? " (checkpoint closure)" : ""), "shared",
+          2n * s * d * e, 1n, "2·e·s·d");
       if (recompute !== "none") {
-        add("position ids (checkpoint input)", "shared", s * INDEX_BYTES, 1n, "8·s");
+        add("position ids (checkpoint closure)", "shared", s * INDEX_BYTES, 1n, "8·s");
       }
     }
 
+    var L = BigInt(spec.n_layers);
     if (recompute === "full") {
-      add("layer input (checkpoint)", "layer", t * h * e, BigInt(spec.n_layers), "e·b·s·h");
+      add("layer input (checkpoint)", "layer", t * h * e, L, "e·b·s·h");
+      add("CPU RNG state (checkpoint closure)", "layer", CPU_RNG_STATE_BYTES, L, "5056");
     } else {
       layerTerms(add, spec, b, s, e, recompute);
     }
+    // Python numbers that multiply tensors: eager attention's scaling, gelu_new's three.
+    var nScalars = (eager ? 1n : 0n) + ACTIVATIONS[spec.activation][2];
+    add("Python scalars saved by mul (0-d float64)", "layer", SCALAR_BYTES * nScalars, L,
+        "8·" + nScalars);
 
     normTerms(add, gpt2, gpt2 ? "ln_f" : "norm", "lm_head", t, h, e, "final", 1n);
     add("logits (returned)", "logits", t * v * e, 1n, "e·b·s·V");
@@ -186,6 +200,7 @@
         add("Q after RoPE (core input)", "attention", t * qd * e, L, "e·b·s·a·d");
         add("K after RoPE, V (core inputs)", "attention", 2n * t * k * d * e, L, "2·e·b·s·k·d");
       }
+      add("CPU RNG state (checkpoint closure)", "attention", CPU_RNG_STATE_BYTES, L, "5056");
     } else {
       coreTerms(add, spec, b, s, e);
     }
@@ -462,7 +477,9 @@
     });
     var max = 0;
     rows.forEach(function (row) { max = Math.max(max, Number(row[1].total)); });
-    var left = 90, width = 560, barH = 26, gap = 14, top = 10;
+    // The longest bar ends `labelRoom` short of the right edge: every total is written
+    // after its bar, never over it.
+    var left = 90, width = 560, labelRoom = 80, barH = 26, gap = 14, top = 10;
     var height = top + rows.length * (barH + gap) + 60;
     svg.setAttribute("viewBox", "0 0 " + (left + width + 20) + " " + height);
     svg.setAttribute("role", "img");
@@ -474,7 +491,7 @@
                                       "class": "memcalc-axis" }, label));
       var seg = segments(row[1]);
       CATEGORIES.forEach(function (cat, c) {
-        var w = max > 0 ? Number(seg[cat[0]]) / max * width : 0;
+        var w = max > 0 ? Number(seg[cat[0]]) / max * (width - labelRoom) : 0;
         var rect = svgEl("rect", { x: x, y: y, width: Math.max(w, 0), height: barH,
                                    "class": "memcalc-seg memcalc-c" + c,
                                    "data-category": cat[0], "data-mode": row[0] });
@@ -482,9 +499,8 @@
         svg.appendChild(rect);
         x += w;
       });
-      svg.appendChild(svgEl("text", { x: Math.min(x + 6, left + width - 4), y: y + barH / 2 + 4,
-                                      "class": "memcalc-axis",
-                                      "text-anchor": x + 6 > left + width - 60 ? "end" : "start" },
+      svg.appendChild(svgEl("text", { x: x + 6, y: y + barH / 2 + 4, "class": "memcalc-axis",
+                                      "text-anchor": "start" },
                             formatBytes(row[1].total)));
     });
     var ly = top + rows.length * (barH + gap) + 10, lx = left;

@@ -18,10 +18,19 @@ code really keeps (read from their source and checked tensor by tensor):
   falls back to a float32 "math" path that keeps three s×s matrices.
 * The loss upcasts the logits to float32 and keeps their log-softmax; the caller
   holds the logits themselves.
+* ``torch.utils.checkpoint`` keeps, per checkpointed call, the CPU generator's state
+  (5056 bytes) and the call's arguments: positional ones as saved tensors, keyword
+  ones in the function it will re-run (Llama's mask, ``cos``/``sin`` and position
+  ids under full recomputation). Python numbers multiplying tensors are saved as 8-byte
+  0-d tensors (eager attention's scaling, ``gelu_new``'s constants).
 
-Everything here describes PyTorch's CPU kernels, on which the book measures: the
-byte counts are exact there (``measure_training_memory`` checks them). On a GPU,
-dropout keeps 1-byte masks and SDPA with dropout stays fused; chapter 18 says where.
+"Activations" are the bytes alive when the forward pass returns, the caller holding
+its output: everything kept for the backward pass (whatever holds it: autograd's saved
+tensors or a checkpoint's closure) plus the returned logits and loss, parameters
+excluded. Everything here describes PyTorch's CPU kernels, on which the book measures:
+the byte counts are exact there (``measure_training_memory`` checks them, and the CPU
+allocator agrees but for the caller's token ids). On a GPU, dropout keeps 1-byte masks
+and SDPA with dropout stays fused; chapter 18 says where.
 
 ``recompute`` is ``"none"``, ``"full"`` (every decoder layer under
 ``torch.utils.checkpoint``, as ``gradient_checkpointing_enable`` does) or
@@ -32,8 +41,9 @@ it is given, and everything else in the layer is kept. ``enable_selective_recomp
 turns it on for a model.
 
 Also here: ``measure_training_memory`` (the same breakdown, measured by running a
-step), ``ForwardMemoryMeter`` (the meter it uses), ``activation_terms`` (the formula,
-term by term) and a command line::
+step), ``ForwardMemoryMeter`` (the meter it uses), ``alive_bytes_three_ways`` (three
+independent meters and their blind spots), ``activation_terms`` (the formula, term by
+term) and a command line::
 
     python -m bookkit.calculator --model gpt2 --n-layer 24 --n-embd 1024 --n-head 16 \\
         --batch-size 8 --seq-len 1024 --recompute full
@@ -56,6 +66,7 @@ from typing import Any
 __all__ = [
     "ModelSpec", "Term", "model_spec", "activation_terms", "estimate_training_memory",
     "estimate_from_spec", "parameter_count", "ForwardMemoryMeter", "measure_training_memory",
+    "alive_bytes_three_ways",
     "enable_selective_recomputation", "build_model", "DTYPE_BYTES", "OPTIMIZERS",
     "RECOMPUTE", "ACTIVATIONS", "PRESETS", "format_table", "main",
 ]
@@ -71,18 +82,30 @@ FLOAT32_BYTES = 4
 # transformers repeats the key/value heads first; see its ``use_gqa_in_sdpa``).
 SDPA_GQA_MAX_HEAD_DIM = 256
 
+# torch.utils.checkpoint (preserve_rng_state=True, its default and what transformers
+# uses) stashes the CPU generator's state at every checkpointed call, to replay dropout
+# in backward: torch.get_rng_state(), a uint8 tensor of this many bytes (the Mersenne
+# Twister's state), held by the checkpoint's recompute closure until backward.
+CPU_RNG_STATE_BYTES = 5056
+# A Python float multiplying a tensor becomes a 0-d float64 tensor (a "wrapped number")
+# that `mul` saves for backward. Autograd saves wrapped numbers without calling
+# saved-tensor hooks, so they stay alive even inside checkpointed regions.
+SCALAR_BYTES = 8
+
 # What an activation function keeps for backward, for an input of n elements:
-# (keeps its input, number of further n-element tensors it keeps). Its output is
-# kept anyway, by the next operation (a linear layer, or Llama's gate product).
-# Read from transformers' activations.py and torch's derivatives.yaml, and measured.
+# (keeps its input, number of further n-element tensors it keeps, number of Python
+# scalars its multiplications save). Its output is kept anyway, by the next operation
+# (a linear layer, or Llama's gate product). Read from transformers' activations.py
+# and torch's derivatives.yaml, and measured.
 ACTIVATIONS = {
     # 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))): pow keeps x, tanh its output, and
-    # the last product keeps both factors, 0.5·x and 1 + tanh(...).
-    "gelu_new": (True, 3),
-    "gelu": (True, 0),               # F.gelu keeps its input
-    "gelu_pytorch_tanh": (True, 0),  # F.gelu(approximate="tanh") keeps its input
-    "silu": (True, 0),               # F.silu keeps its input
-    "relu": (False, 0),              # relu keeps its output (the one kept anyway)
+    # the last product keeps both factors, 0.5·x and 1 + tanh(...); the products by
+    # 0.5, 0.044715 and √(2/π) keep those numbers.
+    "gelu_new": (True, 3, 3),
+    "gelu": (True, 0, 0),               # F.gelu keeps its input
+    "gelu_pytorch_tanh": (True, 0, 0),  # F.gelu(approximate="tanh") keeps its input
+    "silu": (True, 0, 0),               # F.silu keeps its input
+    "relu": (False, 0, 0),              # relu keeps its output (the one kept anyway)
 }
 
 
@@ -338,19 +361,33 @@ def activation_terms(config, *, batch_size: int, seq_len: int, dtype: str = "flo
         if spec.embedding_dropout > 0:
             add("embedding dropout mask", "embedding", t * h * e, 1, "e·b·s·h")
     # -- tensors every layer shares ----------------------------------------------------
+    # A checkpointed region keeps its tensor arguments alive until backward. Positional
+    # ones it saves as autograd saved tensors ("checkpoint input"); keyword ones stay
+    # in the function it will re-run ("checkpoint closure"): transformers' decoder
+    # layers bind them with functools.partial (GPT-2 passes its mask positionally,
+    # Llama passes mask, cos/sin and position ids as keywords), and so does
+    # enable_selective_recomputation for the attention's keyword arguments.
+    closure_held = not gpt2 and recompute == "full"
     if eager and recompute != "none":
-        # The additive causal mask (b, 1, s, s): an input of each checkpointed region.
-        add("causal mask (checkpoint input)", "shared", b * s * s * e, 1, "e·b·s²")
+        # The additive causal mask (b, 1, s, s), one for all layers.
+        add(f"causal mask (checkpoint {'closure' if closure_held else 'input'})", "shared",
+            b * s * s * e, 1, "e·b·s²")
     if not gpt2:
-        add("RoPE cos and sin", "shared", 2 * s * d * e, 1, "2·e·s·d")
+        add("RoPE cos and sin" + (" (checkpoint closure)" if closure_held else ""), "shared",
+            2 * s * d * e, 1, "2·e·s·d")
         if recompute != "none":
-            add("position ids (checkpoint input)", "shared", s * INDEX_BYTES, 1, "8·s")
+            add("position ids (checkpoint closure)", "shared", s * INDEX_BYTES, 1, "8·s")
 
     # -- one decoder layer --------------------------------------------------------------
     if recompute == "full":
         add("layer input (checkpoint)", "layer", t * h * e, L, "e·b·s·h")
+        add("CPU RNG state (checkpoint closure)", "layer", CPU_RNG_STATE_BYTES, L, "5056")
     else:
         _layer_terms(add, spec, b, s, e, recompute)
+    # Python numbers that multiply tensors: eager attention's scaling, gelu_new's three.
+    n_scalars = (1 if eager else 0) + ACTIVATIONS[spec.activation][2]
+    add("Python scalars saved by mul (0-d float64)", "layer", SCALAR_BYTES * n_scalars, L,
+        f"8·{n_scalars}")
 
     # -- final norm, output layer and loss ------------------------------------------
     _norm_terms(add, gpt2, "ln_f" if gpt2 else "norm", "lm_head", t, h, e, "final", 1)
@@ -388,6 +425,7 @@ def _layer_terms(add, spec: ModelSpec, b: int, s: int, e: int, recompute: str) -
         else:
             add("Q after RoPE (core input)", "attention", t * qd * e, L, "e·b·s·a·d")
             add("K after RoPE, V (core inputs)", "attention", 2 * t * k * d * e, L, "2·e·b·s·k·d")
+        add("CPU RNG state (checkpoint closure)", "attention", CPU_RNG_STATE_BYTES, L, "5056")
     else:
         _core_terms(add, spec, b, s, e)
     add("attention output (" + ("c_proj" if gpt2 else "o_proj") + " input)", "layer",
@@ -397,7 +435,7 @@ def _layer_terms(add, spec: ModelSpec, b: int, s: int, e: int, recompute: str) -
 
     # MLP block.
     norm("ln_2" if gpt2 else "post-attention norm", "c_fc" if gpt2 else "gate/up_proj")
-    keeps_input, extra = ACTIVATIONS[spec.activation]
+    keeps_input, extra, _ = ACTIVATIONS[spec.activation]
     act = spec.activation
     if keeps_input:
         add(f"{'c_fc' if gpt2 else 'gate_proj'} output ({act} input)", "layer", t * i * e, L, "e·b·s·I")
@@ -535,16 +573,20 @@ def estimate_training_memory(config, *, batch_size: int, seq_len: int, dtype: st
         batch_size, seq_len: the batch, b sequences of s tokens.
         dtype: ``"float32"`` or ``"bfloat16"``: the parameters, gradients and
             activations (the loss's log-softmax is float32 either way).
-        optimizer: ``"adamw"`` (``torch.optim.AdamW``: two moments like the
-            parameters plus a float32 step count per parameter tensor) or ``"sgd"``
-            (without momentum: no state).
+        optimizer: ``"adamw"`` (``torch.optim.AdamW`` on the model as it is: two
+            moments per parameter made by ``zeros_like``, so in the parameters'
+            dtype: float32 moments for float32 parameters, bfloat16 ones for
+            bfloat16 parameters; plus a float32 step count per parameter tensor.
+            Mixed-precision recipes with float32 moments and master weights are
+            not modelled) or ``"sgd"`` (without momentum: no state).
         recompute: ``"none"``, ``"full"`` (every decoder layer checkpointed) or
             ``"selective"`` (only each layer's attention core checkpointed).
 
     Returns:
         A dict of byte counts: ``parameters``, ``gradients``, ``optimizer``,
         ``activations`` (alive when the forward pass returns, the caller holding its
-        output: everything saved for backward plus the logits and the loss),
+        output: everything kept for backward, by autograd or by a checkpoint's
+        closure, plus the logits and the loss),
         ``logits`` (the part of ``activations`` that the output layer and the loss
         hold), ``total`` (the sum of the first four), and ``terms`` (activation bytes
         by term, in the order of ``activation_terms``).
@@ -584,16 +626,22 @@ class ForwardMemoryMeter:
 
     While it is on, it records (1) every storage an ATen operation creates (a
     ``TorchDispatchMode``, which also sees what ``torch.utils.checkpoint`` keeps and
-    what fused kernels create) and (2) every storage autograd saves for backward
-    (``saved_tensors_hooks``). A storage counts once, whole, however many views of it
-    exist; storages of ``exclude`` (the model: its parameters and buffers) never count.
+    what fused kernels create), (2) every storage autograd saves for backward
+    (``saved_tensors_hooks``) and (3), with ``allocations=True`` (the default), every
+    allocation of the CPU allocator (``torch.profiler`` with ``profile_memory``), for
+    the memory no ATen operation creates: ``torch.utils.checkpoint``'s stash of the
+    RNG state (``torch.get_rng_state()``) and the Python numbers autograd saves as 0-d
+    tensors. A storage counts once, whole, however many views of it exist; storages of
+    ``exclude`` (the model: its parameters and buffers) never count.
 
     ``alive_bytes()`` is the bytes of the recorded storages that are alive now, after a
     garbage collection: a storage the forward created counts while anything holds it
     (the autograd graph, a checkpoint, the caller); one made before the forward (the
     token ids, given as ``inputs``) counts only while autograd holds it as saved.
-    ``phase("head")`` tags what is recorded from then on, and ``alive_bytes("head")``
-    counts only those. ``alive()`` lists (bytes, shape, dtype, op) of what is alive.
+    Allocations only the allocator saw (3) are counted as they were when the block
+    ended: alive then, and not allocated by a recorded storage. ``phase("head")`` tags
+    what is recorded from then on, and ``alive_bytes("head")`` counts only those.
+    ``alive()`` lists (bytes, shape, dtype, op) of what is alive.
 
     Example:
         >>> with ForwardMemoryMeter(exclude=[model], inputs=[ids]) as meter:
@@ -601,7 +649,7 @@ class ForwardMemoryMeter:
         >>> meter.alive_bytes()     # activations, logits and loss included
     """
 
-    def __init__(self, exclude=(), inputs=()):
+    def __init__(self, exclude=(), inputs=(), allocations: bool = True):
         torch = _torch()
         from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -621,6 +669,10 @@ class ForwardMemoryMeter:
         # storage key -> [weak reference to the storage, bytes, shape, dtype, op, phase,
         #                 created by the forward?, saved references autograd holds]
         self._seen: dict[int, list] = {}
+        self._allocations = allocations
+        self._profiler = None
+        # (bytes, phase) of allocations alive at the end that no recorded storage owns
+        self._unrecorded: list[tuple[int, str]] = []
 
     @staticmethod
     def _tensors(objs):
@@ -681,8 +733,19 @@ class ForwardMemoryMeter:
     def phase(self, name: str) -> None:
         """Tag storages recorded from now on with ``name`` (e.g. ``"head"``)."""
         self._phase = name
+        if self._profiler is not None:      # a mark in the allocator's timeline
+            with _torch().profiler.record_function(_PHASE_MARK + name):
+                pass
 
     def __enter__(self) -> "ForwardMemoryMeter":
+        if self._allocations:
+            from torch.profiler import ProfilerActivity, profile
+
+            from bookkit.torchmem import _quiet_native_stderr
+
+            self._profiler = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+            with _quiet_native_stderr():     # Kineto prints a line at start and stop
+                self._profiler.start()
         self._hooks.__enter__()
         self._mode.__enter__()
         return self
@@ -690,19 +753,68 @@ class ForwardMemoryMeter:
     def __exit__(self, *exc) -> None:
         self._mode.__exit__(*exc)
         self._hooks.__exit__(*exc)
+        if self._profiler is not None:
+            from bookkit.torchmem import _quiet_native_stderr
+
+            gc.collect()                     # garbage is not alive
+            with _quiet_native_stderr():
+                self._profiler.stop()
+            self._unrecorded = self._allocations_nobody_recorded()
+            self._profiler = None
+
+    def _allocations_nobody_recorded(self) -> list[tuple[int, str]]:
+        """(bytes, phase) of the CPU allocations made in the block and alive at its end
+        that are not the storage of a recorded tensor (matched by address)."""
+        recorded = {key for key, entry in self._seen.items() if entry[0]() is not None}
+        return [value for ptr, value in _cpu_allocations_alive(self._profiler).items()
+                if ptr not in recorded]
 
     def alive(self, phase: str | None = None) -> list[tuple[int, tuple, str, str]]:
-        """(bytes, shape, dtype, op) of each recorded storage alive now, largest first."""
+        """(bytes, shape, dtype, op) of each recorded storage alive now, largest first
+        (an allocation only the allocator saw has shape ``()``, dtype ``"?"``)."""
         gc.collect()
         rows = [(nbytes, shape, dtype, op)
                 for ref, nbytes, shape, dtype, op, ph, created, n_saved in self._seen.values()
                 if ref() is not None and (created or n_saved > 0)
                 and (phase is None or ph == phase)]
+        rows += [(nbytes, (), "?", "allocated outside ATen operations")
+                 for nbytes, ph in self._unrecorded if phase is None or ph == phase]
         return sorted(rows, key=lambda r: (-r[0], r[1], r[2], r[3]))
 
     def alive_bytes(self, phase: str | None = None) -> int:
         """Bytes of recorded storages alive now (only those tagged ``phase`` if given)."""
         return sum(r[0] for r in self.alive(phase))
+
+
+_PHASE_MARK = "bookkit.ForwardMemoryMeter.phase:"
+
+
+def _cpu_allocations_alive(profiler) -> dict[int, tuple[int, str]]:
+    """Address -> (bytes, phase) of every CPU allocation made while ``profiler`` (a
+    stopped ``torch.profiler.profile(profile_memory=True)``) ran and not released
+    before it stopped. Releases of blocks allocated earlier are ignored; the phase is
+    the name of the last ``ForwardMemoryMeter.phase`` mark before the allocation."""
+    from torch._C._profiler import _EventType
+
+    events = []        # (time, kind, address or phase name, bytes)
+    stack = list(profiler.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children)
+        if node.tag == _EventType.Allocation and node.extra_fields.device.type == "cpu":
+            fields = node.extra_fields
+            events.append((node.start_time_ns, 0, fields.ptr, fields.alloc_size))
+        elif node.name.startswith(_PHASE_MARK):
+            events.append((node.start_time_ns, 1, node.name[len(_PHASE_MARK):], 0))
+    alive, phase = {}, "body"
+    for _, kind, what, nbytes in sorted(events, key=lambda ev: (ev[0], ev[1])):
+        if kind == 1:
+            phase = what
+        elif nbytes > 0:
+            alive[what] = (nbytes, phase)
+        else:
+            alive.pop(what, None)
+    return alive
 
 
 def _checkpointed_core(implementation: str):
@@ -775,23 +887,11 @@ def build_model(config, dtype: str = "float32", seed: int = 0):
     return model
 
 
-def measure_training_memory(config, *, batch_size: int, seq_len: int, dtype: str = "float32",
-                            optimizer: str = "adamw", recompute: str = "none",
-                            seed: int = 0) -> dict[str, int]:
-    """Run one training step and measure what ``estimate_training_memory`` estimates.
-
-    Builds the model (``build_model``), runs ``model(input_ids=ids, labels=ids,
-    use_cache=False)`` under a ``ForwardMemoryMeter`` and reads, with the output held,
-    ``activations`` (every storage created by the forward or saved for backward that
-    is still alive, parameters and buffers excluded) and ``logits`` (those created
-    from the output layer on). Then ``loss.backward()`` (``gradients``: the bytes of
-    the parameters' ``.grad``) and one optimizer step (``optimizer``: the bytes of its
-    state). Returns the same keys as the estimate, without ``terms``.
-    """
+def _model_and_batch(config, batch_size: int, seq_len: int, dtype: str, recompute: str,
+                     seed: int):
+    """The model of ``build_model`` with ``recompute`` switched on, and a seeded batch of
+    token ids for it."""
     torch = _torch()
-    from bookkit.applications import optimizer_state_bytes, tensor_bytes
-
-    _check_choice("optimizer", optimizer, OPTIMIZERS)
     _check_choice("recompute", recompute, RECOMPUTE)
     b = _check_positive("batch_size", batch_size)
     s = _check_positive("seq_len", seq_len)
@@ -802,6 +902,28 @@ def measure_training_memory(config, *, batch_size: int, seq_len: int, dtype: str
         enable_selective_recomputation(model)
     generator = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, model.config.vocab_size, (b, s), generator=generator)
+    return model, ids
+
+
+def measure_training_memory(config, *, batch_size: int, seq_len: int, dtype: str = "float32",
+                            optimizer: str = "adamw", recompute: str = "none",
+                            seed: int = 0) -> dict[str, int]:
+    """Run one training step and measure what ``estimate_training_memory`` estimates.
+
+    Builds the model (``build_model``), runs ``model(input_ids=ids, labels=ids,
+    use_cache=False)`` under a ``ForwardMemoryMeter`` and reads, with the output held,
+    ``activations`` (every storage created by the forward or saved for backward that
+    is still alive, and every allocation still alive that no tensor operation made,
+    parameters and buffers excluded) and ``logits`` (those created from the output
+    layer on). Then ``loss.backward()`` (``gradients``: the bytes of the parameters'
+    ``.grad``) and one optimizer step (``optimizer``: the bytes of its state). Returns
+    the same keys as the estimate, without ``terms``.
+    """
+    torch = _torch()
+    from bookkit.applications import optimizer_state_bytes, tensor_bytes
+
+    _check_choice("optimizer", optimizer, OPTIMIZERS)
+    model, ids = _model_and_batch(config, batch_size, seq_len, dtype, recompute, seed)
     head = model.get_output_embeddings()
     handle = head.register_forward_pre_hook(lambda *_: meter.phase("head"))
     try:
@@ -818,6 +940,75 @@ def measure_training_memory(config, *, batch_size: int, seq_len: int, dtype: str
     opt = (torch.optim.AdamW(params) if optimizer == "adamw" else torch.optim.SGD(params, lr=1e-3))
     opt.step()
     return _breakdown(tensor_bytes(params), gradients, optimizer_state_bytes(opt), activations, logits)
+
+
+def alive_bytes_three_ways(config, *, batch_size: int, seq_len: int, dtype: str = "float32",
+                           recompute: str = "none", seed: int = 0) -> dict[str, int]:
+    """The activations of one forward pass by three meters that know nothing of the formula.
+
+    Each runs ``model(input_ids=ids, labels=ids, use_cache=False)`` on a fresh model
+    (``build_model``, ``recompute`` switched on) and reads, with the output held:
+
+    ``"allocator"``
+        the bytes the CPU allocator handed out during the forward and has not got
+        back (``torch.profiler``'s memory events): the literal "bytes alive", blind
+        only to what existed before, such as the token ids autograd saves;
+    ``"MemTracker"``
+        ``torch.distributed._tools.mem_tracker.MemTracker``'s activations: what ATen
+        operations created, blind to the RNG state ``torch.utils.checkpoint`` stashes
+        and to Python numbers autograd saves (neither is made by an ATen operation);
+    ``"saved hooks + output"``
+        what autograd saved through ``saved_tensors_hooks`` (``SavedTensorMeter``) plus
+        the returned logits and loss: blind to what a checkpoint keeps in its closure
+        (its RNG state, and the keyword arguments it will re-run its function with)
+        and to the Python numbers autograd saves without calling the hooks.
+
+    Chapter 18 shows how each differs from ``estimate_training_memory``'s activations,
+    term by term. Returns ``{meter: bytes}``.
+    """
+    from torch.distributed._tools.mem_tracker import MemTracker
+    from torch.profiler import ProfilerActivity, profile
+
+    from bookkit.torchmem import SavedTensorMeter, _quiet_native_stderr
+
+    def step(model, ids):
+        return model(input_ids=ids, labels=ids, use_cache=False)
+
+    readings = {}
+    model, ids = _model_and_batch(config, batch_size, seq_len, dtype, recompute, seed)
+    gc.collect()
+    profiler = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+    with _quiet_native_stderr():
+        profiler.start()
+    out = step(model, ids)
+    gc.collect()
+    with _quiet_native_stderr():
+        profiler.stop()
+    readings["allocator"] = sum(nbytes for nbytes, _ in _cpu_allocations_alive(profiler).values())
+    del out, model
+
+    model, ids = _model_and_batch(config, batch_size, seq_len, dtype, recompute, seed)
+    tracker = MemTracker()
+    tracker.track_external(model, ids)
+    with tracker:
+        out = step(model, ids)
+        gc.collect()
+        (snapshot,) = tracker.get_tracker_snapshot("current").values()
+    by_kind = {str(getattr(kind, "value", kind)): nbytes for kind, nbytes in snapshot.items()}
+    readings["MemTracker"] = by_kind["Activation"] + by_kind["Temp"]
+    del out, model
+
+    model, ids = _model_and_batch(config, batch_size, seq_len, dtype, recompute, seed)
+    with SavedTensorMeter(params=model) as saved:
+        out = step(model, ids)
+    gc.collect()
+    returned = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+                for t in (out.logits, out.loss)}
+    saved_ptrs = {ptr for _, ptr in saved._live}
+    readings["saved hooks + output"] = saved.live_bytes + sum(
+        nbytes for ptr, nbytes in returned.items() if ptr not in saved_ptrs)
+    del out, model
+    return readings
 
 
 # ---------------------------------------------------------------------------------
@@ -846,6 +1037,13 @@ def format_table(estimate: Mapping[str, Any], terms: list[Term] | None = None) -
     return "\n".join(lines)
 
 
+_SIZE_FLAGS = {
+    "gpt2": ("GPT-2 (GPT2Config names)", ("n-layer", "n-embd", "n-head", "n-inner", "n-positions")),
+    "llama": ("Llama (LlamaConfig names)", ("num-hidden-layers", "hidden-size", "num-attention-heads",
+                                            "num-key-value-heads", "head-dim", "intermediate-size")),
+}
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m bookkit.calculator",
@@ -860,11 +1058,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--vocab-size", type=int, help="default: the config's (50257 / 32000)")
     p.add_argument("--no-terms", action="store_true", help="print only the categories")
     # The size options carry the configs' own names (GPT2Config's, LlamaConfig's).
-    for title, flags in (("GPT-2 (GPT2Config names)",
-                          ("n-layer", "n-embd", "n-head", "n-inner", "n-positions")),
-                         ("Llama (LlamaConfig names)",
-                          ("num-hidden-layers", "hidden-size", "num-attention-heads",
-                           "num-key-value-heads", "head-dim", "intermediate-size"))):
+    for model, (title, flags) in _SIZE_FLAGS.items():
         group = p.add_argument_group(title)
         for flag in flags:
             group.add_argument(f"--{flag}", type=int)
@@ -882,6 +1076,14 @@ def _config_from_args(args):
     def given(**kw):
         return {k: v for k, v in kw.items() if v is not None}
 
+    for model, (title, flags) in _SIZE_FLAGS.items():
+        wrong = [f"--{flag}" for flag in flags
+                 if model != args.model and getattr(args, flag.replace("-", "_")) is not None]
+        if wrong:
+            family = title.split(" (")[0]
+            kind = f"is a {family} option" if len(wrong) == 1 else f"are {family} options"
+            raise ValueError(f"{', '.join(wrong)} {kind}, but --model is {args.model}; use "
+                             f"{', '.join('--' + f for f in _SIZE_FLAGS[args.model][1])}")
     common = given(vocab_size=args.vocab_size)
     if args.tie_word_embeddings is not None:
         common["tie_word_embeddings"] = args.tie_word_embeddings == "true"

@@ -177,19 +177,42 @@ def test_meter_counts_saved_created_and_held_storages_once():
 
 @pytest.mark.parametrize("make,attn", [(gpt2, "eager"), (llama, "sdpa"), (llama, "eager")])
 def test_meter_agrees_with_saved_tensor_meter(make, attn):
-    # Without checkpointing, what is alive is what autograd saved plus the output.
-    # (Two runs: saved-tensor hooks do not nest, only the innermost one sees the saves.)
+    # Without checkpointing, what is alive is what autograd saved plus the output, and
+    # the Python numbers autograd saves without calling saved-tensor hooks, which only
+    # the allocator sees. (Two runs: saved-tensor hooks do not nest, only the innermost
+    # one sees the saves.)
     config = make(attn, dropout=0.1)
     model = build_model(config, "float32")
     ids = torch.randint(0, config.vocab_size, (2, 40))
     with ForwardMemoryMeter(exclude=[model], inputs=[ids]) as meter:
         out = model(input_ids=ids, labels=ids, use_cache=False)
     alive = meter.alive_bytes()
+    unrecorded = sum(row[0] for row in meter.alive() if row[2] == "?")
     del out
     with SavedTensorMeter(params=model) as saved:
         out = model(input_ids=ids, labels=ids, use_cache=False)
     held = out.logits.untyped_storage().nbytes() + out.loss.untyped_storage().nbytes()
-    assert alive == saved.live_bytes + held
+    assert alive - unrecorded == saved.live_bytes + held
+    scalars = estimate_training_memory(config, batch_size=2, seq_len=40)["terms"].get(
+        "Python scalars saved by mul (0-d float64)", 0)
+    assert unrecorded == scalars == (config.num_hidden_layers * 8 * (1 + 3) if make is gpt2 else
+                                     config.num_hidden_layers * 8 if attn == "eager" else 0)
+
+
+def test_meter_sees_the_rng_state_checkpoint_stashes():
+    # torch.get_rng_state() is not an ATen operation: only the allocator sees the
+    # 5056-byte state each non-reentrant checkpoint keeps for replaying dropout.
+    x = torch.randn(16, 8, requires_grad=True)
+    with ForwardMemoryMeter(inputs=[x]) as meter:
+        y = torch.utils.checkpoint.checkpoint(torch.sin, x, use_reentrant=False)
+        z = torch.utils.checkpoint.checkpoint(torch.cos, y, use_reentrant=False)
+    rows = meter.alive()
+    assert [r[0] for r in rows if r[2] == "?"] == [5056, 5056]
+    assert meter.alive_bytes() == 2 * 5056 + 2 * 16 * 8 * 4 + 16 * 8 * 4   # y, z; x saved
+    with ForwardMemoryMeter(inputs=[x], allocations=False) as blind:
+        y = torch.utils.checkpoint.checkpoint(torch.sin, x, use_reentrant=False)
+    assert blind.alive_bytes() == 16 * 8 * 4 * 2
+    del z
 
 
 # -- selective recomputation -------------------------------------------------------------
@@ -218,18 +241,27 @@ def test_selective_drops_the_score_matrices():
         return [t.name for t in terms if "s²" in t.formula]
     assert s2(none) == ["softmax output", "attention dropout mask and output"]
     assert s2(selective) == ["causal mask (checkpoint input)"]   # the core's input, once
-    # sdpa without dropout already recomputes its core: selective only drops the log-sum-exp.
+    # sdpa without dropout already recomputes its core: selective only drops the
+    # log-sum-exp, and each layer's checkpoint stashes the CPU generator's state.
     fused = gpt2("sdpa")
     diff = (estimate_training_memory(fused, **kw)["activations"]
             - estimate_training_memory(fused, recompute="selective", **kw)["activations"])
-    assert diff == config.n_layer * config.n_head * 2 * 64 * 4
+    assert diff == config.n_layer * (config.n_head * 2 * 64 * 4 - calculator.CPU_RNG_STATE_BYTES)
 
 
 def test_full_recomputation_keeps_one_input_per_layer():
+    # Per layer: its input, the RNG state its checkpoint stashes, gelu_new's 3 numbers.
     config = gpt2("sdpa", n_layer=4)
     full = activation_terms(config, batch_size=2, seq_len=32, recompute="full")
-    (layer,) = [t for t in full if t.group == "layer"]
-    assert (layer.each, layer.count) == (2 * 32 * 64 * 4, 4)
+    per_layer = {t.name: (t.each, t.count) for t in full if t.group == "layer"}
+    assert per_layer == {"layer input (checkpoint)": (2 * 32 * 64 * 4, 4),
+                         "CPU RNG state (checkpoint closure)": (5056, 4),
+                         "Python scalars saved by mul (0-d float64)": (3 * 8, 4)}
+    # Llama keeps its checkpointed layers' keyword arguments in their closures.
+    shared = [t.name for t in activation_terms(llama("eager"), batch_size=2, seq_len=32,
+                                               recompute="full") if t.group == "shared"]
+    assert shared == ["causal mask (checkpoint closure)", "RoPE cos and sin (checkpoint closure)",
+                      "position ids (checkpoint closure)"]
 
 
 # -- bad input -------------------------------------------------------------------------
@@ -293,3 +325,8 @@ def test_cli_llama_options_and_errors():
     assert f"{est['total']:,}" in out.stdout
     bad = run_cli("--model", "gpt2", "--n-embd", "100", "--n-head", "3")
     assert bad.returncode != 0 and "divisible" in bad.stderr
+    # The other family's size options are refused, not silently ignored.
+    wrong = run_cli("--model", "llama", "--n-layer", "3")
+    assert wrong.returncode != 0 and "--n-layer" in wrong.stderr and "--num-hidden-layers" in wrong.stderr
+    wrong = run_cli("--model", "gpt2", "--num-key-value-heads", "2", "--head-dim", "8")
+    assert wrong.returncode != 0 and "--num-key-value-heads, --head-dim" in wrong.stderr
