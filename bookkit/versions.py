@@ -27,7 +27,7 @@ MINIMUM = {
     "torch": "2.5",          # torch.distributed._tools.mem_tracker.MemTracker (chapter 7)
     "transformers": "4.57",  # chapter 13 (the cache is `past_key_values` before 5.24)
     "peft": "0.17",
-    "accelerate": "1.1",
+    "accelerate": "1.3",      # transformers 4.57's Trainer calls unwrap_model(keep_torch_compile=)
 }
 # Pure-Python packages a notebook installs itself when they are missing or older than
 # MINIMUM: the versions its stored outputs were made with (= requirements.txt), together,

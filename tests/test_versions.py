@@ -110,3 +110,29 @@ def test_every_minimum_is_at_most_the_pinned_version():
 
 def test_bookkit_exports_require():
     assert bookkit.require is require
+
+
+def test_make_compat_minimum_stack_is_the_declared_minimum():
+    """scripts/compat.py's minimum stack pins a release of each declared minimum version."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import compat
+
+    pins = dict(spec.split("==") for spec in compat.STACKS["minimum"])
+    assert set(pins) == set(MINIMUM)
+    for name, version in pins.items():
+        declared = parse_version(MINIMUM[name])
+        assert parse_version(version)[:len(declared)] == declared, (name, version, MINIMUM[name])
+
+
+def test_the_intro_declares_the_same_versions():
+    """book/intro.md's version table says what bookkit/versions.py and requirements.txt say."""
+    text = (ROOT / "book" / "intro.md").read_text()
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0] in MINIMUM:
+            rows[cells[0]] = (cells[1], cells[2])
+    pins = dict(line.split("==") for line in (ROOT / "requirements.txt").read_text().splitlines()
+                if "==" in line and not line.startswith("#"))
+    expected = {name: (MINIMUM[name], pins[name].split("+")[0]) for name in MINIMUM}
+    assert rows == expected

@@ -1,0 +1,172 @@
+"""Run every notebook under other library versions: the declared minimum and the newest.
+
+Usage: python scripts/compat.py [--stacks minimum newest] [NOTEBOOK ...]
+
+`make compat` calls it (it is not part of `make test`: it installs two stacks, several
+GB with torch's CUDA wheels). For each stack it creates a virtual environment in
+.compat/<stack>/ (kept for the next run; delete the folder to reclaim the disk),
+installs the stack, Jupyter's kernel and, from this checkout, minigrad and bookkit as
+a package (as a reader's `pip install git+...` would), then runs each notebook copied
+alone into an empty folder: no repository on the path, no myst-nb, like a fresh Colab
+runtime. It prints a notebook x stack table and writes it to reports/compat.md; the
+executed copies are kept in .compat/<stack>/executed/.
+
+A notebook passes when every cell runs without an error (its own asserts included);
+outputs are not compared with the stored ones, which belong to the pinned versions.
+The minimum stack is exactly bookkit.versions.MINIMUM (tests/test_versions.py checks
+that the pins below match it); the newest stack takes the newest releases pip can
+install here (torch is capped at 2.14.1 on this machine).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+VENVS = ROOT / ".compat"
+REPORT = ROOT / "reports" / "compat.md"
+PACKAGES = ("numpy", "matplotlib", "torch", "transformers", "peft", "accelerate")
+KERNEL = ["ipykernel", "nbclient", "nbformat"]
+STACKS = {
+    # The declared minimum (bookkit/versions.py MINIMUM, pyproject.toml): oldest release
+    # of each minimum minor version that has a Python 3.11 wheel.
+    "minimum": ["numpy==1.26.4", "matplotlib==3.8.4", "torch==2.5.1", "transformers==4.57.6",
+                "peft==0.17.1", "accelerate==1.3.0"],
+    # The newest releases available here.
+    "newest": ["numpy", "matplotlib", "torch<=2.14.1", "transformers", "peft", "accelerate"],
+}
+TIMEOUT_S = 900
+
+RUNNER = r"""
+import json, sys, time, traceback
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+path = sys.argv[1]
+nb = nbformat.read(path, as_version=4)
+start = time.perf_counter()
+result = {"ok": True, "error": ""}
+try:
+    NotebookClient(nb, timeout=600, kernel_name="python3",
+                   resources={"metadata": {"path": sys.argv[2]}}).execute()
+except CellExecutionError as err:
+    lines = [l for l in str(err).splitlines() if l.strip()]
+    ename = getattr(err, "ename", "") or "error"
+    evalue = (getattr(err, "evalue", "") or (lines[-1] if lines else "")).splitlines()
+    result = {"ok": False, "error": f"{ename}: {evalue[0] if evalue else ''}"[:160]}
+except Exception as err:
+    result = {"ok": False, "error": f"{type(err).__name__}: {err}".splitlines()[0][:160]}
+result["seconds"] = time.perf_counter() - start
+nbformat.write(nb, path)
+print("COMPAT-RESULT " + json.dumps(result))
+"""
+
+
+def venv_python(stack: str) -> Path:
+    return VENVS / stack / "bin" / "python"
+
+
+def prepare(stack: str) -> dict[str, str]:
+    """Create (or reuse) the stack's venv; return the installed versions."""
+    spec = STACKS[stack]
+    folder, stamp = VENVS / stack, VENVS / stack / "compat-spec.json"
+    wanted = json.dumps(spec)
+    if not (stamp.is_file() and stamp.read_text() == wanted):
+        if not venv_python(stack).is_file():
+            print(f"compat: creating {folder.relative_to(ROOT)}", flush=True)
+            subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+        print(f"compat: installing into {folder.relative_to(ROOT)}: {' '.join(spec)}", flush=True)
+        pip = [str(venv_python(stack)), "-m", "pip", "install", "-qq",
+               "--disable-pip-version-check"]
+        subprocess.run(pip + spec + KERNEL, check=True)
+        stamp.write_text(wanted)
+    # minigrad and bookkit from this checkout, as a package (reinstalled on every run)
+    subprocess.run([str(venv_python(stack)), "-m", "pip", "install", "-qq", "--no-deps",
+                    "--force-reinstall", "--disable-pip-version-check",
+                    str(ROOT)], check=True, cwd=tempfile.gettempdir())
+    code = ("import json, platform; from importlib.metadata import version; "
+            f"print(json.dumps({{'python': platform.python_version(), "
+            f"**{{p: version(p) for p in {list(PACKAGES)!r}}}}}))")
+    out = subprocess.run([str(venv_python(stack)), "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    return json.loads(out)
+
+
+def run_notebook(stack: str, notebook: Path) -> dict:
+    """Execute a copy of `notebook`, alone in an empty folder, with the stack's Python."""
+    with tempfile.TemporaryDirectory(prefix="compat-") as folder:
+        copy = Path(folder) / notebook.name
+        shutil.copy(notebook, copy)
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("PYTHONPATH", "VIRTUAL_ENV", "MPLBACKEND", "MPLCONFIGDIR")}
+        env["PYTHONNOUSERSITE"] = "1"
+        try:
+            done = subprocess.run([str(venv_python(stack)), "-c", RUNNER, str(copy), folder],
+                                  cwd=folder, env=env, capture_output=True, text=True,
+                                  timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return {"ok": False, "error": f"timed out after {TIMEOUT_S} s", "seconds": TIMEOUT_S}
+        executed = VENVS / stack / "executed"     # the run's outputs, for a look afterwards
+        executed.mkdir(exist_ok=True)
+        shutil.copy(copy, executed / notebook.name)
+        line = next((l for l in done.stdout.splitlines() if l.startswith("COMPAT-RESULT ")), None)
+        if line is None:
+            return {"ok": False, "error": (done.stderr.strip().splitlines() or ["no result"])[-1][:160],
+                    "seconds": 0.0}
+        return json.loads(line.removeprefix("COMPAT-RESULT "))
+
+
+def table(notebooks: list[Path], stacks: list[str], versions: dict, results: dict) -> str:
+    lines = ["# Compatibility: every notebook under other library versions", "",
+             f"`make compat` ({time.strftime('%Y-%m-%d', time.gmtime())}, "
+             f"{platform.machine()}, CPU only): each notebook copied alone into an empty folder "
+             "and run top to bottom (its asserts included) with minigrad and bookkit installed "
+             "from this checkout. Outputs are not compared with the stored ones.", "",
+             "| stack | " + " | ".join(("python",) + PACKAGES) + " |",
+             "|---|" + "---|" * (len(PACKAGES) + 1)]
+    for stack in stacks:
+        lines.append(f"| {stack} | " + " | ".join(versions[stack].get(k, "?")
+                                                    for k in ("python",) + PACKAGES) + " |")
+    lines += ["", "| notebook | " + " | ".join(stacks) + " |", "|---|" + "---|" * len(stacks)]
+    for nb in notebooks:
+        cells = []
+        for stack in stacks:
+            r = results[stack, nb.name]
+            cells.append(f"pass ({r['seconds']:.0f} s)" if r["ok"]
+                         else "FAIL: " + r["error"].replace("|", "\\|"))
+        lines.append(f"| {nb.stem} | " + " | ".join(cells) + " |")
+    passed = {s: sum(results[s, nb.name]["ok"] for nb in notebooks) for s in stacks}
+    lines += ["", "Passed: " + ", ".join(f"{s} {passed[s]}/{len(notebooks)}" for s in stacks), ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stacks", nargs="+", default=list(STACKS), choices=list(STACKS))
+    parser.add_argument("notebooks", nargs="*", type=Path)
+    args = parser.parse_args(argv)
+    notebooks = [p.resolve() for p in args.notebooks] or sorted((ROOT / "notebooks").glob("*.ipynb"))
+    versions, results = {}, {}
+    for stack in args.stacks:
+        versions[stack] = prepare(stack)
+        for nb in notebooks:
+            results[stack, nb.name] = r = run_notebook(stack, nb)
+            print(f"compat: {stack:8s} {nb.name:40s} "
+                  f"{'pass' if r['ok'] else 'FAIL ' + r['error']} ({r['seconds']:.0f} s)", flush=True)
+    report = table(notebooks, args.stacks, versions, results)
+    print("\n" + report)
+    REPORT.parent.mkdir(parents=True, exist_ok=True)
+    REPORT.write_text(report)
+    return 0 if all(r["ok"] for r in results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
