@@ -136,3 +136,12 @@ def test_the_intro_declares_the_same_versions():
                 if "==" in line and not line.startswith("#"))
     expected = {name: (MINIMUM[name], pins[name].split("+")[0]) for name in MINIMUM}
     assert rows == expected
+
+
+def test_require_installs_nothing_when_told_not_to(monkeypatch):
+    """make compat sets BOOKKIT_NO_INSTALL: a stack must stay what it is."""
+    monkeypatch.setenv("BOOKKIT_NO_INSTALL", "1")
+    monkeypatch.setattr(versions, "installed_version", lambda name: {"peft": "0.10.0"}.get(name, "99.0"))
+    monkeypatch.setattr(versions.subprocess, "run", lambda *a, **k: pytest.fail("pip was called"))
+    with pytest.raises(RuntimeTooOld, match=r"peft >= 0\.17 \(found 0\.10\.0\)"):
+        require("peft")
