@@ -46,7 +46,8 @@ test: $(STAMP) chromium
 		$(BIN)/python scripts/build_book.py --stored-outputs
 	$(PHASE) "5 built book, Colab run, build checks" -- \
 		$(BIN)/python -m pytest -n $(TEST_JOBS) -q -m book tests
-	@echo "make test: every phase passed"; cat _build/test-phases.txt
+	@cat _build/test-phases.txt
+	@! grep -q FAILED _build/test-phases.txt && echo "make test: every phase passed"
 
 # Chromium for the browser test (scripts/ensure_chromium.sh).
 chromium:

@@ -3,8 +3,8 @@
 Usage: python scripts/timed.py "phase name" -- COMMAND [ARGS...]
 
 Prints a line with the phase's wall and CPU time when it ends and appends it to
-_build/test-phases.txt, which `make test` prints at the end (the 20-minute budget
-is checked phase by phase). Exits with the command's status.
+_build/test-phases.txt, which `make test` prints at the end, or here when the phase
+fails (the 20-minute budget is checked phase by phase). Exits with the command's status.
 """
 from __future__ import annotations
 
@@ -33,6 +33,8 @@ def main(argv: list[str]) -> int:
     LOG.parent.mkdir(parents=True, exist_ok=True)
     with LOG.open("a") as log:
         log.write(line + "\n")
+    if status != 0:   # make stops here: show every phase so far
+        print("make test: phases so far\n" + LOG.read_text(), end="", flush=True)
     return status
 
 
