@@ -14,9 +14,12 @@ executed copies are kept in .compat/<stack>/executed/.
 
 A notebook passes when every cell runs without an error (its own asserts included);
 outputs are not compared with the stored ones, which belong to the pinned versions.
-The minimum stack is exactly bookkit.versions.MINIMUM (tests/test_versions.py checks
-that the pins below match it); the newest stack takes the newest releases pip can
-install here (torch is capped at 2.14.1 on this machine).
+The minimum stack is exactly bookkit.versions.MINIMUM, plus the minimum a chapter's setup
+cell declares for a package the book does not (jax for chapter 17); tests/test_versions.py
+checks both. The newest stack takes the newest releases pip can install here (torch is
+capped at 2.14.1 on this machine). A chapter whose own minimum is above a stack's version
+"stops as declared" there: its setup cell's one line (bookkit.require installs nothing
+under make compat).
 """
 from __future__ import annotations
 
@@ -34,15 +37,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 VENVS = ROOT / ".compat"
 REPORT = ROOT / "reports" / "compat.md"
-PACKAGES = ("numpy", "matplotlib", "torch", "transformers", "peft", "accelerate")
+PACKAGES = ("numpy", "matplotlib", "torch", "transformers", "peft", "accelerate", "jax")
 KERNEL = ["ipykernel", "nbclient", "nbformat"]
 STACKS = {
     # The declared minimum (bookkit/versions.py MINIMUM, pyproject.toml): oldest release
     # of each minimum minor version that has a Python 3.11 wheel.
+    # jax: chapter 17's own minimum (its setup cell says jax="0.6").
     "minimum": ["numpy==1.26.4", "matplotlib==3.8.4", "torch==2.5.1", "transformers==4.57.6",
-                "peft==0.17.1", "accelerate==1.3.0"],
+                "peft==0.17.1", "accelerate==1.3.0", "jax==0.6.0"],
     # The newest releases available here.
-    "newest": ["numpy", "matplotlib", "torch<=2.14.1", "transformers", "peft", "accelerate"],
+    "newest": ["numpy", "matplotlib", "torch<=2.14.1", "transformers", "peft", "accelerate", "jax"],
 }
 TIMEOUT_S = 900
 
@@ -78,21 +82,38 @@ def venv_python(stack: str) -> Path:
     return VENVS / stack / "bin" / "python"
 
 
+def _freeze(stack: str) -> list[str]:
+    out = subprocess.run([str(venv_python(stack)), "-m", "pip", "freeze", "--exclude-editable",
+                          "--disable-pip-version-check"], capture_output=True, text=True,
+                         check=True).stdout
+    return [line for line in out.splitlines() if line and not line.lower().startswith("minigrad")]
+
+
 def prepare(stack: str) -> dict[str, str]:
-    """Create (or reuse) the stack's venv; return the installed versions."""
+    """Create the stack's venv, or bring it back to exactly what it was when created
+    (a notebook's own install cell may have added or changed packages last time);
+    return the installed versions."""
     spec = STACKS[stack]
-    folder = VENVS / stack
-    if not venv_python(stack).is_file():
-        print(f"compat: creating {folder.relative_to(ROOT)}", flush=True)
+    folder, snapshot = VENVS / stack, VENVS / stack / "stack-freeze.txt"
+    pip = [str(venv_python(stack)), "-m", "pip", "-qq", "--disable-pip-version-check"]
+    if not (venv_python(stack).is_file() and snapshot.is_file()):
+        shutil.rmtree(folder, ignore_errors=True)
+        print(f"compat: creating {folder.relative_to(ROOT)}: {' '.join(spec)}", flush=True)
         subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
-    # Every run: a notebook's own install cell may have changed the stack last time.
-    print(f"compat: {folder.relative_to(ROOT)}: {' '.join(spec)}", flush=True)
-    pip = [str(venv_python(stack)), "-m", "pip", "install", "-qq", "--disable-pip-version-check"]
-    subprocess.run(pip + spec + KERNEL, check=True)
+        subprocess.run(pip[:3] + ["install"] + pip[3:] + spec + KERNEL, check=True)
+        snapshot.write_text("\n".join(_freeze(stack)) + "\n")
+    else:
+        wanted = snapshot.read_text().split()
+        names = {line.split("==")[0].lower() for line in wanted}
+        extra = [line.split("==")[0] for line in _freeze(stack)
+                 if line.split("==")[0].lower() not in names and "==" in line]
+        if extra:
+            print(f"compat: {stack}: removing what a notebook installed: {' '.join(extra)}", flush=True)
+            subprocess.run(pip[:3] + ["uninstall", "-y"] + pip[3:] + extra, check=True)
+        subprocess.run(pip[:3] + ["install", "--no-deps"] + pip[3:] + ["-r", str(snapshot)], check=True)
     # minigrad and bookkit from this checkout, as a package (reinstalled on every run)
-    subprocess.run([str(venv_python(stack)), "-m", "pip", "install", "-qq", "--no-deps",
-                    "--force-reinstall", "--disable-pip-version-check",
-                    str(ROOT)], check=True, cwd=tempfile.gettempdir())
+    subprocess.run(pip[:3] + ["install", "--no-deps", "--force-reinstall"] + pip[3:] + [str(ROOT)],
+                   check=True, cwd=tempfile.gettempdir())
     code = ("import json, platform; from importlib.metadata import version; "
             f"print(json.dumps({{'python': platform.python_version(), "
             f"**{{p: version(p) for p in {list(PACKAGES)!r}}}}}))")
@@ -170,8 +191,9 @@ def main(argv: list[str] | None = None) -> int:
         versions[stack] = prepare(stack)
         for nb in notebooks:
             results[stack, nb.name] = r = run_notebook(stack, nb)
-            print(f"compat: {stack:8s} {nb.name:40s} "
-                  f"{'pass' if r['ok'] else 'FAIL ' + r['error']} ({r['seconds']:.0f} s)", flush=True)
+            status = ("pass" if r["ok"] else "stops as declared" if r["error"].startswith("RuntimeTooOld")
+                      else "FAIL " + r["error"])
+            print(f"compat: {stack:8s} {nb.name:40s} {status} ({r['seconds']:.0f} s)", flush=True)
     report = table(notebooks, args.stacks, versions, results)
     print("\n" + report)
     REPORT.parent.mkdir(parents=True, exist_ok=True)
