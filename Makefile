@@ -4,9 +4,11 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-JB_FLAGS := -W -n --keep-going
+TEST_JOBS ?= 2
+NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+PHASE  := $(BIN)/python scripts/timed.py
 
-.PHONY: book test notebooks unit clean venv benchmark
+.PHONY: book test notebooks unit compat clean venv benchmark chromium
 
 venv: $(STAMP)
 
@@ -16,24 +18,56 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
-# HTML book in _build/html, every notebook executed (cached by jupyter-cache).
+# HTML book in _build/html, every notebook executed. Executions are cached by
+# jupyter-cache, keyed on the library too (a change under minigrad/ or bookkit/
+# empties the cache), and every page is re-read, so a broken reference fails
+# every build, not only the first (scripts/build_book.py).
 book: $(STAMP)
-	$(BIN)/jupyter-book build . $(JB_FLAGS)
+	$(BIN)/python scripts/build_book.py
 
-# The whole suite: unit and property tests, strict nbval on every notebook,
-# the Colab-style run outside the repository, the coverage table and a
-# headless-browser check of the built book (so the book is built first).
-test: book
-	$(BIN)/python -m pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
-		--durations=15 tests notebooks
+# The whole suite, in phases (each prints its time; the list is repeated at the end):
+#  1. unit, property and notebook-structure tests;
+#  2. strict nbval on every notebook (figures included), natively;
+#  3. the same against the same stored outputs on a simulated different CPU
+#     (scripts/simulated_cpu.py): printed numbers must hold on every CPU;
+#  4. the HTML book, rendered from the stored outputs that 2 and 3 just proved;
+#  5. the built book in headless Chromium, the Colab-style run, build mechanics.
+# Chromium is checked first (installed with apt-get when root, else one clear line).
+test: $(STAMP) chromium
+	@mkdir -p _build && rm -f _build/test-phases.txt
+	$(PHASE) "1 unit and notebook-structure tests" -- \
+		$(BIN)/python -m pytest -n $(TEST_JOBS) -q -m "not book" tests
+	$(PHASE) "2 notebooks, this CPU (strict nbval)" -- \
+		$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile -q --durations=5 $(NBVAL) notebooks
+	$(PHASE) "3 notebooks, simulated CPU (strict nbval)" -- \
+		$(BIN)/python scripts/simulated_cpu.py \
+		$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile -q --durations=5 $(NBVAL) notebooks
+	$(PHASE) "4 book from the checked outputs" -- \
+		$(BIN)/python scripts/build_book.py --stored-outputs
+	$(PHASE) "5 built book, Colab run, build checks" -- \
+		$(BIN)/python -m pytest -n $(TEST_JOBS) -q -m book tests
+	@cat _build/test-phases.txt
+	@! grep -q FAILED _build/test-phases.txt && echo "make test: every phase passed"
+
+# Chromium for the browser test (scripts/ensure_chromium.sh).
+chromium:
+	@scripts/ensure_chromium.sh
 
 # Quick loop while writing minigrad: no notebooks, no book.
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests -m "not book" -q
 
-# Re-execute every notebook in place so its stored outputs are what the code prints.
+# Re-execute notebooks in place so their stored outputs are what the code prints
+# (NOTEBOOKS=notebooks/ch07_*.ipynb for one).
+NOTEBOOKS ?= notebooks/*.ipynb
 notebooks: $(STAMP)
-	$(BIN)/python scripts/execute_notebooks.py notebooks/*.ipynb
+	$(BIN)/python scripts/execute_notebooks.py $(NOTEBOOKS)
+
+# Every notebook under the declared minimum versions and under the newest available
+# ones, each copied alone into an empty folder; prints the table and writes
+# reports/compat.md. Not part of `make test` (two stacks of several GB, in .compat/).
+compat: $(STAMP)
+	$(BIN)/python scripts/compat.py
 
 benchmark: $(STAMP)
 	$(BIN)/python benchmarks/step_time.py

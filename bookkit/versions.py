@@ -14,6 +14,7 @@ under exactly these versions and under the newest available ones (``reports/comp
 from __future__ import annotations
 
 import importlib
+import os
 import subprocess
 import sys
 from importlib import metadata
@@ -27,7 +28,7 @@ MINIMUM = {
     "torch": "2.5",          # torch.distributed._tools.mem_tracker.MemTracker (chapter 7)
     "transformers": "4.57",  # chapter 13 (the cache is `past_key_values` before 5.24)
     "peft": "0.17",
-    "accelerate": "1.1",
+    "accelerate": "1.3",      # transformers 4.57's Trainer calls unwrap_model(keep_torch_compile=)
 }
 # Pure-Python packages a notebook installs itself when they are missing or older than
 # MINIMUM: the versions its stored outputs were made with (= requirements.txt), together,
@@ -90,7 +91,9 @@ def require(*packages: str, **minimums: str) -> None:
     Raises:
         RuntimeTooOld: one line naming every package below its minimum and the command
             that fixes it; or, after installing newer Hugging Face libraries over ones
-            this process has already imported, the hint to restart the runtime.
+            this process has already imported, the hint to restart the runtime. With
+            ``BOOKKIT_NO_INSTALL`` set (``make compat``), nothing is installed: a Hugging
+            Face library below its minimum raises like any other package.
 
     Example:
         >>> require("torch")              # in chapter 7's setup cell
@@ -105,7 +108,8 @@ def require(*packages: str, **minimums: str) -> None:
         have = installed_version(name)
         if have is not None and _at_least(have, minimum):
             continue
-        (to_install if name in TESTED else too_old).append((name, minimum, have))
+        installable = name in TESTED and not os.environ.get("BOOKKIT_NO_INSTALL")
+        (to_install if installable else too_old).append((name, minimum, have))
     if too_old:
         needs = ", ".join(f"{n} >= {m} (found {h or 'none'})" for n, m, h in too_old)
         command = " ".join(f"'{n}>={m}'" for n, m, _ in too_old)

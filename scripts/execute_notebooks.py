@@ -3,17 +3,24 @@
 Usage: python scripts/execute_notebooks.py notebooks/ch01_*.ipynb [...]
 
 Each notebook runs in a fresh kernel with its own folder as working directory
-(as nbval and the book build do). Prints the wall time of each notebook: the
-book promises under 60 s per notebook on a 2-core CPU.
+(as nbval and the book build do), and draws its figures under the settings nbval
+compares them with (tests/nbval_figures.py: the inline backend, matplotlib's
+defaults and bundled fonts). Prints the wall time of each notebook: the book
+promises under 60 s per notebook on a 2-core CPU.
 """
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from nbval_figures import figure_environment  # noqa: E402
 
 BUDGET_S = 60.0
 
@@ -36,12 +43,14 @@ def main(paths: list[str]) -> int:
         print(__doc__)
         return 2
     slow = []
-    for name in paths:
-        elapsed = execute(Path(name))
-        flag = "" if elapsed <= BUDGET_S else f"  (over the {BUDGET_S:.0f} s budget)"
-        print(f"{elapsed:6.1f} s  {name}{flag}", flush=True)
-        if elapsed > BUDGET_S:
-            slow.append(name)
+    with tempfile.TemporaryDirectory(prefix="execute-mpl-") as config_dir:
+        os.environ.update(figure_environment(config_dir))
+        for name in paths:
+            elapsed = execute(Path(name))
+            flag = "" if elapsed <= BUDGET_S else f"  (over the {BUDGET_S:.0f} s budget)"
+            print(f"{elapsed:6.1f} s  {name}{flag}", flush=True)
+            if elapsed > BUDGET_S:
+                slow.append(name)
     return 1 if slow else 0
 
 

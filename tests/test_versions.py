@@ -110,3 +110,47 @@ def test_every_minimum_is_at_most_the_pinned_version():
 
 def test_bookkit_exports_require():
     assert bookkit.require is require
+
+
+def test_make_compat_minimum_stack_is_the_declared_minimum():
+    """scripts/compat.py's minimum stack pins a release of each declared minimum version:
+    the book's (MINIMUM) and, for packages the book does not declare, a chapter's own."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import compat
+    from bookpaths import cell_source, load_notebook, notebook_paths, setup_cell_requirements
+
+    chapter_minimums = {}
+    for path in notebook_paths():
+        first = next(c for c in load_notebook(path)["cells"] if c["cell_type"] == "code")
+        for name, version in (setup_cell_requirements(cell_source(first).strip()) or ([], {}))[1].items():
+            if name not in MINIMUM:
+                chapter_minimums[name] = version
+    declared = {**chapter_minimums, **MINIMUM}
+    pins = dict(spec.split("==") for spec in compat.STACKS["minimum"])
+    assert set(MINIMUM) <= set(pins) <= set(declared), (sorted(pins), sorted(declared))
+    for name, version in pins.items():
+        minimum = parse_version(declared[name])
+        assert parse_version(version)[:len(minimum)] == minimum, (name, version, declared[name])
+
+
+def test_the_intro_declares_the_same_versions():
+    """book/intro.md's version table says what bookkit/versions.py and requirements.txt say."""
+    text = (ROOT / "book" / "intro.md").read_text()
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0] in MINIMUM:
+            rows[cells[0]] = (cells[1], cells[2])
+    pins = dict(line.split("==") for line in (ROOT / "requirements.txt").read_text().splitlines()
+                if "==" in line and not line.startswith("#"))
+    expected = {name: (MINIMUM[name], pins[name].split("+")[0]) for name in MINIMUM}
+    assert rows == expected
+
+
+def test_require_installs_nothing_when_told_not_to(monkeypatch):
+    """make compat sets BOOKKIT_NO_INSTALL: a stack must stay what it is."""
+    monkeypatch.setenv("BOOKKIT_NO_INSTALL", "1")
+    monkeypatch.setattr(versions, "installed_version", lambda name: {"peft": "0.10.0"}.get(name, "99.0"))
+    monkeypatch.setattr(versions.subprocess, "run", lambda *a, **k: pytest.fail("pip was called"))
+    with pytest.raises(RuntimeTooOld, match=r"peft >= 0\.17 \(found 0\.10\.0\)"):
+        require("peft")

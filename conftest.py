@@ -1,0 +1,8 @@
+"""Root pytest configuration: loads tests/nbval_figures.py, which makes strict nbval
+compare stored figures too (nbval alone skips image/png)."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "tests"))
+
+pytest_plugins = ["nbval_figures"]
