@@ -102,8 +102,10 @@ class StepMemory:
 
     @property
     def total(self) -> int:
-        """Sum of the four categories: an upper bound of what the step needs at its
-        peak (gradients and activations are not all alive at the same moment)."""
+        """Sum of the four categories. Not the step's peak: gradients and saved
+        activations are not all alive at the same moment, while activation gradients,
+        temporaries and what a checkpointed region rebuilds during backward are not in
+        the sum at all (chapter 15 measures the peak with the allocator)."""
         if self.saved_activations is None:
             raise ValueError("this step ran without the meter (meter=False): no activation figure")
         return sum(self.as_dict().values())

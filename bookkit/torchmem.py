@@ -1,6 +1,6 @@
 """Measuring what a PyTorch training step keeps in memory, with or without a GPU.
 
-Part II of the book measures torch the way Part I measured minigrad. Three meters,
+Part II of the book measures torch the way Part I measured minigrad. Four meters,
 from the narrowest to the broadest:
 
 ``SavedTensorMeter`` / ``saved_bytes``
@@ -21,6 +21,12 @@ from the narrowest to the broadest:
     Temp (created in backward outside recomputation, e.g. activation gradients), Optstate,
     Other (tensors passed in from outside). It reports the breakdown at the moment the
     total peaked. Works on CPU.
+
+``AllocatorTrace`` / ``allocator_peak_bytes``
+    The allocator's own count of the bytes it hands out and takes back, on a CPU from
+    the profiler's allocation events, on a GPU from the CUDA caching allocator: every
+    byte, scratch memory allocated and freed inside one operator included (which
+    MemTracker cannot see), split into phases with ``mark``.
 
 ``cuda_peak_bytes``
     The CUDA caching allocator's ``max_memory_allocated`` over a call, minus what was

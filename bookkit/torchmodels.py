@@ -232,10 +232,11 @@ def layer_saved_terms(b: int, s: int, h: int, a: int, attention: str = "sdpa",
     float32 logsumexp (``lse_bytes = 4``). Zero-byte terms are left out.
 
     ``sdpa_math=True``: ``scaled_dot_product_attention`` ran its "math" fallback (see
-    `sdpa_backend`; a CPU with attention dropout, pre-Ampere GPUs in bf16). That path
-    upcasts Q, K and V to float32 (a scaled copy of each is saved, 12·s·b·h bytes, in
-    place of the Q, K, V term) and saves the float32 softmax (4·a·s²·b) instead of a
-    log-sum-exp.
+    `sdpa_backend`; a CPU with attention dropout, pre-Ampere GPUs in bf16) on 16-bit
+    inputs (``act_bytes=2``). That path upcasts Q, K and V to float32 (a scaled copy of
+    each is saved, 12·s·b·h bytes, in place of the Q, K, V term) and saves the float32
+    softmax (4·a·s²·b) instead of a log-sum-exp. On float32 inputs it keeps other
+    tensors, which this count does not model: ``ValueError``.
     """
     for name, v in (("b", b), ("s", s), ("h", h), ("a", a)):
         if int(v) != v or v < 1:
@@ -244,6 +245,8 @@ def layer_saved_terms(b: int, s: int, h: int, a: int, attention: str = "sdpa",
         raise ValueError(f"attention must be one of {ATTENTION_KINDS}, got {attention!r}")
     if sdpa_math and attention != "sdpa":
         raise ValueError("sdpa_math=True describes attention='sdpa' only")
+    if sdpa_math and act_bytes != 2:
+        raise ValueError(f"sdpa_math=True describes 16-bit inputs (act_bytes=2), got act_bytes={act_bytes}")
     sbh, as2b = s * b * h, a * s * s * b
     naive = attention == "naive"
     terms = {

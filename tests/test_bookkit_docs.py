@@ -1,6 +1,7 @@
 """Every Part II helper in bookkit says, in its docstring, which chapter shows it, and
-that chapter does: it names the helper, and the code the issue asked to see is on the
-page (`literalinclude`) and printed for Colab (`inspect.getsource`)."""
+that chapter does: its source is on the page (`literalinclude` with `:pyobject:`, the
+helper or, for a class, methods of it) and printed for Colab (`inspect.getsource` in a
+code cell that names it); the code the issue asked to see is among it."""
 from __future__ import annotations
 
 import importlib
@@ -9,7 +10,7 @@ import re
 
 import pytest
 
-from bookpaths import ROOT
+from bookpaths import ROOT, cell_source, load_notebook
 
 pytest.importorskip("torch")
 
@@ -65,3 +66,24 @@ def test_code_is_on_the_page_and_printed_for_colab(prefix, source, pyobject):
     assert f"../bookkit/{source}" in text and f":pyobject: {pyobject}" in text, \
         f"{notebook.name}: no literalinclude of {pyobject}"
     assert "inspect.getsource" in text, f"{notebook.name}: nothing prints the code for Colab"
+
+
+def _included(notebook, module: str) -> list[str]:
+    """The ``:pyobject:`` names a notebook's Markdown includes from ``bookkit/<module>.py``."""
+    text = "\n".join(cell_source(c) for c in load_notebook(notebook)["cells"] if c["cell_type"] == "markdown")
+    return re.findall(r"```\{literalinclude\}\s+\.\./bookkit/" + module
+                      + r"\.py\s*\n(?::\w+:[^\n]*\n)*?:pyobject:\s*(\S+)", text)
+
+
+@pytest.mark.parametrize("name,obj", list(helpers()), ids=lambda v: v if isinstance(v, str) else "")
+def test_every_helper_is_shown_in_its_chapter(name, obj):
+    module, helper = name.split(".")
+    (chapter,) = re.findall(r"[Ss]hown in\s+chapter\s+(\d+b?)", inspect.getdoc(obj) or "")[:1]
+    notebook = chapter_notebook(chapter)
+    shown = [p for p in _included(notebook, module) if p == helper or p.startswith(helper + ".")]
+    assert shown, (f"bookkit.{name}: {notebook.name} does not show it (literalinclude "
+                   f"../bookkit/{module}.py with :pyobject: {helper})")
+    printed = [cell_source(c) for c in load_notebook(notebook)["cells"]
+               if c["cell_type"] == "code" and "inspect.getsource" in cell_source(c)]
+    assert any(re.search(rf"\b{re.escape(helper)}\b", src) for src in printed), \
+        f"bookkit.{name}: {notebook.name} does not print its source for Colab (inspect.getsource)"

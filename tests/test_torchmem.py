@@ -365,6 +365,21 @@ def test_sdpa_backend_names_the_kernel_and_math_terms_match_the_meter():
         del y
     with pytest.raises(ValueError, match="sdpa_math"):
         layer_saved_terms(1, 8, 8, 2, "naive", sdpa_math=True)
+    # On float32 inputs the math path keeps other tensors than the 16-bit upcast the
+    # count models (measured: 689,152 bytes against 623,616 for (1, 64, 128, 2)).
+    torch.manual_seed(0)
+    block = GPTBlock(128, 2, dropout=0.1, max_seq=64)
+    x = torch.randn(1, 64, 128, requires_grad=True)
+    with sdpa_kernel(SDPBackend.MATH):
+        with SavedTensorMeter(params=block) as m:
+            y = block(x)
+    sizes32 = dict(act_bytes=4, mask_bytes=4, stat_bytes=4, lse_bytes=4)
+    fused32 = layer_saved_terms(1, 64, 128, 2, "sdpa", True, **sizes32)
+    upcast_model = sum(fused32.values()) - fused32["attention logsumexp"] + 4 * 2 * 64 * 64
+    assert m.live_bytes != upcast_model                 # the 16-bit account does not hold
+    with pytest.raises(ValueError, match="16-bit"):
+        layer_saved_terms(1, 64, 128, 2, "sdpa", True, **sizes32, sdpa_math=True)
+    del y
     with pytest.raises(ValueError, match="divisible"):
         sdpa_backend(1, 8, 10, 3)
 
