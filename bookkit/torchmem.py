@@ -339,8 +339,9 @@ class AllocatorTrace:
     (``torch.cuda.memory_allocated`` / ``max_memory_allocated``, after synchronising),
     in its 512-byte blocks. Tensors that wrap memory torch did not allocate
     (``torch.from_numpy``) are invisible on a CPU: copy them inside the block; and
-    on a CPU, freeing inside the block what was allocated before it does not lower
-    the count (the profiler never saw its size). Python's garbage collector runs
+    on a CPU, freeing inside the block what was allocated before it (even inside an
+    earlier trace) does not lower the count: only blocks allocated inside the block
+    are matched with their releases, by address. Python's garbage collector runs
     before the block and is paused during it, so that the counts are repeatable.
     """
 
@@ -409,24 +410,51 @@ class AllocatorTrace:
             self._prof.stop()
         if self._threads_before is not None:
             torch.set_num_threads(self._threads_before)
-        cpu = torch._C._autograd.DeviceType.CPU
         held = phase_peak = 0
-        events = sorted(self._prof.profiler.kineto_results.events(), key=lambda e: e.start_ns())
-        for event in events:                              # in the order they happened
-            name = event.name()
-            if name == "[memory]" and event.device_type() == cpu:
-                held += event.nbytes()                    # negative for a release
-                phase_peak = max(phase_peak, held)
-            elif name.startswith(_MARK):
-                self.held[name[len(_MARK):]] = held
-                self.peaks[name[len(_MARK):]] = phase_peak
+        for kind, what, nbytes in _cpu_memory_events(self._prof):   # in the order they happened
+            if kind == "mark":
+                self.held[what] = held
+                self.peaks[what] = phase_peak
                 phase_peak = held
+            else:
+                held += nbytes                            # negative for a release
+                phase_peak = max(phase_peak, held)
         self.peaks["end"] = phase_peak
         self.peak_bytes, self.end_bytes = max(self.peaks.values()), held
         self._prof = None
 
 
 _MARK = "bookkit.AllocatorTrace.mark:"
+
+
+def _cpu_memory_events(prof) -> list[tuple[str, Any, int]]:
+    """The CPU allocator's records in a stopped profiler, in order: ``("mark", name, 0)``
+    for each ``AllocatorTrace.mark`` and ``("memory", address, bytes)`` for each
+    allocation (bytes > 0) and each release (bytes < 0) of a block allocated while
+    this profiler ran. The allocator also reports, with their size, releases of
+    blocks allocated under an earlier profiler: matching by address drops them."""
+    from torch._C._profiler import _EventType
+
+    events = []                                   # (time, order, kind, what, bytes)
+    stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children)
+        if node.tag == _EventType.Allocation and node.extra_fields.device.type == "cpu":
+            fields = node.extra_fields
+            events.append((node.start_time_ns, 1, "memory", fields.ptr, fields.alloc_size))
+        elif node.name.startswith(_MARK):
+            events.append((node.start_time_ns, 0, "mark", node.name[len(_MARK):], 0))
+    out, alive = [], {}
+    for _, _, kind, what, nbytes in sorted(events, key=lambda ev: ev[:2]):
+        if kind == "mark":
+            out.append((kind, what, 0))
+        elif nbytes > 0:
+            alive[what] = nbytes
+            out.append((kind, what, nbytes))
+        elif alive.pop(what, None) is not None:
+            out.append((kind, what, nbytes))
+    return out
 
 
 def allocator_peak_bytes(fn: Callable[[], Any], device="cpu") -> int:

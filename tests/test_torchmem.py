@@ -407,6 +407,24 @@ def test_allocator_trace_marks_held_bytes_and_phase_peaks():
     del b
 
 
+def test_allocator_trace_ignores_releases_of_blocks_from_an_earlier_trace():
+    """Regression: a block allocated under one trace and released under the next was
+    subtracted from the second trace's count (end_bytes -3,960 instead of 40)."""
+    from bookkit.torchmem import AllocatorTrace
+
+    with AllocatorTrace() as first:
+        a = torch.empty(1000)                          # 4,000 bytes
+    outside = torch.empty(2000)                        # allocated with no trace running
+    with AllocatorTrace() as second:
+        del a, outside                                 # neither lowers the count
+        b = torch.empty(10)                            # 40 bytes
+        c = torch.empty(5)
+        del c                                          # a block of this trace: counted
+    assert first.end_bytes == 4000
+    assert second.end_bytes == 40 and second.peak_bytes == 60
+    del b
+
+
 def test_allocator_trace_counts_do_not_depend_on_the_thread_count():
     from bookkit.torchmem import AllocatorTrace
 
