@@ -129,8 +129,12 @@ class ChunkedLinearCrossEntropy(torch.autograd.Function):
             row_scale = row_scale / ctx.n_valid
         row_scale = torch.where(valid, row_scale.expand(input.shape[0]), 0.0)
         grad_in = torch.empty_like(input) if need_in else None
-        grad_w = torch.zeros_like(weight) if need_w else None
-        grad_b = torch.zeros_like(bias) if need_b else None
+        # Summed over chunks in at least float32: in a 16-bit dtype every chunk's sum
+        # would be rounded again, and the error would grow with the number of chunks
+        # (one full matmul rounds once). The buffers are the size of the weight.
+        acc = torch.promote_types(weight.dtype, torch.float32)
+        grad_w = torch.zeros_like(weight, dtype=acc) if need_w else None
+        grad_b = torch.zeros_like(bias, dtype=acc) if need_b else None
         for start in range(0, input.shape[0], ctx.chunk_size):
             rows = slice(start, start + ctx.chunk_size)
             x = input[rows]
@@ -143,10 +147,14 @@ class ChunkedLinearCrossEntropy(torch.autograd.Function):
             if need_in:
                 torch.mm(g, weight, out=grad_in[rows])                     # no (c, h) copy
             if need_w:
-                grad_w.addmm_(g.t(), x)
+                grad_w.addmm_(g.t().to(acc), x.to(acc))
             if need_b:
-                grad_b.add_(g.sum(0).to(grad_b.dtype))
+                grad_b.add_(g.sum(0, dtype=acc))
             del g
+        if need_w:
+            grad_w = grad_w.to(weight.dtype)
+        if need_b:
+            grad_b = grad_b.to(bias.dtype)
         return grad_in, grad_w, grad_b, None, None, None, None
 
 
@@ -175,8 +183,10 @@ def chunked_linear_cross_entropy(input: torch.Tensor, weight: torch.Tensor,
             (``"mean"`` averages over the targets that are not ignored).
 
     Returns the loss: a float32 scalar, or ``(...)`` per-position losses for
-    ``reduction="none"``. Gradients flow to ``input``, ``weight`` and ``bias``; the
-    weight's gradient accumulates chunk by chunk in the weight's dtype.
+    ``reduction="none"``. Gradients flow to ``input``, ``weight`` and ``bias``; their
+    gradients accumulate chunk by chunk in float32 (float64 for float64) and are then
+    cast to their dtype, so a 16-bit weight's gradient is rounded once, as by one full
+    matmul, at the cost of a float32 buffer the size of the weight.
     """
     _check(input, weight, target, bias, chunk_size, ignore_index, reduction)
     lead = input.shape[:-1]
