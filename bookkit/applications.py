@@ -125,7 +125,8 @@ def training_step(model: nn.Module, loss_fn: Callable[[torch.Tensor, torch.Tenso
     batch, so for a ``loss_fn`` that averages over the batch (``reduction="mean"``) the
     accumulated gradient equals the full batch's gradient up to float rounding.
     With ``autocast_dtype`` (e.g. ``torch.bfloat16``) the forward runs under
-    ``torch.autocast(device_type, dtype)``; the loss is computed in float32 outside it.
+    ``torch.autocast(device_type, dtype)``; the loss is computed in float32 outside it
+    (on float32 copies of a 16-bit output and a 16-bit floating-point target).
     Then ``optimizer.step()`` if an optimizer is given. Gradients are cleared
     (``set_to_none``) at the start and left in place at the end, for inspection.
     ``meter=False`` runs the same step without ``SavedTensorMeter`` (for timing).
@@ -158,7 +159,9 @@ def training_step(model: nn.Module, loss_fn: Callable[[torch.Tensor, torch.Tenso
                                 enabled=autocast_dtype is not None):
                 out = model(xs)
             # float32 loss: a mean over many elements is exactly where 16-bit rounding hurts
-            loss = loss_fn(out.float(), ys) * (xs.shape[0] / batch)
+            # (a 16-bit target is upcast too: torch 2.5's mse_loss cannot backward mixed dtypes)
+            loss = loss_fn(out.float(), ys.float() if ys.is_floating_point() else ys) \
+                * (xs.shape[0] / batch)
             loss.backward()
             total_loss += loss.item()
             del out, loss  # nothing of this micro-batch outlives its backward
