@@ -135,7 +135,9 @@ class SavedTensorMeter(torch.autograd.graph.saved_tensors_hooks):
             only what ``torch.utils.checkpoint`` saves outside them, i.e. their inputs).
         total_bytes: bytes of every distinct storage saved while the meter was on,
             released or not.
-        n_saved: number of distinct storages saved (parameters excluded).
+        n_saved: number of distinct storages saved that hold memory (parameters
+            excluded; an empty tensor holds none: torch 2.5's checkpoint saves one
+            per region as a placeholder, later releases save none).
         n_packed: number of times autograd saved a tensor (views and repeats included).
 
     The meter only observes saves made while it is the innermost active hook: inside a
@@ -205,13 +207,13 @@ class SavedTensorMeter(torch.autograd.graph.saved_tensors_hooks):
     # -- reports ----------------------------------------------------------------
     @property
     def n_saved(self) -> int:
-        """Number of distinct storages saved while the meter was on."""
-        return len(self._seen)
+        """Number of distinct storages holding memory saved while the meter was on."""
+        return sum(1 for nbytes, _, _ in self._seen.values() if nbytes)
 
     @property
     def n_live(self) -> int:
-        """Number of distinct saved storages autograd still holds."""
-        return len(self._live)
+        """Number of distinct saved storages holding memory that autograd still holds."""
+        return sum(1 for nbytes, _ in self._live.values() if nbytes)
 
     def by_shape(self) -> dict[tuple[tuple[int, ...], str], tuple[int, int]]:
         """Every distinct saved storage grouped by (shape, dtype) of the first tensor
@@ -432,7 +434,8 @@ def _cpu_memory_events(prof) -> list[tuple[str, Any, int]]:
     for each ``AllocatorTrace.mark`` and ``("memory", address, bytes)`` for each
     allocation (bytes > 0) and each release (bytes < 0) of a block allocated while
     this profiler ran. The allocator also reports, with their size, releases of
-    blocks allocated under an earlier profiler: matching by address drops them."""
+    blocks allocated under an earlier profiler: matching by address drops them.
+    Shown in chapter 7."""
     from torch._C._profiler import _EventType
 
     events = []                                   # (time, order, kind, what, bytes)

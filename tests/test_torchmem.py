@@ -450,3 +450,28 @@ def test_allocator_trace_counts_do_not_depend_on_the_thread_count():
     assert one[1] == many[1]
     with pytest.raises(ValueError, match="threads"):
         AllocatorTrace(threads=0)
+
+
+def test_saved_tensor_meter_does_not_count_empty_tensors():
+    """An empty tensor holds no memory (torch 2.5's checkpoint saves one per region as
+    a placeholder): it is not a saved array, and counts no bytes."""
+    from bookkit.torchmem import SavedTensorMeter
+
+    class SavesAPlaceholder(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(torch.empty(0), x)
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            _, x = ctx.saved_tensors
+            return grad * 2
+
+    x = torch.randn(4, 8)                                   # 128 bytes, saved once
+    with SavedTensorMeter() as meter:
+        y = SavesAPlaceholder.apply(x.requires_grad_())
+        assert meter.n_live == 1
+    assert meter.n_saved == 1 and meter.n_packed == 2 and meter.peak_bytes == 128
+    y.sum().backward()
+    assert meter.n_live == 0 and meter.live_bytes == 0
