@@ -794,21 +794,11 @@ def _cpu_allocations_alive(profiler) -> dict[int, tuple[int, str]]:
     stopped ``torch.profiler.profile(profile_memory=True)``) ran and not released
     before it stopped. Releases of blocks allocated earlier are ignored; the phase is
     the name of the last ``ForwardMemoryMeter.phase`` mark before the allocation."""
-    from torch._C._profiler import _EventType
+    from bookkit.torchmem import _cpu_allocator_records
 
-    events = []        # (time, kind, address or phase name, bytes)
-    stack = list(profiler.profiler.kineto_results.experimental_event_tree())
-    while stack:
-        node = stack.pop()
-        stack.extend(node.children)
-        if node.tag == _EventType.Allocation and node.extra_fields.device.type == "cpu":
-            fields = node.extra_fields
-            events.append((node.start_time_ns, 0, fields.ptr, fields.alloc_size))
-        elif node.name.startswith(_PHASE_MARK):
-            events.append((node.start_time_ns, 1, node.name[len(_PHASE_MARK):], 0))
     alive, phase = {}, "body"
-    for _, kind, what, nbytes in sorted(events, key=lambda ev: (ev[0], ev[1])):
-        if kind == 1:
+    for kind, what, nbytes in _cpu_allocator_records(profiler, _PHASE_MARK):
+        if kind == "mark":
             phase = what
         elif nbytes > 0:
             alive[what] = (nbytes, phase)

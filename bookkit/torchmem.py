@@ -436,6 +436,24 @@ def _cpu_memory_events(prof) -> list[tuple[str, Any, int]]:
     this profiler ran. The allocator also reports, with their size, releases of
     blocks allocated under an earlier profiler: matching by address drops them.
     Shown in chapter 7."""
+    out, alive = [], {}
+    for kind, what, nbytes in _cpu_allocator_records(prof, _MARK):
+        if kind == "mark":
+            out.append((kind, what, 0))
+        elif nbytes > 0:
+            alive[what] = nbytes
+            out.append((kind, what, nbytes))
+        elif alive.pop(what, None) is not None:
+            out.append((kind, what, nbytes))
+    return out
+
+
+def _cpu_allocator_records(prof, mark_prefix: str) -> list[tuple[str, Any, int]]:
+    """Every CPU allocation record (``("memory", address, bytes)``, negative bytes for a
+    release) and every ``record_function`` named ``mark_prefix + name`` (``("mark",
+    name, 0)``) in a stopped ``torch.profiler.profile(profile_memory=True)``, in the
+    order they happened (an allocation record first when both share a timestamp).
+    Shown in chapter 7."""
     from torch._C._profiler import _EventType
 
     events = []                                   # (time, order, kind, what, bytes)
@@ -445,19 +463,10 @@ def _cpu_memory_events(prof) -> list[tuple[str, Any, int]]:
         stack.extend(node.children)
         if node.tag == _EventType.Allocation and node.extra_fields.device.type == "cpu":
             fields = node.extra_fields
-            events.append((node.start_time_ns, 1, "memory", fields.ptr, fields.alloc_size))
-        elif node.name.startswith(_MARK):
-            events.append((node.start_time_ns, 0, "mark", node.name[len(_MARK):], 0))
-    out, alive = [], {}
-    for _, _, kind, what, nbytes in sorted(events, key=lambda ev: ev[:2]):
-        if kind == "mark":
-            out.append((kind, what, 0))
-        elif nbytes > 0:
-            alive[what] = nbytes
-            out.append((kind, what, nbytes))
-        elif alive.pop(what, None) is not None:
-            out.append((kind, what, nbytes))
-    return out
+            events.append((node.start_time_ns, 0, "memory", fields.ptr, fields.alloc_size))
+        elif node.name.startswith(mark_prefix):
+            events.append((node.start_time_ns, 1, "mark", node.name[len(mark_prefix):], 0))
+    return [ev[2:] for ev in sorted(events, key=lambda ev: ev[:2])]
 
 
 def allocator_peak_bytes(fn: Callable[[], Any], device="cpu") -> int:
