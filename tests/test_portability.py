@@ -120,3 +120,21 @@ def test_ignored_cells_glue_nothing(path):
            if "NBVAL_IGNORE_OUTPUT" in cell_source(c) and GLUE_CALL.search(cell_source(c))]
     assert not bad, (f"{path.name}: cells {bad} are marked NBVAL_IGNORE_OUTPUT and glue values; "
                      f"glue only checked (exact or rounded) values")
+
+
+@pytest.mark.parametrize("path", notebook_paths(), ids=lambda p: p.name)
+def test_no_float_is_glued_at_full_precision(path):
+    """Glue the string the prose shows (``bookkit.rounded(value, spec)``), never a raw
+    float: its last digits are whatever this CPU's arithmetic made them, and a numeric
+    format spec in the prose would hide from the reader which digits are claimed."""
+    floats = sorted(name for name, text in stored_glue(load_notebook(path)).items()
+                    if text is not None and isinstance(_literal(text), float))
+    assert not floats, (f"{path.name}: these glued values are raw floats; glue "
+                        f"bookkit.rounded(value, spec) and drop the spec in the prose: {floats}")
+
+
+def _literal(text):
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError):
+        return None
