@@ -180,14 +180,13 @@ def minigrad_saved_arrays(root) -> dict:
 
     Shown in chapter 7.
     """
-    from minigrad import nn
-    from minigrad import tensor as _tensor
+    from minigrad import autograd, nn, tensor
 
     param_bases, bases = set(), {}
-    for node in _tensor.graph_nodes(root):       # Contexts, and leaves that require grad
+    for node in tensor.graph_nodes(root):       # Contexts, and leaves that require grad
         if isinstance(node, nn.Parameter):
             param_bases.add(id(_base(node.data)))
-    for a in _tensor.saved_arrays(root):  # a checkpoint's kept inputs included
+    for a in autograd.saved_arrays(root):  # a checkpoint's kept inputs included
         b = _base(a)
         bases.setdefault(id(b), (b, a))
     groups: dict = {}
@@ -254,9 +253,11 @@ def minigrad_step(model, x, checkpointed: bool, optimizer=None) -> StepRecord:
         saved_tensors = minigrad_saved_arrays(loss)
         loss.backward()
         after_backward = memory.live_bytes()
-        # Drop the graph before the update, as a training loop does when it moves on:
-        # minigrad's nodes hold their parent tensors, so until then every op output
-        # would stay registered.
+        # Drop the outputs before the update, as a training loop does when it moves on.
+        # minigrad's nodes do not hold their parents' tensors (their edges point at nodes
+        # and leaves), and backward has released what they saved; what is still alive
+        # is the data of the tensors we hold, y's and the loss's (y's data would count
+        # as a temporary in after_step).
         loss_value = float(loss.item())
         del loss, y
         if optimizer is not None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from bookkit import fmt_bytes
 from minigrad import memory
-from minigrad.tensor import register_hooks
+from minigrad.hooks import register_hooks
 
 __all__ = ["LayerTags", "EventRow", "event_rows", "format_event_table"]
 

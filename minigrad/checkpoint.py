@@ -45,12 +45,13 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from minigrad import memory as _memory
 from minigrad import random as _random
 from minigrad import tensor as _tensor
 from minigrad._validation import check_int, check_segment_starts
-from minigrad.tensor import (Context, Function, Tensor, enable_grad, is_grad_enabled, no_grad,
-                             register_hooks, run_backward, saved_tensors_hooks)
+from minigrad.autograd import run_backward, saved_tensors_hooks
+from minigrad.hooks import in_phase, register_hooks
+from minigrad.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from minigrad.tensor import Context, Function, Tensor
 
 __all__ = ["checkpoint", "checkpoint_sequential", "run_schedule", "Checkpoint", "CheckpointError",
            "is_recomputing", "set_checkpoint_early_stop"]
@@ -106,7 +107,7 @@ def _recomputing(rng_state):
         _random.set_rng_state(rng_state)
     _DEPTH += 1
     try:
-        with enable_grad(), _memory.phase("recompute"):
+        with enable_grad(), in_phase("recompute"):  # the ledger counts it apart
             yield
     finally:
         _DEPTH -= 1
@@ -237,7 +238,7 @@ class _Holder:
 
     def kept_arrays(self):
         """What is kept for backward in this array's stead: its checkpoint's inputs
-        (see ``minigrad.tensor.saved_arrays``)."""
+        (see ``minigrad.autograd.saved_arrays``)."""
         return self.frame.kept_arrays()
 
 
@@ -669,7 +670,7 @@ class _ScheduleRun:
             _random.set_rng_state(self.first_rng[i])
         record = _OpRecord()
         leaf = Tensor(self.state, requires_grad=bool(self.requires_grad[i]) and taped)
-        with record.watching(), _tensor.set_grad_enabled(taped):
+        with record.watching(), set_grad_enabled(taped):
             out = self.layers[i](leaf)
         if not isinstance(out, Tensor):
             raise TypeError(f"run_schedule: layer {i} returned {type(out).__name__}, expected a Tensor")

@@ -96,6 +96,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from minigrad import hooks as _hooks
 from minigrad import tensor as _tensor
 
 __all__ = ["CATEGORIES", "ROLES", "PHASES", "Event", "Tracker", "track", "live_bytes", "register",
@@ -274,8 +275,8 @@ register = _LEDGER.register
 hold = _LEDGER.hold
 release = _LEDGER.release
 # The ledger observes the engine through its one hook registry.
-_tensor.register_hooks(array=_LEDGER.register, hold=_LEDGER.hold, release=_LEDGER.release,
-                       op=_LEDGER.op)
+_hooks.register_hooks(array=_LEDGER.register, hold=_LEDGER.hold, release=_LEDGER.release,
+                       op=_LEDGER.op, phase=lambda name: phase(name))
 
 
 def live_bytes() -> dict:

@@ -17,7 +17,8 @@ from minigrad import ops as F
 from minigrad import random as _random
 from minigrad._validation import check_int, check_number
 from minigrad.checkpoint import checkpoint, checkpoint_sequential, is_recomputing
-from minigrad.tensor import Tensor, hold_role, release_role
+from minigrad.hooks import hold_role, release_role
+from minigrad.tensor import Tensor
 
 __all__ = ["Parameter", "Module", "Linear", "ReLU", "GELU", "Tanh", "Dropout", "LayerNorm",
            "BatchNorm1d", "Embedding", "Sequential", "ModuleList", "CausalSelfAttention", "MLP",

@@ -1450,8 +1450,26 @@ def mse_loss(input, target):
 
 
 # --- Tensor methods and operators ------------------------------------------------------
+def _repr(t):
+    grad = f", grad_fn={t._ctx.fn.name()}" if t._ctx is not None else (
+        ", requires_grad=True" if t.requires_grad else "")
+    return f"Tensor({np.array2string(t.data, precision=4, threshold=20)}, dtype={t.dtype}{grad})"
+
+
 def _attach():
     T = Tensor
+    T.ndim = property(lambda a: a.data.ndim)
+    T.size = property(lambda a: a.data.size)
+    T.nbytes = property(lambda a: a.data.nbytes)
+    T.is_leaf = property(lambda a: a._ctx is None)
+    T.grad_fn = property(lambda a: None if a._ctx is None else a._ctx.fn)
+    T.__array__ = lambda a, dtype=None, copy=None: a.data if dtype is None else a.data.astype(dtype)
+    T.__len__ = lambda a: len(a.data)
+    T.numpy = lambda a: a.data
+    T.item = lambda a: a.data.item()
+    T.detach = lambda a: Tensor(a.data)  # a new leaf sharing the data: no copy, no graph
+    T.zero_grad = lambda a: setattr(a, "grad", None)
+    T.__repr__ = _repr
     T.__add__ = lambda a, b: add(a, b)
     T.__radd__ = lambda a, b: add(b, a)
     T.__sub__ = lambda a, b: sub(a, b)

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from minigrad._validation import check_number
-from minigrad.tensor import hold_role
+from minigrad.hooks import hold_role
 
 __all__ = ["Optimizer", "SGD", "AdamW"]
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 from minigrad import memory
 from minigrad import random as _random
 from minigrad.plan.chain import ChainProfile
-from minigrad.tensor import Tensor, enable_grad, saved_tensors_hooks
+from minigrad.autograd import saved_tensors_hooks
+from minigrad.grad_mode import enable_grad
+from minigrad.tensor import Tensor
 
 __all__ = ["profile_chain", "COSTS", "check_cost_name"]
 
