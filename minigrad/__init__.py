@@ -24,6 +24,7 @@ from minigrad import memory
 from minigrad import random
 from minigrad import ops
 from minigrad import checkpoint
+from minigrad import schedules
 from minigrad import nn
 from minigrad import optim
 from minigrad import plan

@@ -317,8 +317,11 @@ def phase(name: str):
         ValueError: ``name`` is not one of `PHASES`.
 
     Example:
-        >>> with phase("recompute"):
-        ...     y = segment(x)        # its ops count as recomputation
+        >>> x = minigrad.Tensor(np.ones(4, np.float32), requires_grad=True)
+        >>> with track() as m, phase("recompute"):
+        ...     y = x.tanh()          # its ops count as recomputation
+        >>> dict(m.counts["recompute"])
+        {'tanh': 1}
     """
     if name not in PHASES:
         raise ValueError(f"memory.phase: unknown phase {name!r}; allowed: {list(PHASES)}")
@@ -408,10 +411,12 @@ def track(record_timeline: bool = True):
     The cyclic garbage collector is paused inside the block (rule 7).
 
     Example:
+        >>> x = minigrad.Tensor(np.ones(1024, np.float32), requires_grad=True)
         >>> with track() as m:
-        ...     loss = model(x).sum()
+        ...     loss = x.exp().sum()       # exp saves its 4 KiB output
         ...     loss.backward()
-        >>> m.peak["activations"], m.flops["backward"]
+        >>> m.peak["activations"], m.counts["forward"]["exp"]
+        (4096, 1)
     """
     with gc_paused():
         t = Tracker(record_timeline)

@@ -192,8 +192,8 @@ def graph_nodes(roots):
 
     Example:
         >>> x = Tensor([1.0], requires_grad=True)
-        >>> [getattr(n.fn, "__name__", "leaf") for n in graph_nodes((x.exp() * x).sum())]
-        ['leaf', 'Exp', 'Mul', 'Sum']
+        >>> [n.fn.name() if isinstance(n, Context) else "x" for n in graph_nodes((x.exp() * x).sum())]
+        ['x', 'exp', 'mul', 'sum']
     """
     roots = roots if isinstance(roots, (list, tuple)) else [roots]
     order, seen, stack = [], set(), [(node_of(r), False) for r in reversed(roots)]

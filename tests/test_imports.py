@@ -13,12 +13,12 @@ LAYERS = [
     {"minigrad.autograd"},
     {"minigrad.ops"},
     {"minigrad.checkpoint"},
+    {"minigrad.schedules"},
     {"minigrad.nn", "minigrad.optim"},
     {"minigrad.plan.segments", "minigrad.plan.chain", "minigrad.plan.revolve"},
     {"minigrad.plan.profile"},
     {"minigrad.plan.optimal"},
     {"minigrad.plan.rotor"},
-    {"minigrad.plan.rotor_published"},
     {"minigrad.plan"},
     {"minigrad.viz"},
 ]

@@ -94,8 +94,12 @@ def profile_chain(layers, x, loss=None, cost="flops") -> ChainProfile:
     updated once more, as in any extra forward pass.
 
     Example:
-        >>> profile = profile_chain(layers, x, loss=lambda y: F.mse_loss(y, target))
-        >>> profile.cost[0], profile.own_bytes[0]
+        >>> from minigrad import nn
+        >>> layers = [nn.Sequential(nn.Linear(8, 8), nn.Tanh()) for _ in range(3)]
+        >>> x = Tensor(np.ones((4, 8), np.float32))
+        >>> profile = profile_chain(layers, x, loss=lambda y: (y * y).sum())
+        >>> profile.n, profile.output_bytes
+        (3, 128)
     """
     layers = list(layers)
     if not layers:
