@@ -49,31 +49,30 @@ __all__ = [
 
 
 # --- helpers -------------------------------------------------------------------------
-def _tensor(x, like=None, op="op"):
-    """Wrap a Python/NumPy number or a NumPy array as a constant tensor of ``like``'s dtype.
+def _operand(x, op, which="input", like=None, number="tensor"):
+    """The one operand coercer: ``x`` as what op ``op`` takes.
 
-    Raises TypeError naming ``op`` for anything else (None, a list, a string): never a
-    silent NaN tensor."""
+    A Tensor stays as it is. Without ``like`` (an op on one tensor), a NumPy array becomes
+    a constant Tensor and anything else raises TypeError naming the op and the operand.
+    With ``like`` (the other operand of an elementwise op or a loss), NumPy arrays and
+    real numbers are accepted and take ``like``'s float dtype; with ``number="constant"``
+    a real number next to a float tensor stays a Python float, a constant the op keeps
+    without saving an array (torch saves none for the 2.0 of ``x * 2.0`` either). None, a
+    list, a string, a bool or a complex number raise TypeError: never a silent NaN tensor."""
     if isinstance(x, Tensor):
         return x
-    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (numbers.Number, np.ndarray, np.generic)):
+    if like is None:
+        if isinstance(x, np.ndarray):
+            return Tensor(x)
+        raise TypeError(f"{op}: {which} must be a Tensor, got {type(x).__name__} "
+                        f"(wrap data with minigrad.Tensor(...))")
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (numbers.Real, np.ndarray, np.generic)):
         raise TypeError(f"{op}: unsupported operand of type {type(x).__name__}; expected a Tensor, "
-                        f"a NumPy array or a Python number")
-    if isinstance(x, numbers.Number) and not isinstance(x, numbers.Real):
-        raise TypeError(f"{op}: complex operands are not supported, got {x!r}")
-    dtype = like.dtype if isinstance(like, Tensor) and like.dtype.kind == "f" else None
-    return Tensor(np.asarray(x, dtype=dtype) if dtype is not None else x)
-
-
-def _operand(x, op, which="input"):
-    """``x`` as a Tensor (a NumPy array becomes a constant one); anything else (a list,
-    None, a number where a tensor is needed) raises TypeError naming ``op`` and the operand."""
-    if isinstance(x, Tensor):
-        return x
-    if isinstance(x, np.ndarray):
-        return Tensor(x)
-    raise TypeError(f"{op}: {which} must be a Tensor, got {type(x).__name__} "
-                    f"(wrap data with minigrad.Tensor(...))")
+                        f"a NumPy array or a real number")
+    float_like = isinstance(like, Tensor) and like.dtype.kind == "f"
+    if number == "constant" and float_like and isinstance(x, numbers.Real):
+        return float(x)
+    return Tensor(np.asarray(x, dtype=like.dtype) if float_like else x)
 
 
 def _numel(shape) -> int:
@@ -89,7 +88,7 @@ def _broadcast_shape(name, a, b):
     a, b = np.shape(a), np.shape(b)  # (a number operand has shape ())
     try:
         return np.broadcast_shapes(a, b)
-    except ValueError:
+    except ValueError:  # NumPy's message prints "(3,4) (5,)" and not the op
         raise ValueError(f"{name}: shapes {a} and {b} cannot be broadcast together") from None
 
 
@@ -274,20 +273,9 @@ class Pow(Function):
         return 3 * _numel(ctx.output_shape)  # a ** (p - 1), p * ., g * .
 
 
-def _constant(x, other, op):
-    """An operand of an elementwise op: a Python (or NumPy) number next to a float tensor
-    stays a number, a constant the op keeps without saving an array (torch's ``x * 2.0``
-    saves nothing for the 2.0 either; NumPy keeps the tensor's dtype); anything else
-    becomes a Tensor through `_tensor`."""
-    if (isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))
-            and isinstance(other, Tensor) and other.dtype.kind == "f"):
-        return float(x)
-    return _tensor(x, other, op)
-
-
 def _binary(fn, name, a, b):
     """Apply the elementwise ``fn`` to ``a`` and ``b`` after the checks all four share."""
-    a, b = _constant(a, b, name), _constant(b, a, name)
+    a, b = _operand(a, name, like=b, number="constant"), _operand(b, name, like=a, number="constant")
     _broadcast_shape(name, a, b)
     return fn.apply(a, b)
 
@@ -694,14 +682,11 @@ def reshape(a, *shape):
         raise TypeError(f"reshape: the new shape must be integers, got {shape} (a size like 2.5 is "
                         f"refused, not rounded)")
     shape = tuple(int(n) for n in shape)
-    free = [i for i, n in enumerate(shape) if n == -1]
-    known = int(np.prod([n for n in shape if n != -1]))
-    size = a.size
-    if (len(free) > 1 or any(n < -1 for n in shape)
-            or (free and (known == 0 or size % known)) or (not free and known != size)):
+    try:
+        return Reshape.apply(a, shape=shape)
+    except ValueError as e:  # NumPy's message names the size, not the tensor's shape
         raise ValueError(f"reshape: cannot reshape a tensor of shape {tuple(a.shape)} "
-                         f"(size {size}) into shape {shape}")
-    return Reshape.apply(a, shape=shape)
+                         f"(size {a.size}) into shape {shape}: {e}") from None
 
 
 def transpose(a, dim0, dim1):
@@ -1462,7 +1447,7 @@ def mse_loss(input, target):
         Tensor(2., dtype=float32)
     """
     input = _operand(input, "mse_loss", "input")
-    target = _tensor(target, input, "mse_loss")
+    target = _operand(target, "mse_loss", "target", like=input)
     if tuple(input.shape) != tuple(target.shape):
         raise ValueError(f"mse_loss: input shape {tuple(input.shape)} and target shape "
                          f"{tuple(target.shape)} differ")
@@ -1501,7 +1486,7 @@ def _attach():
     T.__neg__ = lambda a: neg(a)
     T.__pow__ = lambda a, e: pow(a, e)
     T.__matmul__ = lambda a, b: matmul(a, b)
-    T.__rmatmul__ = lambda a, b: matmul(_tensor(b, a, "matmul"), a)
+    T.__rmatmul__ = lambda a, b: matmul(_operand(b, "matmul", like=a), a)
     T.sum = lambda a, axis=None, keepdims=False: sum(a, axis, keepdims)
     T.mean = lambda a, axis=None, keepdims=False: mean(a, axis, keepdims)
     T.reshape = lambda a, *shape: reshape(a, *shape)
