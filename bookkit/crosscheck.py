@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from minigrad.memory import BYTE_UNITS
+
 __all__ = ["build_mlps", "copy_weights", "StepRecord", "minigrad_step", "torch_step",
            "minigrad_saved_arrays", "TrainRun", "train", "batches", "category_table",
            "saved_table", "CATEGORY_ROWS", "max_abs_diff"]
@@ -477,7 +479,7 @@ def category_table(records, unit: int = 1024) -> str:
 
 
 def _unit_name(unit: int) -> str:
-    return {1: "B", 1024: "KiB", 2**20: "MiB"}.get(unit, f"{unit} B")
+    return {div: name for name, div in BYTE_UNITS.items()}.get(unit, f"{unit} B")
 
 
 def _fmt(v: float) -> str:

@@ -100,7 +100,8 @@ from minigrad import hooks as _hooks
 from minigrad import tensor as _tensor
 
 __all__ = ["CATEGORIES", "ROLES", "PHASES", "Event", "Tracker", "track", "live_bytes", "register",
-           "hold", "release", "phase", "base_buffer", "category", "gc_paused"]
+           "hold", "release", "phase", "base_buffer", "category", "gc_paused", "BYTE_UNITS",
+           "byte_unit", "fmt_bytes"]
 
 #: Role categories, highest priority first; "temporaries" is the fallback.
 ROLES = ("parameters", "buffers", "optimizer", "gradients", "activations")
@@ -277,6 +278,36 @@ release = _LEDGER.release
 # The ledger observes the engine through its one hook registry.
 _hooks.register_hooks(array=_LEDGER.register, hold=_LEDGER.hold, release=_LEDGER.release,
                        op=_LEDGER.op, phase=lambda name: phase(name))
+
+
+BYTE_UNITS = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}  # binary units, as the book prints
+
+
+def byte_unit(max_bytes: float) -> tuple[str, float]:
+    """``(unit, divisor)`` for values up to ``max_bytes``: ``"bytes"`` below 1 KiB, then
+    KiB, MiB, GiB (powers of 1024): the unit of a plot's axis.
+
+    Example:
+        >>> byte_unit(5 * 1024 ** 2)
+        ('MiB', 1048576.0)
+    """
+    for unit in ("GiB", "MiB", "KiB"):
+        if max_bytes >= BYTE_UNITS[unit]:
+            return unit, float(BYTE_UNITS[unit])
+    return "bytes", 1.0
+
+
+def fmt_bytes(n_bytes: float, digits: int = 1) -> str:
+    """Human-readable binary size, the one byte formatter of minigrad and bookkit.
+
+    Example:
+        >>> fmt_bytes(1536), fmt_bytes(512), fmt_bytes(-3 * 2**20, 2)
+        ('1.5 KiB', '512 B', '-3.00 MiB')
+    """
+    if n_bytes < 0:
+        return "-" + fmt_bytes(-n_bytes, digits)
+    unit, div = byte_unit(n_bytes)
+    return f"{n_bytes:.0f} B" if div == 1 else f"{n_bytes / div:.{digits}f} {unit}"
 
 
 def live_bytes() -> dict:

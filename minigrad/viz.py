@@ -23,6 +23,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
 from minigrad import memory
+from minigrad.memory import byte_unit  # (viz.byte_unit: the name the chapters use)
 from minigrad.plan.rotor import Taped
 
 __all__ = ["timeline", "schedule_diagram", "schedule_steps", "frontier", "byte_unit", "pareto_front",
@@ -37,22 +38,6 @@ CATEGORY_COLORS = {
     "activations": "#c44e52",
     "temporaries": "#8c8c8c",
 }
-
-
-def byte_unit(max_bytes: float) -> tuple[str, float]:
-    """``(unit, divisor)`` for an axis whose largest value is ``max_bytes``:
-    bytes below 1 KiB, then KiB, then MiB, then GiB (powers of 1024).
-
-    Example:
-        >>> byte_unit(5 * 1024 ** 2)
-        ('MiB', 1048576.0)
-    """
-    for unit, div in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if max_bytes >= div:
-            return unit, float(div)
-    return "bytes", 1.0
-
-
 def _axes(ax, figsize):
     if ax is None:
         fig, ax = plt.subplots(figsize=figsize, layout="constrained")  # room for labels and legend
