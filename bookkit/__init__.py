@@ -5,10 +5,12 @@ optional dependencies (myst-nb, torch) are imported lazily and have fallbacks.
 """
 from __future__ import annotations
 
-__all__ = ["glue", "rounded", "bound", "require", "device", "fmt_bytes", "REPOSITORY_URL"]
+__all__ = ["glue", "rounded", "bound", "require", "device", "fmt_bytes", "show_table",
+           "REPOSITORY_URL"]
 
 from bookkit.versions import require  # the setup cells' version check (see versions.py)
 from bookkit.quiet import quiet_import_logs as _quiet_import_logs
+from bookkit.tables import show_table  # tables as HTML on the page (see tables.py)
 
 _quiet_import_logs()  # before any notebook imports transformers (see quiet.py)
 
