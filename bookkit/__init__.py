@@ -14,6 +14,10 @@ from bookkit.tables import show_table  # tables as HTML on the page (see tables.
 
 _quiet_import_logs()  # before any notebook imports transformers (see quiet.py)
 
+from bookkit.figures import use_book_style as _use_book_style
+
+_use_book_style()  # inside Jupyter/Colab: 11 pt fonts, figures at 2x (see figures.py)
+
 # The one place a notebook learns where the book lives (kept equal to
 # `repository.url` in _config.yml by tests/test_config.py).
 REPOSITORY_URL = "https://github.com/minigrad-book/gradient-checkpointing"
