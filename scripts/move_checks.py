@@ -24,6 +24,17 @@ CHECK_CALLS = {"glue", "record"}
 REMOVED = "remove-cell"
 IGNORE_TAG = "nbval-ignore-output"
 HIDDEN = {"remove-cell", "remove-input", "hide-input", "hide-cell"}
+TITLE = "# @title Checks behind this page's numbers (not shown in the book)"
+"""First line of a check cell: Colab shows a cell whose source starts with a @title, in a
+form view, folded (``cellView: form``); JupyterLab folds it by ``source_hidden``."""
+
+
+def fold(cell) -> None:
+    """Make a removed cell fold in Colab and JupyterLab, as the book removes it."""
+    if not cell.source.startswith("# @title"):
+        cell.source = TITLE + "\n" + cell.source
+    cell.metadata["cellView"] = "form"
+    cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
 
 
 def _call_name(node: ast.AST) -> str | None:
@@ -105,6 +116,10 @@ def convert(nb) -> int:
     cells, changed = [], 0
     for cell in nb.cells:
         tags = list(cell.metadata.get("tags", []))
+        if cell.cell_type == "code" and REMOVED in tags and cell.source.strip() \
+                and not cell.source.startswith("# @title"):
+            fold(cell)  # an earlier removed cell: fold it in Colab too
+            changed += 1
         if cell.cell_type != "code" or set(tags) & HIDDEN:
             cells.append(cell)
             continue
@@ -117,6 +132,7 @@ def convert(nb) -> int:
             # nothing but checks: the whole cell leaves the page
             cell.source = source
             cell.metadata["tags"] = tags + [REMOVED]
+            fold(cell)
             cells.append(cell)
             changed += 1
             continue
@@ -130,6 +146,7 @@ def convert(nb) -> int:
             check_cell = nbformat.v4.new_code_cell(checks)
             check_cell.metadata["tags"] = [REMOVED] + ([IGNORE_TAG] if IGNORE_TAG in tags else [])
             check_cell["id"] = (cell.get("id", "cell") + "-checks")[-64:]  # stable ids
+            fold(check_cell)
             cells.append(check_cell)
     nb.cells = cells
     return changed
