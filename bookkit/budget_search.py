@@ -29,7 +29,7 @@ def largest_fitting(measure: Callable[[int], int], low: int, high: int, budget: 
     ``probes`` maps every setting measured to its bytes (about log2 of the number of
     candidates, plus one).
 
-    Shown in chapter 16.
+    Shown in chapter 20.
     """
     for name, v in (("low", low), ("high", high), ("step", step), ("budget", budget)):
         if isinstance(v, bool) or int(v) != v:
@@ -60,7 +60,7 @@ def largest_fitting(measure: Callable[[int], int], low: int, high: int, budget: 
 class AutoBatch:
     """Result of ``autobatch``: the chosen ``batch``; the fitted line
     ``bytes ≈ fixed + per_sample · batch``; ``target`` = fraction · budget (bytes);
-    ``measured`` = {batch size: bytes} of the profiling runs. Shown in chapter 16."""
+    ``measured`` = {batch size: bytes} of the profiling runs. Shown in chapter 20."""
 
     batch: int
     fixed: float
@@ -90,7 +90,7 @@ def autobatch(measure: Callable[[int], int], budget: int, fraction: float = 0.6,
     Raises ``ValueError`` when the measurements do not grow with the batch or when not
     even one sample fits.
 
-    Shown in chapter 16.
+    Shown in chapter 20.
     """
     sizes = sorted({int(b) for b in batch_sizes})
     if len(sizes) < 2 or sizes[0] < 1:

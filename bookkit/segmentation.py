@@ -52,13 +52,13 @@ class SegmentationNet(nn.Module):
     output at that resolution, a 3×3 convolution with ReLU, all ``decoder_width``
     channels wide); a 1×1 convolution gives the class logits. H and W must be divisible
     by 2^(len(widths) - 1). There is no normalisation layer: BatchNorm's running
-    statistics would be updated twice under checkpointing (chapter 6).
+    statistics would be updated twice under checkpointing (chapter 8).
 
     ``checkpoint``: ``"none"`` (keep everything), ``"backbone"`` (each encoder stage
     under ``torch.utils.checkpoint.checkpoint(..., use_reentrant=False)``), or
     ``"all"`` (decoder stages too). An attribute, so it can be changed between steps.
 
-    Shown in chapter 16.
+    Shown in chapter 20.
     """
 
     def __init__(self, in_channels: int = 3, n_classes: int = 4,

@@ -35,7 +35,7 @@ def tensor_bytes(tensors: Iterable[torch.Tensor | None]) -> int:
 
     A storage shared by several tensors (views, tied weights) counts once, whole.
 
-    Shown in chapter 15.
+    Shown in chapter 19.
     """
     seen: dict[tuple[str, int], int] = {}
     for t in tensors:
@@ -50,7 +50,7 @@ def tensor_bytes(tensors: Iterable[torch.Tensor | None]) -> int:
 def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
     """Bytes of every tensor in ``optimizer.state`` (AdamW: ``exp_avg``, ``exp_avg_sq``
     and a one-element ``step`` per parameter). Empty before the first ``step()``.
-    Shown in chapter 15."""
+    Shown in chapter 19."""
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"expected a torch.optim.Optimizer, got {type(optimizer).__name__}")
     return tensor_bytes(v for state in optimizer.state.values() for v in state.values()
@@ -71,7 +71,7 @@ class StepMemory:
     ``saved_activations`` is ``None`` for a step run with ``meter=False`` (for timing:
     the meter's hooks cost a little Python work per saved tensor).
 
-    Shown in chapter 15.
+    Shown in chapter 19.
     """
 
     parameters: int
@@ -92,7 +92,7 @@ class StepMemory:
         """Sum of the four categories. Not the step's peak: gradients and saved
         activations are not all alive at the same moment, while activation gradients,
         temporaries and what a checkpointed region rebuilds during backward are not in
-        the sum at all (chapter 15 measures the peak with the allocator)."""
+        the sum at all (chapter 19 measures the peak with the allocator)."""
         if self.saved_activations is None:
             raise ValueError("this step ran without the meter (meter=False): no activation figure")
         return sum(self.as_dict().values())
@@ -120,7 +120,7 @@ def training_step(model: nn.Module, loss_fn: Callable[[torch.Tensor, torch.Tenso
 
     Shapes: ``inputs`` (batch, ...), ``targets`` (batch, ...). Returns ``StepMemory``.
 
-    Shown in chapter 15.
+    Shown in chapter 19.
     """
     if not isinstance(inputs, torch.Tensor) or not isinstance(targets, torch.Tensor):
         raise TypeError("inputs and targets must be tensors")
@@ -174,7 +174,7 @@ def step_peak(model: nn.Module, loss_fn: Callable[[torch.Tensor, torch.Tensor], 
     that calls do not see each other's. ``autocast_dtype`` runs forward and loss under
     ``torch.autocast``. Shapes: ``inputs`` (batch, ...), ``targets`` (batch, ...).
 
-    Shown in chapter 16.
+    Shown in chapter 20.
     """
     from bookkit.torchmem import tracker_peaks
 
