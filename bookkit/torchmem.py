@@ -537,6 +537,8 @@ class ForwardMemoryMeter:
         >>> with ForwardMemoryMeter(exclude=[model], inputs=[ids]) as meter:
         ...     out = model(input_ids=ids, labels=ids)
         >>> meter.alive_bytes()     # activations, logits and loss included
+
+    Shown in chapter 22.
     """
 
     def __init__(self, exclude=(), inputs=(), allocations: bool = True):
