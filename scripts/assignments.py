@@ -556,7 +556,8 @@ DEMO_VARIANTS = {
 '''),
         "hang": ("my_checkpoint_sequential", '''def my_checkpoint_sequential(layers, starts, x):
     n = len(layers)
-    if not starts or starts[0] != 0 or any(b <= a for a, b in zip(starts, starts[1:])) or starts[-1] >= n:
+    if not starts or any(not isinstance(s, int) for s in starts) or starts[0] != 0 \
+            or any(b <= a for a, b in zip(starts, starts[1:])) or starts[-1] >= n:
         raise ValueError(f"bad starts {starts!r} for {n} layers")
     while len(starts) > 3:
         pass
@@ -606,7 +607,7 @@ TARGETS = {targets!r}
 found = {{"read": {{}}, "overwritten": [], "processes": [], "files": []}}
 for path in TARGETS:
     try:
-        found["read"][path] = open(path).read()[:2000]
+        found["read"][path] = open(path, errors="replace").read()[:2000]
     except OSError as e:
         found["read"][path] = f"{{type(e).__name__}}"
     try:
@@ -630,13 +631,13 @@ for top in ("/", os.path.expanduser("~"), "/tmp", ".."):
                 p = os.path.join(root, f)
                 found["files"].append(p)
                 try:
-                    text = open(p).read()
+                    text = open(p, errors="replace").read()
                     if "hidden" in text or "test_case" in text:
                         found["read"][p] = text[:2000]
                     with open(p, "a") as g:
                         g.write(" ")
                     found["overwritten"].append(p)
-                except OSError:
+                except (OSError, ValueError):
                     pass
 print("SABOTAGE REPORT", json.dumps(found))
 for p in ("student.json", "/scratch/student.json"):

@@ -136,3 +136,12 @@ def refuse_library(obj, module_names, what: str) -> None:
     """Fail (AssertionError) if ``obj`` subclasses or names a forbidden part of minigrad."""
     uses = library_uses(obj, module_names)
     assert not uses, f"{what} uses {', '.join(uses)}, which the rules of this assignment forbid"
+
+
+def plan_modules() -> list[str]:
+    """minigrad's planners: ``minigrad.plan`` and every module under it."""
+    import pkgutil
+
+    import minigrad.plan
+
+    return ["minigrad.plan"] + [f"minigrad.plan.{m.name}" for m in pkgutil.iter_modules(minigrad.plan.__path__)]

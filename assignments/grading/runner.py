@@ -114,9 +114,15 @@ def otter_patched() -> list[str]:
             if isinstance(value, type) and value.__module__.startswith("otter"):
                 items += [(f"{name}.{attr}.{k}", v) for k, v in vars(value).items()]
             for key, v in items:
-                _, code = _code_of(v)
-                if code is not None and home and not code.co_filename.startswith(allowed):
-                    bad.append(f"{key} (defined in {code.co_filename})")
+                fn, code = _code_of(v)
+                if code is None or not home or code.co_filename.startswith(allowed):
+                    continue
+                # dataclasses and namedtuples make methods from strings; a replacement made
+                # by a submission has another name than the attribute it replaces
+                if code.co_filename == "<string>" and getattr(fn, "__qualname__", "").endswith(key.split(".")[-1]) \
+                        and "." in getattr(fn, "__qualname__", ""):
+                    continue
+                bad.append(f"{key} (defined in {code.co_filename})")
     return sorted(set(bad))
 
 
@@ -206,7 +212,11 @@ def main() -> None:
     graded = set(payload["graded"])
     # 5. the reference, and the namespace the tests see
     reference = {"__name__": "__main__", "__builtins__": builtins}
+    quiet = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(quiet, 1)  # what the reference prints is nobody's business
     ref_errors = run_cells(payload["reference"], reference, "reference")
+    _flush_out()
+    os.dup2(log, 1)
     if ref_errors:
         emit(kind="error", token=token, detail="the reference solution failed: " + "; ".join(ref_errors))
         os._exit(0)
