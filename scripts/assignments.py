@@ -602,7 +602,7 @@ DEMO_VARIANTS = {
     return max([sum(a[i] for i in current)] + peaks)
 '''),
         "hang": ("run_nested", '''def run_nested(layers, items, x, depth=0):
-    while depth > 1:
+    while depth > 2:
         pass
     h = x
     for item in items:
@@ -682,10 +682,11 @@ for pid in os.listdir("/proc"):
             found["processes"].append(open(f"/proc/{{pid}}/cmdline").read().replace("\\0", " "))
         except OSError:
             pass
+SKIP = ("/usr", "/proc", "/sys", "/dev", "/root/.pyenv")
 for top in ("/", os.path.expanduser("~"), "/tmp", ".."):
     for root, dirs, files in os.walk(top):
-        dirs[:] = [d for d in dirs if os.path.join(root, d) not in ("/usr", "/proc", "/sys", "/dev")
-                   and "site-packages" not in root and "python3" not in root]
+        dirs[:] = [d for d in dirs if not os.path.join(root, d).startswith(SKIP) and not d.startswith(".venv")
+                   and d not in ("site-packages", "lib-dynload")]
         for f in files:
             if f.endswith((".ipynb", ".zip", ".json", ".py", ".csv")):
                 p = os.path.join(root, f)

@@ -27,12 +27,14 @@ GRADER_CALL = re.compile(r"(grader\s*\.\s*(check|check_all|export)\s*\(|otter\s*
 def export_cells(nb) -> list[dict]:
     """The code cells a grader runs, as data: the setup cell (which installs packages and
     makes an otter grader) is left out, and so are IPython magics and ``grader.check``
-    calls. Returns ``[{"index": i, "source": text}, ...]``."""
+    calls. ``nb`` is the notebook's JSON (a dict; nbformat's nodes are dicts too).
+    Returns ``[{"index": i, "source": text}, ...]``."""
     cells, first = [], True
-    for i, cell in enumerate(nb.cells):
-        if cell.cell_type != "code":
+    for i, cell in enumerate(nb["cells"]):
+        if cell.get("cell_type") != "code":
             continue
-        source = cell.source if isinstance(cell.source, str) else "".join(cell.source)
+        source = cell.get("source", "")
+        source = source if isinstance(source, str) else "".join(source)
         if first and ("otter.Notebook" in source or "ASSIGNMENT =" in source):
             first = False
             continue

@@ -26,9 +26,19 @@ from grading import driver  # noqa: E402
 PER_TEST_S = float(os.environ.get("GRADER_TIMEOUT_S", "60"))
 
 
-def main(submission_dir: str, results_json: str) -> None:
-    import nbformat
+def _others_can_run(python: Path) -> bool:
+    """Whether ``nobody`` can start this Python (every folder on the way is world-searchable)."""
+    for path in [python, *python.resolve().parents, python.resolve()]:
+        try:
+            mode = path.stat().st_mode
+        except OSError:
+            return False
+        if path.is_dir() and not mode & 0o001:
+            return False
+    return True
 
+
+def main(submission_dir: str, results_json: str) -> None:
     payload_path = HERE.parent.parent / "payload.json"
     payload = json.loads(payload_path.read_text())
     if os.environ.get("GRADER_KEEP_PAYLOAD") != "1":
@@ -40,8 +50,10 @@ def main(submission_dir: str, results_json: str) -> None:
         found = ", ".join(p.name for p in notebooks) or "none"
         out.write_text(json.dumps({"score": 0, "output": f"hand in exactly one .ipynb file (found: {found})"}))
         return
-    try:
-        nb = nbformat.read(notebooks[0], as_version=4)
+    try:  # plain JSON: the autograder needs nothing but NumPy and minigrad
+        nb = json.loads(notebooks[0].read_text())
+        if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+            raise ValueError("no list of cells")
     except Exception as e:
         out.write_text(json.dumps({"score": 0, "output": f"malformed notebook ({type(e).__name__}: {e})"}))
         return
@@ -50,7 +62,7 @@ def main(submission_dir: str, results_json: str) -> None:
     scratch = work / "scratch"
     scratch.mkdir()
     preexec = None
-    if os.geteuid() == 0:
+    if os.geteuid() == 0 and _others_can_run(Path(sys.executable)):
         os.chown(scratch, 65534, 65534)
 
         def preexec():

@@ -115,7 +115,7 @@ def otter_patched() -> list[str]:
                 items += [(f"{name}.{attr}.{k}", v) for k, v in vars(value).items()]
             for key, v in items:
                 fn, code = _code_of(v)
-                if code is None or not home or code.co_filename.startswith(allowed):
+                if code is None or not home or code.co_filename.startswith(allowed + ("<frozen ",)):
                     continue
                 # dataclasses and namedtuples make methods from strings; a replacement made
                 # by a submission has another name than the attribute it replaces
@@ -161,7 +161,7 @@ def main() -> None:
     def tampering() -> str:
         if Fingerprint.changed.__code__ is not changed_code or otter_patched.__code__ is not patched_otter_code:
             return "the grader's integrity check itself was replaced"
-        found = changed()[:5] + patched_otter()[:5]
+        found = changed()[:3] + patched_otter()[:3]
         if sys.gettrace() is not None or sys.getprofile() is not None:
             found.append("a trace or profile function was installed (sys.settrace/setprofile)")
         return "; ".join(found)
