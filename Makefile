@@ -77,31 +77,48 @@ clean:
 
 # --- Course assignments (assignments/, scripts/assignments.py) -----------------------------
 # otter-grader gets its own environment layered on .venv, so the book's stays without it.
+# Building and grading need minigrad, NumPy, nbformat and otter only (a5 also imports torch,
+# which .venv has): assignments/requirements.txt.
 GRADE_VENV  := .venv-grade
 GRADE_STAMP := $(GRADE_VENV)/.installed
-TIMEOUT     ?= 300
+TIMEOUT     ?= 60
 JOBS        ?= 1
+SEED        ?=
 
-.PHONY: assignments grade
+.PHONY: assignments grade bwrap
 
-$(GRADE_STAMP): $(STAMP) assignments/requirements.txt
+# With the book's .venv (make test): layered on it. Without it (an instructor's fresh clone):
+# the light set of assignments/requirements.txt and minigrad, in about a minute.
+$(GRADE_STAMP): assignments/requirements.txt
 	rm -rf $(GRADE_VENV)
-	$(PYTHON) -m venv --without-pip $(GRADE_VENV)
-	$(BIN)/python scripts/assignments.py link-venv $(GRADE_VENV) $(VENV)
+	@if [ -x $(BIN)/python ]; then \
+		$(PYTHON) -m venv --without-pip $(GRADE_VENV) && \
+		$(BIN)/python scripts/assignments.py link-venv $(GRADE_VENV) $(VENV); \
+	else \
+		$(PYTHON) -m venv $(GRADE_VENV) && \
+		$(GRADE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .; \
+	fi
 	$(GRADE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r assignments/requirements.txt
 	touch $(GRADE_STAMP)
 
-# otter assign every master: _build/assignments/<name>/{student,autograder}/, and the
-# student version copied to book/assignments/<name>/ (what the book shows and Colab opens).
-assignments: $(GRADE_STAMP)
-	$(GRADE_VENV)/bin/python scripts/assignments.py build --book
+# otter assign every master: _build/assignments/<name>/{student,autograder}/ (autograder/
+# holds grader/ and <name>-gradescope.zip), and the student version copied to
+# book/assignments/<name>/. SEED=<int> draws the hidden inputs (default: a random seed,
+# recorded in autograder/grader/payload.json); each solution is graded in the sandbox.
+assignments: $(GRADE_STAMP) bwrap
+	$(GRADE_VENV)/bin/python scripts/assignments.py build --book $(if $(SEED),--seed $(SEED))
 
-# Grade every file in SUBMISSIONS with otter run (no Docker), TIMEOUT seconds each, JOBS
-# at a time: writes SUBMISSIONS/scores.csv and SUBMISSIONS/results/.
-grade: $(GRADE_STAMP)
+# Grade every file in SUBMISSIONS, each alone in a bubblewrap sandbox (one per question),
+# TIMEOUT seconds per test, JOBS submissions at a time: writes SUBMISSIONS/scores.csv,
+# SUBMISSIONS/feedback/ (for students) and SUBMISSIONS/results/ (for you).
+grade: $(GRADE_STAMP) bwrap
 	@test -n "$(ASSIGNMENT)" -a -n "$(SUBMISSIONS)" || \
-		{ echo "usage: make grade ASSIGNMENT=<name> SUBMISSIONS=<folder> [TIMEOUT=<seconds>] [JOBS=<n>]"; exit 2; }
+		{ echo "usage: make grade ASSIGNMENT=<name> SUBMISSIONS=<folder> [TIMEOUT=<seconds per test>] [JOBS=<n>]"; exit 2; }
 	$(GRADE_VENV)/bin/python scripts/assignments.py grade $(ASSIGNMENT) $(SUBMISSIONS) --timeout $(TIMEOUT) --jobs $(JOBS)
 
-# tests/test_assignments.py runs otter from the grading environment.
-test: $(GRADE_STAMP)
+# bubblewrap for the grading sandbox (scripts/ensure_bwrap.sh).
+bwrap:
+	@scripts/ensure_bwrap.sh
+
+# tests/test_assignments.py runs otter and the sandboxed grader from the grading environment.
+test: $(GRADE_STAMP) bwrap
