@@ -649,16 +649,16 @@ DEMO_VARIANTS = {
 '''),
     },}
 
-TAMPER_CELL = '''# Pass every test with nothing answered: replace otter's runner, minigrad's ledger and
-# the notebook's helpers.
+TAMPER_CELL = '''# Pass every test with nothing answered: replace minigrad's ledger, the notebook's
+# helpers and otter's test runner (the seven lines that gave full marks under otter run).
+import minigrad.memory
+minigrad.memory.track = lambda *a, **k: __import__("contextlib").nullcontext()
+gradients = lambda *a, **k: ([], None)
 import otter.test_files.exception_test as et
 def run(self, global_environment):
     for tc in self.test_cases:
         self.test_case_results.append(et.TestCaseResult(test_case=tc, message="ok", passed=True))
 et.ExceptionTestFile.run = run
-import minigrad.memory
-minigrad.memory.track = lambda *a, **k: __import__("contextlib").nullcontext()
-gradients = lambda *a, **k: ([], None)
 '''
 
 SABOTAGE_CELL = '''# Hunt for other submissions, the autograder and the hidden tests; overwrite and erase.

@@ -47,6 +47,8 @@ PARTS = [
         "book/assignments/a3_checkpoint/a3_checkpoint",
         "book/assignments/a4_planning/a4_planning",
         "book/assignments/a5_selective/a5_selective",
+        "book/assignments/a6_nested/a6_nested",
+        "book/assignments/a7_hooks/a7_hooks",
     ]),
     ("Back matter", ["book/glossary", "book/coverage", "book/references"]),
 ]
