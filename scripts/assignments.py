@@ -20,7 +20,8 @@ with a minigrad wheel built from this checkout). ``--seed`` draws the hidden inp
 ``--book`` copies the student folder to ``book/assignments/<name>/``.
 
 ``grade`` grades every file of SUBMISSIONS_DIR (hidden files aside): each notebook alone,
-one bubblewrap sandbox per question (``grading/driver.py``, ``grading/runner.py``), and
+one bubblewrap sandbox and one fresh interpreter per submission (``grading/driver.py``,
+``grading/runner.py``), and
 writes SUBMISSIONS_DIR/scores.csv (``submission,points,max_points,reason``; ``reason`` says
 why whenever the score is 0), ``feedback/<file>.txt`` (every test and its message: what to
 send back to the student) and ``results/<file>.json`` / ``.log`` (Gradescope-format results
@@ -325,7 +326,7 @@ def _python_binds() -> tuple[str, ...]:
     return tuple(keep)
 
 
-def sandbox_command(lib: Path, scratch: Path, question: str, cell_limit_s: float = DEFAULT_TIMEOUT_S) -> list[str]:
+def sandbox_command(lib: Path, scratch: Path, cell_limit_s: float = DEFAULT_TIMEOUT_S) -> list[str]:
     """bubblewrap: new user, PID, network, IPC and UTS namespaces (no network, no other
     process visible), the system and the Python environment read-only, the grader's lib
     read-only at /grader/lib, a private /tmp, and ``scratch`` (this submission's copy only)
@@ -347,7 +348,7 @@ def sandbox_command(lib: Path, scratch: Path, question: str, cell_limit_s: float
     for p in _python_binds():
         cmd += ["--ro-bind", p, p]
     cmd += ["--ro-bind", str(lib), "/grader/lib", "--bind", str(scratch), "/scratch", "--chdir", "/scratch",
-            sys.executable, "-I", "/grader/lib/grading/runner.py", "/scratch", question, f"{cell_limit_s:g}"]
+            sys.executable, "-I", "/grader/lib/grading/runner.py", "/scratch", f"{cell_limit_s:g}"]
     return cmd
 
 
@@ -427,12 +428,11 @@ def grade_one(path: Path, name: str, built: Path, timeout_s: float, submissions:
         scratch.mkdir(mode=0o700)
         load_s = timeout_s * max(1, len(cells)) + 30
         graded = driver.grade_export(cells, payload, scratch,
-                                     lambda q: sandbox_command(lib, scratch, q, timeout_s),
+                                     lambda: sandbox_command(lib, scratch, timeout_s),
                                      per_test_s=timeout_s, load_s=load_s, preexec=_limits)
         logs = [f"--- runner (stderr) ---\n{_read_private(work / 'scratch-runner.log')}"]
-        for q in payload["questions"]:
-            logs.append(f"--- what the submission printed while {q} was graded ---\n"
-                        f"{_read_private(scratch / f'log-{q}.txt')}")
+        logs.append(f"--- what the submission printed while it was graded ---\n"
+                    f"{_read_private(scratch / 'log.txt')}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     (submissions / "results" / f"{path.name}.json").write_text(

@@ -203,7 +203,9 @@ def test_demo_class_fair_scores(demo, built):
     assert all("TimeoutError" in t["message"] for t in dave if not t["passed"])
     assert float(rows["dave.ipynb"]["points"]) == full - sum(t["points"] for t in dave if not t["passed"])
     # ivan forgets the recomputation in the peak: only the test where it matters fails
-    assert {t["test"] for t in results(demo, "ivan.ipynb") if not t["passed"]} == {"test_peak_reached_during_recomputation"}
+    ivan = {t["test"] for t in results(demo, "ivan.ipynb") if not t["passed"]}
+    assert "test_peak_reached_during_recomputation" in ivan and \
+        ivan <= {"test_peak_reached_during_recomputation", "test_peak_matches_the_ledger"}, ivan
     expected_reason = {"carol.ipynb": "no test passed",
                        "erin.ipynb": "malformed notebook (NotJSONError",
                        "frank.txt": "not a notebook: frank.txt does not end in .ipynb",
@@ -264,7 +266,7 @@ def test_library_shortcuts_are_refused(built, tmp_path):
 
 
 def test_sandbox_sees_no_repository_and_no_submissions(built, tmp_path):
-    cmd = script.sandbox_command(built / DEMO / "autograder" / "grader" / "lib", tmp_path, "q1")
+    cmd = script.sandbox_command(built / DEMO / "autograder" / "grader" / "lib", tmp_path)
     binds = [cmd[i + 1] for i, arg in enumerate(cmd) if arg in ("--ro-bind", "--bind", "--ro-bind-try")]
     assert str(tmp_path) in binds and str(built / DEMO / "autograder" / "grader" / "lib") in binds
     for src in binds:

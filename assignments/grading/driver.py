@@ -1,4 +1,4 @@
-"""Grade one exported submission: one runner process per question, results as data.
+"""Grade one exported submission in a runner process of its own, results as data.
 
 Used by ``scripts/assignments.py grade`` (each process inside bubblewrap) and by the
 Gradescope autograder (``gradescope.py``, where the container is the sandbox). This module
@@ -187,8 +187,9 @@ def _kill(proc) -> None:
 def grade_export(cells, payload, scratch: Path, command, per_test_s: float, load_s: float,
                  env=None, preexec=None) -> dict:
     """Grade exported cells against an assignment's payload (see scripts/assignments.py:
-    ``reference``, ``questions`` {q: {graded, tests}}, ``seed``). ``command(question)`` is the
-    argv that starts the runner on ``scratch`` (inside a sandbox or not).
+    ``reference``, ``questions`` {q: {graded, tests}}, ``seed``). ``command()`` is the argv
+    that starts the runner on ``scratch`` (inside a sandbox or not): one process for the
+    submission, and a new one for the tests left after a test that hangs or ends it.
 
     Returns {"points", "max_points", "reason", "tests": [...], "cell_errors": [...]}."""
     scratch.mkdir(parents=True, exist_ok=True)
@@ -204,26 +205,24 @@ def grade_export(cells, payload, scratch: Path, command, per_test_s: float, load
                 target.unlink()
         target.write_text(exported)
     tests, cell_errors, reason = [], [], ""
-    max_points = 0.0
     log_path = scratch.parent / f"{scratch.name}-runner.log"
+    cases = [dict(c, question=q, test=f"{q}/{c['test']}") for q, spec in payload["questions"].items()
+             for c in test_cases(spec["tests"])]
+    base = {"seed": payload["seed"], "reference": payload["reference"], "per_test_s": per_test_s,
+            "questions": {q: {"graded": spec["graded"], "tests": spec["tests"]}
+                          for q, spec in payload["questions"].items()}}
     with open(log_path, "ab") as log:
-        for question, spec in payload["questions"].items():
-            cases = test_cases(spec["tests"])
-            max_points += sum(c["points"] for c in cases)
-            base = {"seed": payload["seed"], "reference": payload["reference"], "graded": spec["graded"],
-                    "tests": spec["tests"], "per_test_s": per_test_s}
-            try:
-                results, errors = _run_question(command(question), base, question, cases, per_test_s, load_s,
-                                                log, env=env, preexec=preexec, fresh=fresh)
-            except Tampering as e:
-                reason = f"tampering detected: {e}"
-                break
-            cell_errors = cell_errors or errors
-            for c in cases:
-                r = results[c["test"]]
-                tests.append({"question": question, "test": c["test"], "points": c["points"],
-                              "hidden": c["hidden"], "passed": bool(r.get("passed")),
-                              "message": r.get("message", ""), "seconds": r.get("seconds")})
+        try:
+            results, cell_errors = _run_question(command(), base, "all", cases, per_test_s, load_s,
+                                                 log, env=env, preexec=preexec, fresh=fresh)
+        except Tampering as e:
+            reason = f"tampering detected: {e}"
+            results = {}
+    for c in cases:
+        r = results.get(c["test"], {})
+        tests.append({"question": c["question"], "test": c["test"].split("/", 1)[1], "points": c["points"],
+                      "hidden": c["hidden"], "passed": bool(r.get("passed")),
+                      "message": r.get("message", ""), "seconds": r.get("seconds")})
     if reason:
         return {"points": 0.0, "max_points": _max(payload), "reason": reason, "tests": tests,
                 "cell_errors": cell_errors}
@@ -232,7 +231,7 @@ def grade_export(cells, payload, scratch: Path, command, per_test_s: float, load
         first = next((t for t in tests if t["message"]), None)
         reason = "no test passed" + (f" (first failure: {first['question']} {first['test']}: "
                                      f"{first['message'].splitlines()[-1][:200]})" if first else "")
-    return {"points": points, "max_points": max_points, "reason": reason, "tests": tests,
+    return {"points": points, "max_points": _max(payload), "reason": reason, "tests": tests,
             "cell_errors": cell_errors}
 
 

@@ -69,7 +69,7 @@ def main(submission_dir: str, results_json: str) -> None:
             os.setgid(65534)
             os.setuid(65534)
     graded = driver.grade_export(cells, payload, scratch,
-                                 lambda q: [sys.executable, "-I", str(HERE / "runner.py"), str(scratch), q, str(PER_TEST_S)],
+                                 lambda: [sys.executable, "-I", str(HERE / "runner.py"), str(scratch), str(PER_TEST_S)],
                                  per_test_s=PER_TEST_S, load_s=PER_TEST_S * max(1, len(cells)) + 30,
                                  preexec=preexec)
     shutil.rmtree(work, ignore_errors=True)

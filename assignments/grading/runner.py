@@ -1,8 +1,9 @@
-"""Run one question's tests on one submission, in a fresh interpreter (inside the sandbox).
+"""Run one submission's tests in a fresh interpreter (inside the sandbox).
 
-Usage (scripts/assignments.py starts it, one process per question, in bubblewrap):
+Usage (scripts/assignments.py starts it, one process per submission, in bubblewrap; after a
+test that hangs or ends the process, a new one for the tests left):
 
-    python -I runner.py SCRATCH QUESTION
+    python -I runner.py SCRATCH CELL_LIMIT_SECONDS
 
 Order of events, which is the point of this file:
 
@@ -13,11 +14,11 @@ Order of events, which is the point of this file:
    print goes to ``SCRATCH/log-QUESTION.txt``, not to the driver.
 3. Check the fingerprints; say ``loaded`` to the driver on the results channel (the
    process's original stdout, JSON lines).
-4. Only now read the payload from stdin: the reference solution's cells, this question's
-   tests (public and hidden), the seed the instructor built with, a token. Hidden tests
+4. Only now read the payload from stdin: the reference solution's cells, every
+   question's tests (public and hidden), the seed the instructor built with, a token. Hidden tests
    therefore exist nowhere the submission's import-time code could read them.
-5. Run the reference solution in its own namespace. The tests see the student's version
-   of *this question's* graded names only; every other name (other questions' answers,
+5. Run the reference solution in its own namespace. A question's tests see the
+   student's version of *that question's* graded names only; every other name (other questions' answers,
    the notebook's helpers such as ``gradients`` or ``make_chain``) is the reference's, so
    one bug costs points once and a redefined helper cannot fake a measurement.
 6. Run each test under a time limit; after each, check the fingerprints again (a patched
@@ -47,7 +48,7 @@ import minigrad  # noqa: E402
 import minigrad.plan  # noqa: E402,F401
 from grading import kit  # noqa: E402
 
-CELL_LIMIT_S = float(sys.argv[3]) if len(sys.argv) > 3 else 60.0
+CELL_LIMIT_S = float(sys.argv[2]) if len(sys.argv) > 2 else 60.0
 
 
 class TimeLimit(BaseException):
@@ -127,14 +128,14 @@ def otter_patched() -> list[str]:
 
 
 def main() -> None:
-    scratch, question = sys.argv[1], sys.argv[2]
+    scratch = sys.argv[1]
     # Everything below is bound to local names now, before student code runs: a
     # submission that replaces these module globals or builtins changes nothing here.
     _write, _read, _dumps, _loads, _monotonic = os.write, os.read, json.dumps, json.loads, time.monotonic
     _exec, _compile, _isinstance, _len, _str, _type = exec, compile, isinstance, len, str, type
     _setitimer, _format_exc = signal.setitimer, traceback.format_exception_only
     out = os.dup(1)
-    log = os.open(os.path.join(scratch, f"log-{question}.txt"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    log = os.open(os.path.join(scratch, "log.txt"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(log, 1)
     os.dup2(log, 2)
     inp = os.dup(0)
@@ -209,7 +210,6 @@ def main() -> None:
         buf += chunk
     payload = _loads(buf.decode())
     token, seed = payload["token"], payload["seed"]
-    graded = set(payload["graded"])
     # 5. the reference, and the namespace the tests see
     reference = {"__name__": "__main__", "__builtins__": builtins}
     quiet = os.open(os.devnull, os.O_WRONLY)
@@ -220,67 +220,76 @@ def main() -> None:
     if ref_errors:
         emit(kind="error", token=token, detail="the reference solution failed: " + "; ".join(ref_errors))
         os._exit(0)
-    env = dict(student)
-    for name, value in reference.items():
-        if not name.startswith("__") and name not in graded:
-            env[name] = value
-            student[name] = value   # what the student's functions find in their globals
-    # 6. the tests
-    cases = []
-
-    def test_case(points=1, hidden=False, **_):
-        def register(fn):
-            cases.append((fn, points, hidden))
-            return fn
-        return register
-
-    otter_stub = types.ModuleType("otter_test_files_stub")
-    otter_stub.test_case = test_case
-    test_ns = {"__name__": f"tests_{question}", "test_case": test_case}
-    source = payload["tests"].replace("from otter.test_files import test_case", "")
-    _exec(_compile(source, f"tests/{question}.py", "exec"), test_ns)
+    original = dict(student)
     skip = set(payload.get("skip", []))
     limit = float(payload["per_test_s"])
-    for fn, points, hidden in cases:
-        name = fn.__name__
-        if name in skip:
-            continue
-        emit(kind="start", token=token, test=name)
-        args, missing = [], []
-        for p in inspect.signature(fn).parameters.values():
-            if p.name == "seed":
-                args.append(seed)
-            elif p.name.startswith("ref_") and p.name[4:] in reference:
-                args.append(reference[p.name[4:]])
-            elif p.name in env:
-                args.append(env[p.name])
-            elif p.default is not inspect.Parameter.empty:
-                args.append(p.default)
+    # 6. the tests, question by question
+    for question, spec in payload["questions"].items():
+        graded = set(spec["graded"])
+        # The student's functions find these in their globals: this question's own names are
+        # the student's, everything else the reference defines is the reference's.
+        for name, value in reference.items():
+            if name.startswith("__"):
+                continue
+            if name not in graded:
+                student[name] = value
+            elif name in original:
+                student[name] = original[name]
             else:
-                missing.append(p.name)
-        start = _monotonic()
-        passed, message = False, ""
-        if missing:
-            message = f"NameError: {', '.join(missing)} is not defined in your notebook"
-        else:
-            _setitimer(signal.ITIMER_REAL, limit)
-            try:
-                fn(*args)
-                passed = True
-            except TimeLimit:
-                message = f"TimeoutError: the test ran past its time limit of {limit:g} s"
-            except AssertionError as e:
-                message = f"AssertionError: {_str(e)[:1500]}"
-            except BaseException as e:
-                message = "".join(_format_exc(_type(e), e)).strip()[:1500]
-            finally:
-                _setitimer(signal.ITIMER_REAL, 0)
-        problem = tampering()
-        if problem:
-            emit(kind="tampered", token=token, detail=problem)
-            os._exit(0)
-        emit(kind="result", token=token, test=name, points=points, hidden=hidden, passed=passed,
-             message=message, seconds=round(_monotonic() - start, 3))
+                student.pop(name, None)
+        env = student
+        cases = []
+
+        def test_case(points=1, hidden=False, **_):
+            def register(fn):
+                cases.append((fn, points, hidden))
+                return fn
+            return register
+
+        test_ns = {"__name__": f"tests_{question}", "test_case": test_case}
+        source = spec["tests"].replace("from otter.test_files import test_case", "")
+        _exec(_compile(source, f"tests/{question}.py", "exec"), test_ns)
+        for fn, points, hidden in cases:
+            name = fn.__name__
+            test_id = f"{question}/{name}"
+            if test_id in skip:
+                continue
+            emit(kind="start", token=token, test=test_id)
+            args, missing = [], []
+            for p in inspect.signature(fn).parameters.values():
+                if p.name == "seed":
+                    args.append(seed)
+                elif p.name.startswith("ref_") and p.name[4:] in reference:
+                    args.append(reference[p.name[4:]])
+                elif p.name in env:
+                    args.append(env[p.name])
+                elif p.default is not inspect.Parameter.empty:
+                    args.append(p.default)
+                else:
+                    missing.append(p.name)
+            start = _monotonic()
+            passed, message = False, ""
+            if missing:
+                message = f"NameError: {', '.join(missing)} is not defined in your notebook"
+            else:
+                _setitimer(signal.ITIMER_REAL, limit)
+                try:
+                    fn(*args)
+                    passed = True
+                except TimeLimit:
+                    message = f"TimeoutError: the test ran past its time limit of {limit:g} s"
+                except AssertionError as e:
+                    message = f"AssertionError: {_str(e)[:1500]}"
+                except BaseException as e:
+                    message = "".join(_format_exc(_type(e), e)).strip()[:1500]
+                finally:
+                    _setitimer(signal.ITIMER_REAL, 0)
+            problem = tampering()
+            if problem:
+                emit(kind="tampered", token=token, detail=problem)
+                os._exit(0)
+            emit(kind="result", token=token, test=test_id, points=points, hidden=hidden, passed=passed,
+                 message=message, seconds=round(_monotonic() - start, 3))
     emit(kind="done", token=token)
     os._exit(0)
 
