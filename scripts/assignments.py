@@ -232,8 +232,8 @@ GRADESCOPE_SETUP = """\
 # Gradescope runs this once, when it builds the image (one container per submission).
 set -euo pipefail
 cd /autograder/source
+python3 -m pip install --quiet -r requirements.txt {extra}
 python3 -m pip install --quiet --no-index --find-links wheels minigrad=={version}
-python3 -m pip install --quiet --find-links wheels -r requirements.txt {extra}
 """
 GRADESCOPE_RUN = """\
 #!/usr/bin/env bash
@@ -676,6 +676,7 @@ for path in TARGETS:
         found["overwritten"].append(path)
     except OSError:
         pass
+print("SABOTAGE REPORT", json.dumps(found), flush=True)
 for pid in os.listdir("/proc"):
     if pid.isdigit():
         try:
