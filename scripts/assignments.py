@@ -412,7 +412,7 @@ def _read_private(path: Path, limit: int = 1 << 20) -> str:
 
 
 def grade_one(path: Path, name: str, built: Path, timeout_s: float, submissions: Path) -> dict:
-    """Grade one submission (one sandbox per question); returns its row of scores.csv and
+    """Grade one submission (in one sandbox); returns its row of scores.csv and
     writes its feedback and results files."""
     payload = json.loads((built / "autograder" / "grader" / "payload.json").read_text())
     lib = built / "autograder" / "grader" / "lib"
