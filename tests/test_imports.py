@@ -19,6 +19,7 @@ LAYERS = [
     {"minigrad.plan.rotor"},
     {"minigrad.plan.rotor_published"},
     {"minigrad.plan"},
+    {"minigrad.dtr"},
     {"minigrad.viz"},
 ]
 LEVEL = {m: i for i, layer in enumerate(LAYERS) for m in layer}
@@ -60,9 +61,11 @@ def test_every_module_has_a_layer():
 
 
 # Who may use the ledger's public API (memory.phase, track, category, constants): the
-# checkpoint executors (the "recompute" phase), the profiler and the drawings. The engine,
+# checkpoint executors and DTR's rebuilds (the "recompute" phase; DTR also reads which
+# buffers the ledger counts), the profiler and the drawings. The engine,
 # the ops, the modules and the optimizers reach it only through tensor's hook registry.
-LEDGER_READERS = {"minigrad", "minigrad.checkpoint", "minigrad.plan.profile", "minigrad.viz"}
+LEDGER_READERS = {"minigrad", "minigrad.checkpoint", "minigrad.dtr", "minigrad.plan.profile",
+                  "minigrad.viz"}
 
 
 @pytest.mark.parametrize("name, path", list(modules()))
