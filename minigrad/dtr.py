@@ -34,7 +34,8 @@ together, as DTR's alias pools):
   ``tests/test_dtr.py`` and in chapter 7).
 
 Model and scope: the pool counts each buffer it keeps once (its base array's bytes), not
-arrays that belong to parameters, buffers or optimizer state; inputs of the step that are
+arrays that belong to parameters, buffers or optimizer state; a checkpoint inside the
+block is refused (its recomputation would save arrays the pool does not see); inputs of the step that are
 saved (leaves, not made by an op) cannot be rebuilt and stay; rebuilt ops run in the
 ledger's phase ``"recompute"``, so ``m.flops["recompute"]`` is the price of the budget.
 Within that model the budget is a hard limit: when nothing more can be evicted (every
@@ -408,6 +409,11 @@ class Budget:
             self._node_locks.clear()  # that node's backward has run: its arrays are free
             return
         pending, self._pending = self._pending, []
+        if fn.name() == "checkpoint":  # checkpoint's nodes (its inputs' keeper, Checkpoint, schedules)
+            raise RuntimeError(
+                "dtr.budget: a checkpoint runs inside the budget; the arrays its recomputation "
+                "saves would escape the pool's count. DTR decides itself what to keep and "
+                "rebuild: run the model without checkpoint inside dtr.budget")
         for a in list(args) + list(kwargs.values()):
             if isinstance(a, _random.Generator) and a is not _random.default_generator:
                 raise NotImplementedError(

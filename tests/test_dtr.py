@@ -175,6 +175,37 @@ def test_batchnorm_running_statistics_updated_once():
     assert _same([bn.running_mean.data for bn in bns], after_plain)
 
 
+@pytest.mark.parametrize("use_reentrant", [False, True])
+def test_checkpoint_inside_a_budget_is_refused(use_reentrant):
+    model, _ = _mlp(depth=2)
+    x = Tensor(np.ones((4, 32), np.float32), requires_grad=True)
+    with pytest.raises(RuntimeError, match="checkpoint runs inside the budget"):
+        with dtr.budget(10 ** 6):
+            mg.checkpoint.checkpoint(model, x, use_reentrant=use_reentrant).sum().backward()
+    assert memory.live_bytes()["activations"] == 0
+
+
+def test_backward_twice_and_grad():
+    model, loss_fn = _mlp()
+    plain, _, grads = _step(model, loss_fn)
+    budget = int(plain.peak["activations"] * 0.4)
+    for p in model.parameters():
+        p.grad = None
+    mg.random.manual_seed(1)
+    with dtr.budget(budget) as pool:
+        loss = loss_fn()
+        loss.backward(retain_graph=True)
+        loss.backward()
+    assert _same([p.grad for p in model.parameters()], [2 * g for g in grads])
+    assert pool.rebuilds > 0
+    del loss
+    assert memory.live_bytes()["activations"] == 0
+    mg.random.manual_seed(1)
+    with memory.track() as m, dtr.budget(budget):
+        got = mg.grad(loss_fn(), list(model.parameters()))
+    assert _same(got, grads) and m.peak["activations"] <= budget
+
+
 def test_arguments_checked():
     with pytest.raises(ValueError, match="heuristic"):
         dtr.budget(1024, heuristic="lru")

@@ -667,7 +667,7 @@ class _Fronts:
 # table (every sub-chain of one length) is one NumPy array of shape (sub-chains, S + 1):
 # the checkpoint term for a split at offset ``k`` is two slices added, for every start at
 # once. Work is ``O(n^3 S / 6)`` array elements and ``O(n^2)`` NumPy calls.
-_DENSE_MAX_CELLS = 40_000_000  # table entries (x 8 bytes, two tables): about 640 MB at most
+_DENSE_MAX_CELLS = 40_000_000  # entries of the two tables (8 bytes each): 320 MB at most
 _EXACT_FLOAT = 2 ** 53  # float64 adds integers exactly below this
 
 
