@@ -1,5 +1,5 @@
 /*
- * Training-memory calculator of chapter 18 ("How much memory will training need?").
+ * Training-memory calculator of chapter 22 ("How much memory will training need?").
  *
  * The same formula as bookkit/calculator.py (estimate_from_spec, activation_terms,
  * parameter_count), line for line, in exact integer arithmetic (BigInt), so that the

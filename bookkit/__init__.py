@@ -5,12 +5,18 @@ optional dependencies (myst-nb, torch) are imported lazily and have fallbacks.
 """
 from __future__ import annotations
 
-__all__ = ["glue", "rounded", "bound", "require", "device", "fmt_bytes", "REPOSITORY_URL"]
+__all__ = ["glue", "rounded", "bound", "require", "device", "fmt_bytes", "show_table",
+           "REPOSITORY_URL"]
 
 from bookkit.versions import require  # the setup cells' version check (see versions.py)
 from bookkit.quiet import quiet_import_logs as _quiet_import_logs
+from bookkit.tables import show_table  # tables as HTML on the page (see tables.py)
 
 _quiet_import_logs()  # before any notebook imports transformers (see quiet.py)
+
+from bookkit.figures import use_book_style as _use_book_style
+
+_use_book_style()  # inside Jupyter/Colab: 11 pt fonts, figures at 2x (see figures.py)
 
 # The one place a notebook learns where the book lives (kept equal to
 # `repository.url` in _config.yml by tests/test_config.py).

@@ -1,4 +1,4 @@
-"""Helpers for Part III's chapters on related techniques (ch15) and applications (ch16).
+"""Helpers for Part III's chapters on related techniques (ch19) and applications (ch20).
 
 ``training_step``
     One optimizer step, optionally split into micro-batches (gradient accumulation)
@@ -48,7 +48,7 @@ def tensor_bytes(tensors: Iterable[torch.Tensor | None]) -> int:
 
     A storage shared by several tensors (views, tied weights) counts once, whole.
 
-    Shown in chapter 15.
+    Shown in chapter 19.
     """
     seen: dict[tuple[str, int], int] = {}
     for t in tensors:
@@ -63,7 +63,7 @@ def tensor_bytes(tensors: Iterable[torch.Tensor | None]) -> int:
 def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
     """Bytes of every tensor in ``optimizer.state`` (AdamW: ``exp_avg``, ``exp_avg_sq``
     and a one-element ``step`` per parameter). Empty before the first ``step()``.
-    Shown in chapter 15."""
+    Shown in chapter 19."""
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"expected a torch.optim.Optimizer, got {type(optimizer).__name__}")
     return tensor_bytes(v for state in optimizer.state.values() for v in state.values()
@@ -84,7 +84,7 @@ class StepMemory:
     ``saved_activations`` is ``None`` for a step run with ``meter=False`` (for timing:
     the meter's hooks cost a little Python work per saved tensor).
 
-    Shown in chapter 15.
+    Shown in chapter 19.
     """
 
     parameters: int
@@ -105,7 +105,7 @@ class StepMemory:
         """Sum of the four categories. Not the step's peak: gradients and saved
         activations are not all alive at the same moment, while activation gradients,
         temporaries and what a checkpointed region rebuilds during backward are not in
-        the sum at all (chapter 15 measures the peak with the allocator)."""
+        the sum at all (chapter 19 measures the peak with the allocator)."""
         if self.saved_activations is None:
             raise ValueError("this step ran without the meter (meter=False): no activation figure")
         return sum(self.as_dict().values())
@@ -133,7 +133,7 @@ def training_step(model: nn.Module, loss_fn: Callable[[torch.Tensor, torch.Tenso
 
     Shapes: ``inputs`` (batch, ...), ``targets`` (batch, ...). Returns ``StepMemory``.
 
-    Shown in chapter 15.
+    Shown in chapter 19.
     """
     if not isinstance(inputs, torch.Tensor) or not isinstance(targets, torch.Tensor):
         raise TypeError("inputs and targets must be tensors")
@@ -187,7 +187,7 @@ def step_peak(model: nn.Module, loss_fn: Callable[[torch.Tensor, torch.Tensor], 
     that calls do not see each other's. ``autocast_dtype`` runs forward and loss under
     ``torch.autocast``. Shapes: ``inputs`` (batch, ...), ``targets`` (batch, ...).
 
-    Shown in chapter 16.
+    Shown in chapter 20.
     """
     from bookkit.torchmem import tracker_peaks
 
@@ -247,13 +247,13 @@ class SegmentationNet(nn.Module):
     output at that resolution, a 3×3 convolution with ReLU, all ``decoder_width``
     channels wide); a 1×1 convolution gives the class logits. H and W must be divisible
     by 2^(len(widths) - 1). There is no normalisation layer: BatchNorm's running
-    statistics would be updated twice under checkpointing (chapter 6).
+    statistics would be updated twice under checkpointing (chapter 8).
 
     ``checkpoint``: ``"none"`` (keep everything), ``"backbone"`` (each encoder stage
     under ``torch.utils.checkpoint.checkpoint(..., use_reentrant=False)``), or
     ``"all"`` (decoder stages too). An attribute, so it can be changed between steps.
 
-    Shown in chapter 16.
+    Shown in chapter 20.
     """
 
     def __init__(self, in_channels: int = 3, n_classes: int = 4,
@@ -329,7 +329,7 @@ def largest_fitting(measure: Callable[[int], int], low: int, high: int, budget: 
     ``probes`` maps every setting measured to its bytes (about log2 of the number of
     candidates, plus one).
 
-    Shown in chapter 16.
+    Shown in chapter 20.
     """
     for name, v in (("low", low), ("high", high), ("step", step), ("budget", budget)):
         if isinstance(v, bool) or int(v) != v:
@@ -360,7 +360,7 @@ def largest_fitting(measure: Callable[[int], int], low: int, high: int, budget: 
 class AutoBatch:
     """Result of ``autobatch``: the chosen ``batch``; the fitted line
     ``bytes ≈ fixed + per_sample · batch``; ``target`` = fraction · budget (bytes);
-    ``measured`` = {batch size: bytes} of the profiling runs. Shown in chapter 16."""
+    ``measured`` = {batch size: bytes} of the profiling runs. Shown in chapter 20."""
 
     batch: int
     fixed: float
@@ -390,7 +390,7 @@ def autobatch(measure: Callable[[int], int], budget: int, fraction: float = 0.6,
     Raises ``ValueError`` when the measurements do not grow with the batch or when not
     even one sample fits.
 
-    Shown in chapter 16.
+    Shown in chapter 20.
     """
     sizes = sorted({int(b) for b in batch_sizes})
     if len(sizes) < 2 or sizes[0] < 1:

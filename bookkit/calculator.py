@@ -1,4 +1,4 @@
-"""How much memory a training step needs, before you run it (chapter 18).
+"""How much memory a training step needs, before you run it (chapter 22).
 
 ``estimate_training_memory(config, batch_size=..., seq_len=...)`` takes a Hugging Face
 ``GPT2Config`` or ``LlamaConfig`` and returns the bytes of parameters, gradients,
@@ -30,7 +30,7 @@ tensors or a checkpoint's closure) plus the returned logits and loss, parameters
 excluded. Everything here describes PyTorch's CPU kernels, on which the book measures:
 the byte counts are exact there (``measure_training_memory`` checks them, and the CPU
 allocator agrees but for the caller's token ids). On a GPU, dropout keeps 1-byte masks
-and SDPA with dropout stays fused; chapter 18 says where.
+and SDPA with dropout stays fused; chapter 22 says where.
 
 ``recompute`` is ``"none"``, ``"full"`` (every decoder layer under
 ``torch.utils.checkpoint``, as ``gradient_checkpointing_enable`` does) or
@@ -953,7 +953,7 @@ def alive_bytes_three_ways(config, *, batch_size: int, seq_len: int, dtype: str 
         (its RNG state, and the keyword arguments it will re-run its function with)
         and to the Python numbers autograd saves without calling the hooks.
 
-    Chapter 18 shows how each differs from ``estimate_training_memory``'s activations,
+    Chapter 22 shows how each differs from ``estimate_training_memory``'s activations,
     term by term. Returns ``{meter: bytes}``.
     """
     from torch.distributed._tools.mem_tracker import MemTracker

@@ -1,11 +1,11 @@
 """Chains of MLP blocks and one training step through them, measured by the byte ledger
-(shown in chapter 4; chapters 5 and 5b use them too).
+(shown in chapter 4; chapters 5 and 6 use them too).
 
 `block_chain` builds the chain, `measure_chain_step` runs one forward, loss and backward
 (plainly or through ``checkpoint_sequential`` with a plan) under ``minigrad.memory.track``
 and returns peak bytes, op counts, FLOPs per phase and the gradients; `time_chain_steps`
 times plans against each other (wall clock: an illustration, never a claim);
-`waist_chain` is chapter 5's chain with narrow waists, which chapter 5b plans again.
+`waist_chain` is chapter 5's chain with narrow waists, which chapter 6 plans again.
 """
 from __future__ import annotations
 
@@ -196,7 +196,7 @@ class WaistChain:
 
 
 def waist_chain(batch: int = 16) -> WaistChain:
-    """Chapter 5's chain with narrow waists (shown in chapter 5; chapter 5b plans it again):
+    """Chapter 5's chain with narrow waists (shown in chapter 5; chapter 6 plans it again):
     24 blocks ``Linear(w, 4w) -> ReLU -> Linear(4w, w')`` whose boundaries are 8 features
     wide except three stretches at 64, like the high-resolution stages of a vision
     network; a random input of ``batch`` rows and a random target, both seeded."""

@@ -1,6 +1,6 @@
 """The same MLP, the same weights, the same step in minigrad and in torch, measured alike.
 
-Chapter 7 puts minigrad's byte ledger next to torch's meters (`bookkit.torchmem`) for
+Chapter 9 puts minigrad's byte ledger next to torch's meters (`bookkit.torchmem`) for
 one model. This module builds the pair and runs the step in both frameworks:
 
 ``build_mlps(sizes, seed)``
@@ -28,6 +28,8 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from bookkit.tables import Table
 
 __all__ = ["build_mlps", "copy_weights", "StepRecord", "minigrad_step", "torch_step",
            "minigrad_saved_arrays", "TrainRun", "train", "batches", "category_table",
@@ -64,7 +66,7 @@ def build_mlps(sizes=(1024, 4096, 1024), seed: int = 0, dtype=np.float32):
     (``minigrad.random.manual_seed(seed)``, torch's uniform ``±1/sqrt(fan_in)`` rule) and
     `copy_weights` gives torch the same values. Both models live on the CPU.
 
-    Shown in chapter 7.
+    Shown in chapter 9.
     """
     import torch
     from minigrad import nn, random
@@ -98,7 +100,7 @@ def copy_weights(mg_model, torch_model) -> None:
     Both ``Sequential``s name their parameters ``"0.weight"``, ``"0.bias"``, ...; the
     names, shapes and dtypes must match one to one, else ValueError names the difference.
 
-    Shown in chapter 7.
+    Shown in chapter 9.
     """
     import torch
 
@@ -129,7 +131,7 @@ class StepRecord:
     buffers saved for backward, largest first; meters: extra figures of the
     framework's meters (see `minigrad_step` and `torch_step`), bytes.
 
-    Shown in chapter 7.
+    Shown in chapter 9.
     """
 
     framework: str
@@ -178,7 +180,7 @@ def minigrad_saved_arrays(root) -> dict:
     leaves them out. A checkpoint node's saved inputs are included; what the
     checkpoint will recompute is not (it is not saved yet).
 
-    Shown in chapter 7.
+    Shown in chapter 9.
     """
     from minigrad import nn
     from minigrad import tensor as _tensor
@@ -222,7 +224,7 @@ def minigrad_step(model, x, checkpointed: bool, optimizer=None) -> StepRecord:
     total, as differences from the start, so parameters count 0 there). The loss and
     the model's output are dropped after backward, before the optimizer step.
 
-    Shown in chapter 7.
+    Shown in chapter 9.
     """
     import minigrad
     from minigrad import memory
@@ -303,7 +305,7 @@ def torch_step(model, x, checkpointed: bool, optimizer=None, device: str = "cpu"
     step's peak, weights excluded: the like of MemTracker's total minus parameters).
     On a CPU they come from the profiler's allocation events, on a GPU from the
     caching allocator (512-byte blocks). The loss and the output are dropped after
-    backward, before the optimizer step. Shown in chapter 7.
+    backward, before the optimizer step. Shown in chapter 9.
     """
     import torch
     from torch.distributed._tools.mem_tracker import MemTracker
@@ -365,7 +367,7 @@ def _tracker_dict(snapshot) -> dict:
 
 def max_abs_diff(a: dict, b: dict) -> float:
     """Largest ``|a[k] - b[k]|`` over the arrays of two ``{name: array}`` dicts with the
-    same keys and shapes (ValueError otherwise). Shown in chapter 7."""
+    same keys and shapes (ValueError otherwise). Shown in chapter 9."""
     if set(a) != set(b):
         raise ValueError(f"max_abs_diff: keys differ: {sorted(a)} vs {sorted(b)}")
     out = 0.0
@@ -381,7 +383,7 @@ def max_abs_diff(a: dict, b: dict) -> float:
 
 def batches(n_steps: int, batch: int, features: int, seed: int = 0) -> list[np.ndarray]:
     """``n_steps`` float32 arrays of shape (batch, features), standard normal, seeded:
-    the same data for every run of `train`. Shown in chapter 7."""
+    the same data for every run of `train`. Shown in chapter 9."""
     if n_steps < 1 or batch < 1 or features < 1:
         raise ValueError(f"batches: n_steps, batch and features must be >= 1, got {n_steps}, {batch}, {features}")
     rng = np.random.default_rng(seed)
@@ -391,7 +393,7 @@ def batches(n_steps: int, batch: int, features: int, seed: int = 0) -> list[np.n
 @dataclass
 class TrainRun:
     """Result of `train`: ``losses`` (one float per step), ``params`` and ``exp_avg`` /
-    ``exp_avg_sq`` (``{name: array}`` after the last step, NumPy copies). Shown in chapter 7."""
+    ``exp_avg_sq`` (``{name: array}`` after the last step, NumPy copies). Shown in chapter 9."""
 
     framework: str
     checkpointed: bool
@@ -404,7 +406,7 @@ class TrainRun:
 def train(framework: str, sizes, data, checkpointed: bool, lr: float = 1e-3,
           weight_decay: float = 1e-2, seed: int = 0) -> TrainRun:
     """AdamW on ``mse_loss(model(x), 0)`` for each batch in ``data``, from the weights of
-    ``build_mlps(sizes, seed)``, in ``framework`` ("minigrad" or "torch"). Shown in chapter 7."""
+    ``build_mlps(sizes, seed)``, in ``framework`` ("minigrad" or "torch"). Shown in chapter 9."""
     import torch
 
     if framework not in ("minigrad", "torch"):
@@ -455,24 +457,21 @@ def _label(r: StepRecord) -> str:
     return f"{r.framework} {'ckpt' if r.checkpointed else 'plain'}"
 
 
-def category_table(records, unit: int = 1024) -> str:
+def category_table(records, unit: int = 1024) -> Table:
     """Bytes per category (rows of `CATEGORY_ROWS`) for each `StepRecord` (columns), in
-    units of ``unit`` bytes (KiB by default), as aligned plain text. Shown in chapter 7."""
+    units of ``unit`` bytes (KiB by default), as a `bookkit.tables.Table` (HTML in the
+    book, text in a console). Shown in chapter 9."""
     records = list(records)
     if not records:
         raise ValueError("category_table: no records given")
     if unit <= 0:
         raise ValueError(f"category_table: unit must be > 0 bytes, got {unit}")
-    width = max(len(lbl) for _, lbl in CATEGORY_ROWS)
-    head = f"{'bytes / ' + _unit_name(unit):{width}s}" + "".join(f"{_label(r):>16s}" for r in records)
-    lines = [head]
+    header = ["bytes / " + _unit_name(unit)] + [_label(r) for r in records]
+    rows = []
     for key, lbl in CATEGORY_ROWS:
-        cells = []
-        for r in records:
-            v = r.categories.get(key)
-            cells.append(f"{'-' if v is None else _fmt(v / unit):>16s}")
-        lines.append(f"{lbl:{width}s}" + "".join(cells))
-    return "\n".join(lines)
+        values = [r.categories.get(key) for r in records]
+        rows.append([lbl] + ["-" if v is None else _fmt(v / unit) for v in values])
+    return Table(header, rows)
 
 
 def _unit_name(unit: int) -> str:
@@ -483,10 +482,10 @@ def _fmt(v: float) -> str:
     return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.2f}"
 
 
-def saved_table(records) -> str:
-    """The buffers each `StepRecord` saved for backward, by (shape, dtype): one line per
-    shape, one column per record, ``count x KiB`` (``.`` where a run saved none).
-    Shown in chapter 7."""
+def saved_table(records) -> Table:
+    """The buffers each `StepRecord` saved for backward, by (shape, dtype): one row per
+    shape, one column per record, ``count x KiB`` (``.`` where a run saved none), as a
+    `bookkit.tables.Table`. Shown in chapter 9."""
     records = list(records)
     if not records:
         raise ValueError("saved_table: no records given")
@@ -495,13 +494,13 @@ def saved_table(records) -> str:
         for k in r.saved_tensors:
             if k not in keys:
                 keys.append(k)
-    lines = [f"{'saved buffer':20s}" + "".join(f"{_label(r):>16s}" for r in records)]
+    rows = []
     for shape, dtype in keys:
         cells = []
         for r in records:
             c = r.saved_tensors.get((shape, dtype))
-            cells.append(f"{'.' if c is None else f'{c[0]} x {c[1] / c[0] / 1024:,.0f} KiB':>16s}")
-        lines.append(f"{str(shape) + ' ' + dtype:20s}" + "".join(cells))
+            cells.append("." if c is None else f"{c[0]} x {c[1] / c[0] / 1024:,.0f} KiB")
+        rows.append([f"{shape} {dtype}"] + cells)
     totals = [sum(b for _, b in r.saved_tensors.values()) for r in records]
-    lines.append(f"{'total':20s}" + "".join(f"{t / 1024:>12,.0f} KiB" for t in totals))
-    return "\n".join(lines)
+    rows.append(["total"] + [f"{t / 1024:,.0f} KiB" for t in totals])
+    return Table(["saved buffer"] + [_label(r) for r in records], rows)

@@ -20,7 +20,7 @@ torch 2.13 has no FLOP formula for the CPU's fused attention kernel
 (``_scaled_dot_product_flash_attention_for_cpu``) nor for the in-place products
 ``addmm_`` and ``baddbmm_`` (a chunked loss accumulates its weight gradient with
 ``addmm_``), and counts them as 0; the counter here adds the formulas torch uses for
-the GPU kernels and for ``addmm``/``baddbmm``. Shown in chapter 10.
+the GPU kernels and for ``addmm``/``baddbmm``. Shown in chapter 12.
 """
 from __future__ import annotations
 
@@ -68,14 +68,14 @@ def flop_counter_mode() -> FlopCounterMode:
     """A silent ``FlopCounterMode`` that also counts the CPU's fused attention kernel
     and the in-place matrix products ``addmm_`` and ``baddbmm_``.
 
-    Use it as a context manager; ``get_total_flops()`` afterwards. Shown in chapter 10.
+    Use it as a context manager; ``get_total_flops()`` afterwards. Shown in chapter 12.
     """
     return FlopCounterMode(display=False, custom_mapping=_missing_formulas())
 
 
 def count_flops(fn: Callable[[], object]) -> int:
     """FLOPs (2 per multiply-add of matrix products, convolutions and attention) of
-    ``fn()``, counted by `flop_counter_mode`. Shown in chapter 10."""
+    ``fn()``, counted by `flop_counter_mode`. Shown in chapter 12."""
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
     with flop_counter_mode() as mode:
@@ -86,7 +86,7 @@ def count_flops(fn: Callable[[], object]) -> int:
 @dataclass(frozen=True)
 class StepFlops:
     """FLOPs of a step's forward pass and of its backward pass (recomputation
-    included). Shown in chapter 10."""
+    included). Shown in chapter 12."""
 
     forward: int
     backward: int
@@ -107,7 +107,7 @@ class StepFlops:
 
 
 def forward_backward_flops(forward: Callable[[], torch.Tensor]) -> StepFlops:
-    """Count ``loss = forward()`` and ``loss.backward()`` apart. Shown in chapter 10.
+    """Count ``loss = forward()`` and ``loss.backward()`` apart. Shown in chapter 12.
 
     ``forward`` must return a one-element tensor that requires grad. Gradients
     accumulate in the parameters as in any backward; reset them afterwards if needed.
@@ -127,7 +127,7 @@ def korthikanti_layer_flops(b: int, s: int, h: int) -> int:
     """Forward FLOPs of one transformer layer (Korthikanti et al., 2022): 24·b·s·h²
     for the QKV, output and two MLP projections, 4·b·s²·h for the two attention
     products (Q·Kᵀ and the product with V), at 2 FLOPs per multiply-add and with the
-    full s×s matrix (a causal mask does not reduce the count). Shown in chapter 10.
+    full s×s matrix (a causal mask does not reduce the count). Shown in chapter 12.
     """
     for name, v in (("b", b), ("s", s), ("h", h)):
         if int(v) != v or v < 1:

@@ -1,5 +1,5 @@
 """Gradients against central differences, like ``torch.autograd.gradcheck`` (shown in
-chapter 6; chapter 2's exercise uses it)."""
+chapter 8; chapter 2's exercise uses it)."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,11 +10,11 @@ __all__ = ["gradient_check", "gradcheck", "GradcheckError"]
 
 
 class GradcheckError(RuntimeError):
-    """Analytical and numerical gradients disagree (raised by `gradcheck`; shown in chapter 6)."""
+    """Analytical and numerical gradients disagree (raised by `gradcheck`; shown in chapter 8)."""
 
 
 def gradient_check(fn, inputs, eps: float = 1e-6):
-    """Analytical and central-difference gradients of ``fn(*inputs).sum()`` (shown in chapter 6).
+    """Analytical and central-difference gradients of ``fn(*inputs).sum()`` (shown in chapter 8).
 
     ``inputs``: minigrad Tensors with ``requires_grad=True`` and dtype float64 (float32
     differences are too coarse to judge a gradient); ``fn`` returns one Tensor.
@@ -51,7 +51,7 @@ def gradient_check(fn, inputs, eps: float = 1e-6):
 
 def gradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
               raise_exception: bool = True) -> bool:
-    """Like ``torch.autograd.gradcheck`` (shown in chapter 6): True if ``fn``'s backward agrees with
+    """Like ``torch.autograd.gradcheck`` (shown in chapter 8): True if ``fn``'s backward agrees with
     central differences (``|analytical - numerical| <= atol + rtol * |numerical|`` everywhere).
 
     Otherwise raises `GradcheckError` naming the input, the element and both values (or

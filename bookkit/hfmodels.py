@@ -2,8 +2,8 @@
 
 ``tiny_gpt2`` builds a GPT-2 with random weights from a configuration: no download,
 the same code paths (attention, checkpointing hooks, ``from_pretrained``) as a real
-checkpoint, and a forward and backward that take milliseconds on a CPU. Chapters 12b
-and 13 measure checkpointing on it.
+checkpoint, and a forward and backward that take milliseconds on a CPU. Chapters 15
+and 16 measure checkpointing on it.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def tiny_gpt2(seed: int = 0, n_layer: int = 4, n_embd: int = 64, n_head: int = 4
     The defaults give a 4-layer model with 64 features, 4 heads and a 256-token
     vocabulary, 224,640 parameters. Dropout keeps GPT-2's defaults (0.1), so the
     model behaves differently in training and evaluation mode, as a real one does.
-    Shown in chapter 12b.
+    Shown in chapter 15.
     """
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel

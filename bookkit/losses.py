@@ -8,7 +8,7 @@ A language model ends with a projection to the vocabulary and a cross-entropy::
 For ``N = 2 × 1024`` positions and ``V = 248,000`` tokens the float32 logits alone take
 about 2 GB, and autograd keeps a tensor of that size (the log-softmax) until backward,
 which then creates the logits' gradient, as large again. Checkpointing the layers
-below does not touch any of it (chapter 11).
+below does not touch any of it (chapter 13).
 
 ``chunked_linear_cross_entropy`` computes the same loss ``chunk_size`` rows at a time.
 The forward pass keeps only the inputs and one float32 number per row (the
@@ -20,7 +20,7 @@ in the chunk's own memory (`logsumexp_`), because ``torch.logsumexp`` would allo
 second chunk-sized temporary. This is checkpointing applied to the loss, the logits
 rebuilt chunk by chunk. The price is a second ``hidden @ weight.T`` matmul per step.
 
-Shown in chapter 11 (``ChunkedLinearCrossEntropy`` in full).
+Shown in chapter 13 (``ChunkedLinearCrossEntropy`` in full).
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def logits_bytes(batch: int, seq: int, vocab: int, itemsize: int = 4) -> int:
     ``logits_bytes(2, 1024, 248_000)`` = 2,031,616,000 bytes (≈ 2.0 GB) in float32.
     Their gradient, when backward creates it, takes as much again.
 
-    Shown in chapter 11.
+    Shown in chapter 13.
     """
     for name, v in (("batch", batch), ("seq", seq), ("vocab", vocab), ("itemsize", itemsize)):
         if int(v) != v or v < 1:
@@ -78,7 +78,7 @@ def logsumexp_(z: torch.Tensor) -> torch.Tensor:
     overwrites ``z`` with ``exp(z - max)`` instead, so that nothing of size rows × V
     exists beyond ``z`` itself. Returns a (rows,) tensor; ``z`` is destroyed.
 
-    Shown in chapter 11.
+    Shown in chapter 13.
     """
     m = z.amax(dim=1)                                                  # (rows,)
     m = torch.where(torch.isinf(m), 0.0, m)       # all -inf row: no nan, -inf comes out
@@ -89,7 +89,7 @@ def logsumexp_(z: torch.Tensor) -> torch.Tensor:
 class ChunkedLinearCrossEntropy(torch.autograd.Function):
     """``cross_entropy(linear(input, weight, bias).float(), target)`` by row chunks.
 
-    Shown in chapter 11. ``forward(ctx, input (N, h), weight (V, h), bias (V,) or None,
+    Shown in chapter 13. ``forward(ctx, input (N, h), weight (V, h), bias (V,) or None,
     target (N,), chunk_size, ignore_index, reduction)``. Saved for backward:
     ``input``, ``weight``, ``bias``, the target, a validity mask and the per-row
     log-sum-exp ``lse`` (N,) in float32: never a logit.
@@ -163,7 +163,7 @@ def chunked_linear_cross_entropy(input: torch.Tensor, weight: torch.Tensor,
                                  chunk_size: int = 1024, ignore_index: int = -100,
                                  reduction: str = "mean") -> torch.Tensor:
     """``F.cross_entropy(F.linear(input, weight, bias).float(), target)`` without ever
-    holding more than ``chunk_size`` rows of logits. Shown in chapter 11.
+    holding more than ``chunk_size`` rows of logits. Shown in chapter 13.
 
     Args:
         input: hidden states ``(..., hidden)``, any float dtype (bf16 works on CPU).
@@ -177,7 +177,7 @@ def chunked_linear_cross_entropy(input: torch.Tensor, weight: torch.Tensor,
             peaks, beyond the inputs, at ``chunk_size·(vocab + 1)·4 + N·h·4 + 17·N``
             bytes plus a few scalars: the chunk and the column of −1s scattered into
             it, the gradient of ``input``, and per row the log-sum-exp and scale
-            (float32), the target (int64) and a validity mask (bool); chapter 11
+            (float32), the target (int64) and a validity mask (bool); chapter 13
             measures it with the allocator's own events.
         ignore_index, reduction: as in ``torch.nn.functional.cross_entropy``
             (``"mean"`` averages over the targets that are not ignored).

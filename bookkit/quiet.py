@@ -1,7 +1,7 @@
 """Keep machine-dependent import-time messages of optional libraries out of the notebooks.
 
 `transformers` imports DeepSpeed and bitsandbytes whenever they are installed (the book
-installs both for chapters 13 and 14), and both log a warning while being imported that
+installs both for chapters 16 and 17), and both log a warning while being imported that
 depends on the machine rather than on the code:
 
 * DeepSpeed, on a machine where it detects no accelerator: "Setting accelerator to CPU.

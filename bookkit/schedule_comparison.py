@@ -35,7 +35,7 @@ def compare_at_revolve_peak(n_max: int = 16, width: int = 16, hidden: int = 64, 
     the ledger, take its measured peak as the budget, plan and run the one-level optimum
     (``plan.optimal_segments``) and, with ``nested``, the nested optimum (``plan.rotor``)
     within it, and count recomputed layer calls (recomputed FLOPs over one layer's FLOPs:
-    the layers are equal). Shown in chapter 5; chapter 5b adds the nested column."""
+    the layers are equal). Shown in chapter 5; chapter 6 adds the nested column."""
     cases = []
     for n in range(2, n_max + 1):
         layers = block_chain([width] * (n + 1), hidden, seed=n, activation="relu")

@@ -1,6 +1,6 @@
 """Timing a training step's forward and backward passes separately.
 
-``bookkit.torchmem.step_time`` times a whole step. Chapter 12 needs the two halves
+``bookkit.torchmem.step_time`` times a whole step. Chapter 14 needs the two halves
 apart, because checkpointing's cost is an extra forward *inside* the backward pass:
 with full checkpointing the backward pass grows by about one forward, and the
 forward pass stays as it was.
@@ -29,7 +29,7 @@ class StepTimes:
     (including any recomputation a checkpoint does there). ``step`` is their sum,
     ``repeats`` how many timed runs each median is over.
 
-    Shown in chapter 12.
+    Shown in chapter 14.
     """
 
     forward: float
@@ -62,7 +62,7 @@ def forward_backward_times(forward: Callable[[], torch.Tensor], repeats: int = 5
     queued kernels are counted where they run. Returns the medians as ``StepTimes``
     (seconds).
 
-    Shown in chapter 12.
+    Shown in chapter 14.
     """
     if repeats < 1 or warmup < 0:
         raise ValueError(f"need repeats >= 1 and warmup >= 0, got {repeats}, {warmup}")
@@ -97,7 +97,7 @@ def compare_times(forwards: dict[str, Callable[[], torch.Tensor]], rounds: int =
     one that happened to run then. ``warmup`` untimed rounds come first. Returns
     ``{name: StepTimes}`` with medians over ``rounds``.
 
-    Shown in chapter 12.
+    Shown in chapter 14.
     """
     if not forwards:
         raise ValueError("compare_times: no variants given")
@@ -124,7 +124,7 @@ def overhead_bound(backward_per_forward: float = 2.0, recomputed_fraction: float
     spent inside checkpointed regions: torch's ``checkpoint`` reruns each of them once
     during backward.
 
-    Shown in chapter 12.
+    Shown in chapter 14.
     """
     if backward_per_forward <= 0:
         raise ValueError(f"backward_per_forward must be positive, got {backward_per_forward}")

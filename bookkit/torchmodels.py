@@ -1,7 +1,7 @@
 """A GPT-style transformer layer in plain torch, for measuring activation memory.
 
-Shown in chapter 9 (what a layer keeps for backward, against Korthikanti et al.'s
-per-layer formula); used again in chapters 10, 11, 12 and 16.
+Shown in chapter 11 (what a layer keeps for backward, against Korthikanti et al.'s
+per-layer formula); used again in chapters 12, 13, 14 and 20.
 
 The layer follows the one Korthikanti et al. (2022) count, in the pre-LayerNorm
 arrangement GPT-2 and its successors use::
@@ -43,7 +43,7 @@ SDPA_BACKENDS = {
 
 
 class CausalSelfAttention(nn.Module):
-    """Multi-head causal self-attention: ``(b, s, h) -> (b, s, h)``. Shown in chapter 9.
+    """Multi-head causal self-attention: ``(b, s, h) -> (b, s, h)``. Shown in chapter 11.
 
     Args:
         hidden: model width h (must be divisible by ``n_heads``).
@@ -107,7 +107,7 @@ class CausalSelfAttention(nn.Module):
 
 class MLP(nn.Module):
     """``(b, s, h) -> (b, s, h)``: Linear(h, 4h), GELU, Linear(4h, h), Dropout.
-    Shown in chapter 9."""
+    Shown in chapter 11."""
 
     def __init__(self, hidden: int, dropout: float = 0.1, expansion: int = 4,
                  dtype: torch.dtype | None = None, device=None):
@@ -124,7 +124,7 @@ class MLP(nn.Module):
 
 class GPTBlock(nn.Module):
     """One pre-LayerNorm GPT layer: ``x + attn(ln1(x))``, then ``y + mlp(ln2(y))``.
-    Shown in chapter 9.
+    Shown in chapter 11.
 
     Shapes ``(batch, seq, hidden) -> (batch, seq, hidden)``. ``attention`` selects
     ``"sdpa"`` (fused, no s×s matrix kept) or ``"naive"`` (scores kept).
@@ -149,7 +149,7 @@ class GPTBlock(nn.Module):
 
 class GPTStack(nn.Module):
     """``n_layers`` GPTBlocks in sequence, optionally each one checkpointed. Shown in
-    chapter 9 (the loop below); chapter 10 passes selective policies.
+    chapter 11 (the loop below); chapter 12 passes selective policies.
 
     ``checkpoint``: False (keep everything), True (every layer under
     ``torch.utils.checkpoint.checkpoint(..., use_reentrant=False)``: keep its input,
@@ -180,7 +180,7 @@ class GPTStack(nn.Module):
 
 def korthikanti_layer_bytes(b: int, s: int, h: int, a: int, attention: str = "sdpa") -> int:
     """Korthikanti et al. (2022), activations one transformer layer keeps, in bytes.
-    Shown in chapter 9.
+    Shown in chapter 11.
 
     16-bit activations, 1-byte dropout masks: ``34·s·b·h`` with a fused attention
     kernel ("sdpa"), ``34·s·b·h + 5·a·s²·b`` when the scores are materialised
@@ -201,7 +201,7 @@ def layer_saved_terms(b: int, s: int, h: int, a: int, attention: str = "sdpa",
                       stat_bytes: int = 0, lse_bytes: int = 0,
                       sdpa_math: bool = False) -> dict[str, int]:
     """What one ``GPTBlock`` saves for backward, term by term, in bytes. Shown in
-    chapter 9.
+    chapter 11.
 
     The same bookkeeping as Korthikanti et al., for this module's code:
 
@@ -273,7 +273,7 @@ def sdpa_backend(b: int, s: int, h: int, a: int, dtype=torch.float32, device="cp
                  dropout_p: float = 0.0, is_causal: bool = True) -> str:
     """Which kernel ``scaled_dot_product_attention`` runs for these shapes here.
 
-    Shown in chapter 9. Calls it once on random (b, a, s, h/a) query, key and value
+    Shown in chapter 11. Calls it once on random (b, a, s, h/a) query, key and value
     tensors that require grad (as in training), under a dispatch mode that records the
     ATen operators, and returns the name in `SDPA_BACKENDS` of the fused kernel it
     dispatched to, or ``"math"`` when it decomposed into separate matrix products and a

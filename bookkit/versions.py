@@ -25,8 +25,8 @@ __all__ = ["MINIMUM", "TESTED", "RuntimeTooOld", "installed_version", "parse_ver
 MINIMUM = {
     "numpy": "1.26",
     "matplotlib": "3.8",
-    "torch": "2.5",          # torch.distributed._tools.mem_tracker.MemTracker (chapter 7)
-    "transformers": "4.57",  # chapter 13 (the cache is `past_key_values` before 5.24)
+    "torch": "2.5",          # torch.distributed._tools.mem_tracker.MemTracker (chapter 9)
+    "transformers": "4.57",  # chapter 16 (the cache is `past_key_values` before 5.24)
     "peft": "0.17",
     "accelerate": "1.3",      # transformers 4.57's Trainer calls unwrap_model(keep_torch_compile=)
 }
@@ -96,7 +96,7 @@ def require(*packages: str, **minimums: str) -> None:
             Face library below its minimum raises like any other package.
 
     Example:
-        >>> require("torch")              # in chapter 7's setup cell
+        >>> require("torch")              # in chapter 9's setup cell
     """
     unknown = [p for p in packages if p not in MINIMUM]
     if unknown:

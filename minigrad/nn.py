@@ -301,7 +301,7 @@ class BatchNorm1d(Module):
     Under checkpointing a recomputation would update them a second time (torch
     does); by default minigrad skips the update while
     ``minigrad.checkpoint.is_recomputing()`` is True. ``update_stats_on_recompute=True``
-    restores torch's behaviour (chapter 6 shows the difference).
+    restores torch's behaviour (chapter 8 shows the difference).
 
     Args:
         num_features: C.

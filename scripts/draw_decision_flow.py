@@ -36,27 +36,27 @@ START = ["Measure one training step, changing nothing: peak",
          "second, and whether the target length fits."]
 FITS = ["Does it fit, with room to spare?"]
 YES = ["Check the default: many", "recipes switch checkpointing",
-       "on. If speed matters, try", "it off (ch13)."]
+       "on. If speed matters, try", "it off (ch16)."]
 DOMINATES = ["What dominates the peak?"]
 # (what dominates, the tools for it with the chapters that measure them)
 BRANCHES = [
-    ("Activations", ["Checkpoint the largest repeated blocks (ch07).",
-                     "Not enough: selective policies (ch10), multi-level",
-                     "schedules (ch05), offload to host or disk (ch14)."]),
-    ("Logits", ["A chunked loss that never holds all logits (ch11).",
+    ("Activations", ["Checkpoint the largest repeated blocks (ch09).",
+                     "Not enough: selective policies (ch12), multi-level",
+                     "schedules (ch05), offload to host or disk (ch17)."]),
+    ("Logits", ["A chunked loss that never holds all logits (ch13).",
                 "Checkpointing frees the room around them only."]),
-    ("Weights", ["Quantise the frozen base: 4-bit QLoRA (ch13).",
-                 "Shard them across devices: FSDP, ZeRO-3 (ch14)."]),
-    ("Optimizer state,", ["Shard: ZeRO-1/2 or FSDP (ch14). Train fewer",
-                          "parameters: LoRA adapters (ch13)."]),
+    ("Weights", ["Quantise the frozen base: 4-bit QLoRA (ch16).",
+                 "Shard them across devices: FSDP, ZeRO-3 (ch17)."]),
+    ("Optimizer state,", ["Shard: ZeRO-1/2 or FSDP (ch17). Train fewer",
+                          "parameters: LoRA adapters (ch16)."]),
     ("All of it, with", ["Smaller micro-batches with gradient accumulation,",
-                         "mixed precision (ch15). Never cut the length first."]),
+                         "mixed precision (ch19). Never cut the length first."]),
 ]
 # Second lines of the two-line left labels.
 LABEL_SECOND = {"Optimizer state,": "gradients", "All of it, with": "the batch"}
 AGAIN = ["Measure again: peak memory, tokens per second, the",
          "validation curve, the target length. Spend freed",
-         "memory on a larger batch or a longer sequence (ch12).",
+         "memory on a larger batch or a longer sequence (ch14).",
          "Still stuck: the troubleshooting table below."]
 
 
@@ -177,7 +177,7 @@ def draw() -> str:
 
 
 def chapters_named() -> set[str]:
-    """Every chapter id (``ch07``) the figure's text refers to."""
+    """Every chapter id (``ch09``) the figure's text refers to."""
     import re
 
     text = " ".join(START + FITS + YES + DOMINATES + AGAIN + list(LABEL_SECOND.values())

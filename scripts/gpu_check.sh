@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# GPU check: run every notebook with GPU cells (ch00, ch07-ch12, ch12b, ch13, ch15,
-# ch16, those that exist) on a GPU with BOOK_MEASUREMENTS set, then compare each CUDA
+# GPU check: run every notebook with GPU cells (ch00, ch09-ch14, ch15, ch16, ch19,
+# ch20, those that exist) on a GPU with BOOK_MEASUREMENTS set, then compare each CUDA
 # allocator figure the notebooks record with the CPU figure that predicts it, and write
 # reports/gpu_check.md with the date, the GPU model, its compute capability and the
 # attention kernel it runs.
@@ -41,7 +41,7 @@ GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head 
 "$PYTHON" scripts/gpu_report.py setup
 
 notebooks=()
-for id in ch00 ch07 ch08 ch09 ch10 ch11 ch12 ch12b ch13 ch15 ch16; do
+for id in ch00 ch09 ch10 ch11 ch12 ch13 ch14 ch15 ch16 ch19 ch20; do
     for nb in notebooks/"${id}"_*.ipynb; do
         [ -e "$nb" ] && notebooks+=("$nb")
     done

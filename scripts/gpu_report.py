@@ -66,13 +66,13 @@ HELD_FIGURES = ("cuda_held", "cuda_after_forward")
 # cpu_<name> / cuda_<name> convention.
 RULES = [
     ("ch00_kept_", "cpu_saved", "cuda_held"),     # held after forward vs saved-tensor meter
-    ("ch09_layer_", "gpu_terms", "cuda_held"),    # GPU element sizes (1-byte dropout masks)
-    ("ch07_step_", "cpu_saved", "cuda_after_forward"),  # held after forward vs saved-tensor meter
-    ("ch08_checkpoint_sequential_", "cpu_saved", "cuda_held"),
+    ("ch11_layer_", "gpu_terms", "cuda_held"),    # GPU element sizes (1-byte dropout masks)
+    ("ch09_step_", "cpu_saved", "cuda_after_forward"),  # held after forward vs saved-tensor meter
+    ("ch10_checkpoint_sequential_", "cpu_saved", "cuda_held"),
 ]
 
 # What the notebooks import, by import name -> distribution name in requirements.txt.
-# ``exact``: the chapters were run with the pinned version (ch13's transformers API);
+# ``exact``: the chapters were run with the pinned version (ch16's transformers API);
 # the others are installed only when missing. torch is never installed here.
 NOTEBOOK_PACKAGES = {
     "numpy": ("numpy", False), "matplotlib": ("matplotlib", False),
@@ -194,7 +194,7 @@ def device_info() -> list[str]:
     """Lines for the report's header: torch and CUDA versions, the GPU's compute
     capability, and which kernel ``scaled_dot_product_attention`` runs on it for the
     book's causal layers in bf16 and float32 (pre-Ampere GPUs fall back to the "math"
-    kernel in bf16, which keeps s×s matrices; chapter 9 compares each layer with the
+    kernel in bf16, which keeps s×s matrices; chapter 11 compares each layer with the
     term count of the kernel that ran)."""
     try:
         import torch

@@ -19,16 +19,16 @@ MODULES = ["torchmem", "crosscheck", "losses", "torchmodels", "timing", "flops",
 
 # (notebook prefix, file, pyobject): code a chapter shows in full.
 ON_THE_PAGE = [
-    ("ch07", "torchmem.py", "SavedTensorMeter._pack"),
-    ("ch07", "torchmem.py", "SavedTensorMeter._unpack"),
-    ("ch07", "torchmem.py", "AllocatorTrace.__exit__"),
-    ("ch07", "crosscheck.py", "torch_step"),
-    ("ch09", "torchmodels.py", "GPTBlock.forward"),
-    ("ch09", "torchmodels.py", "GPTStack.forward"),
-    ("ch10", "flops.py", "forward_backward_flops"),
-    ("ch11", "losses.py", "ChunkedLinearCrossEntropy"),
-    ("ch11", "losses.py", "logsumexp_"),
-    ("ch12", "timing.py", "overhead_bound"),
+    ("ch09", "torchmem.py", "SavedTensorMeter._pack"),
+    ("ch09", "torchmem.py", "SavedTensorMeter._unpack"),
+    ("ch09", "torchmem.py", "AllocatorTrace.__exit__"),
+    ("ch09", "crosscheck.py", "torch_step"),
+    ("ch11", "torchmodels.py", "GPTBlock.forward"),
+    ("ch11", "torchmodels.py", "GPTStack.forward"),
+    ("ch12", "flops.py", "forward_backward_flops"),
+    ("ch13", "losses.py", "ChunkedLinearCrossEntropy"),
+    ("ch13", "losses.py", "logsumexp_"),
+    ("ch14", "timing.py", "overhead_bound"),
 ]
 
 
@@ -71,7 +71,7 @@ def test_code_is_on_the_page_and_printed_for_colab(prefix, source, pyobject):
 def _included(notebook, module: str) -> list[str]:
     """The ``:pyobject:`` names a notebook's Markdown includes from ``bookkit/<module>.py``."""
     text = "\n".join(cell_source(c) for c in load_notebook(notebook)["cells"] if c["cell_type"] == "markdown")
-    return re.findall(r"```\{literalinclude\}\s+\.\./bookkit/" + module
+    return re.findall(r"(?:```|~~~)\{literalinclude\}\s+\.\./bookkit/" + module
                       + r"\.py\s*\n(?::\w+:[^\n]*\n)*?:pyobject:\s*(\S+)", text)
 
 

@@ -2,7 +2,7 @@
 
 Headless Chromium (Debian's, through Playwright, as tests/test_browser.py drives it)
 runs the JavaScript on random configurations and the byte counts must equal Python's,
-to the byte; then the form of chapter 18 is used over http (an ephemeral port) and
+to the byte; then the form of chapter 22 is used over http (an ephemeral port) and
 from file://, in a page built from the notebook's raw HTML and in the built book.
 """
 from __future__ import annotations
@@ -29,8 +29,8 @@ from bookkit.calculator import ModelSpec, estimate_from_spec, model_spec  # noqa
 pytestmark = pytest.mark.book
 
 STATIC = ROOT / "_static"
-NOTEBOOK = ROOT / "notebooks" / "ch18_memory_calculator.ipynb"
-PAGE = HTML / "notebooks" / "ch18_memory_calculator.html"
+NOTEBOOK = ROOT / "notebooks" / "ch22_memory_calculator.ipynb"
+PAGE = HTML / "notebooks" / "ch22_memory_calculator.html"
 N_RANDOM = 300
 KEYS = ("parameters", "gradients", "optimizer", "activations", "logits", "total")
 

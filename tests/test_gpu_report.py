@@ -24,23 +24,23 @@ def rec(key, device="cuda", **figures):
 
 def test_pairs_by_convention_and_by_rule():
     records = [
-        rec("ch11_full_peak", cpu_peak=1_000_000, cuda_peak=1_050_000),
+        rec("ch13_full_peak", cpu_peak=1_000_000, cuda_peak=1_050_000),
         rec("ch00_kept_plain", cpu_saved=229_376, cuda_held=229_888, cuda_step_peak=5_000_000),
-        rec("ch09_layer_sdpa", cpu_saved=10, gpu_terms=2_000_000, cuda_held=1_700_000),
-        rec("ch12_peak", cpu_peak=500, cuda_peak=None),           # not measured: unpaired
-        rec("ch11_cpu_only", device="cpu", cpu_peak=7, cuda_peak=None),
+        rec("ch11_layer_sdpa", cpu_saved=10, gpu_terms=2_000_000, cuda_held=1_700_000),
+        rec("ch14_peak", cpu_peak=500, cuda_peak=None),           # not measured: unpaired
+        rec("ch13_cpu_only", device="cpu", cpu_peak=7, cuda_peak=None),
     ]
     pairs, unpaired = gpu_report.pair_figures(records)
     got = {(p.key, p.reference_name, p.cuda_name): p.ok for p in pairs}
     assert got == {
-        ("ch11_full_peak", "cpu_peak", "cuda_peak"): True,            # +5 %
+        ("ch13_full_peak", "cpu_peak", "cuda_peak"): True,            # +5 %
         ("ch00_kept_plain", "cpu_saved", "cuda_held"): True,          # +512 B, under 64 KiB
-        ("ch09_layer_sdpa", "gpu_terms", "cuda_held"): False,         # -15 %
+        ("ch11_layer_sdpa", "gpu_terms", "cuda_held"): False,         # -15 %
     }
     assert ("ch00_kept_plain", "cuda_step_peak", 5_000_000) in unpaired
-    assert ("ch09_layer_sdpa", "cpu_saved", 10) in unpaired
-    assert ("ch12_peak", "cuda_peak", None) in unpaired
-    assert not any(k == "ch11_cpu_only" for k, *_ in unpaired)
+    assert ("ch11_layer_sdpa", "cpu_saved", 10) in unpaired
+    assert ("ch14_peak", "cuda_peak", None) in unpaired
+    assert not any(k == "ch13_cpu_only" for k, *_ in unpaired)
 
 
 def test_tolerance_held_pairs_tight_peaks_loose():
@@ -49,20 +49,20 @@ def test_tolerance_held_pairs_tight_peaks_loose():
     small = gpu_report.Pair("k", "cpu_x", 1_000, "cuda_x", 1_000 + 64 * 1024)
     assert small.ok and not gpu_report.Pair("k", "cpu_x", 1_000, "cuda_x", 1_001 + 64 * 1024).ok
     # Held after the forward pass: the allocator's rounding passes, a missing 8 KiB
-    # tensor (ch08's block input) in a 96 KiB figure does not, nor in a 320 KiB one.
+    # tensor (ch10's block input) in a 96 KiB figure does not, nor in a 320 KiB one.
     for name in ("cuda_held", "cuda_after_forward"):
-        assert gpu_report.Pair("ch08", "cpu_saved", 96 * 1024, name, 96 * 1024 + 512).ok
-        assert not gpu_report.Pair("ch08", "cpu_saved", 96 * 1024, name, 88 * 1024).ok
-        assert not gpu_report.Pair("ch08", "cpu_saved", 320 * 1024, name, 312 * 1024).ok
+        assert gpu_report.Pair("ch10", "cpu_saved", 96 * 1024, name, 96 * 1024 + 512).ok
+        assert not gpu_report.Pair("ch10", "cpu_saved", 96 * 1024, name, 88 * 1024).ok
+        assert not gpu_report.Pair("ch10", "cpu_saved", 320 * 1024, name, 312 * 1024).ok
         assert gpu_report.Pair("k", "cpu_saved", 10_000_000, name, 10_100_000).ok
         assert not gpu_report.Pair("k", "cpu_saved", 10_000_000, name, 10_100_001).ok
 
 
-def test_ch07_pairs_compare_like_with_like():
+def test_ch09_pairs_compare_like_with_like():
     # Held after forward against the saved-tensor meter (by rule); the step peak against
     # the CPU allocator's peak of the same window (weights excluded on both sides).
     pairs, unpaired = gpu_report.pair_figures([rec(
-        "ch07_step_plain", cpu_saved=229_376, cpu_step_peak=134_328_356,
+        "ch09_step_plain", cpu_saved=229_376, cpu_step_peak=134_328_356,
         cuda_after_forward=229_888, cuda_step_peak=134_300_000)])
     got = {(p.reference_name, p.cuda_name) for p in pairs}
     assert got == {("cpu_saved", "cuda_after_forward"), ("cpu_step_peak", "cuda_step_peak")}
@@ -72,10 +72,10 @@ def test_ch07_pairs_compare_like_with_like():
 def test_compare_writes_report_and_fails_on_a_disagreement(tmp_path):
     meas = tmp_path / "m.jsonl"
     meas.write_text("\n".join(json.dumps(r) for r in [
-        rec("ch10_a", cpu_peak=4_000_000, cuda_peak=4_100_000),
-        rec("ch10_b", cpu_peak=4_000_000, cuda_peak=6_000_000)]) + "\n")
+        rec("ch12_a", cpu_peak=4_000_000, cuda_peak=4_100_000),
+        rec("ch12_b", cpu_peak=4_000_000, cuda_peak=6_000_000)]) + "\n")
     runs = tmp_path / "runs.json"
-    runs.write_text(json.dumps({"ch10_x.ipynb": {"seconds": 12.5, "error": None}}))
+    runs.write_text(json.dumps({"ch12_x.ipynb": {"seconds": 12.5, "error": None}}))
     report = tmp_path / "out" / "gpu_check.md"
     status = gpu_report.main(["compare", str(meas), str(runs), str(report), "--gpu", "Test GPU 80GB"])
     text = report.read_text()
@@ -83,8 +83,8 @@ def test_compare_writes_report_and_fails_on_a_disagreement(tmp_path):
     assert "- GPU: Test GPU 80GB" in text and "UTC" in text
     assert "- torch " in text and "held after the forward pass" in text
     assert "1 of 2 figure pairs agree" in text
-    assert "| ch10_b | cpu_peak | 4,000,000 | cuda_peak | 6,000,000 | +2,000,000 (+50.0%) | 400,000 | **no** |" in text
-    meas.write_text(json.dumps(rec("ch10_a", cpu_peak=4_000_000, cuda_peak=4_100_000)) + "\n")
+    assert "| ch12_b | cpu_peak | 4,000,000 | cuda_peak | 6,000,000 | +2,000,000 (+50.0%) | 400,000 | **no** |" in text
+    meas.write_text(json.dumps(rec("ch12_a", cpu_peak=4_000_000, cuda_peak=4_100_000)) + "\n")
     assert gpu_report.main(["compare", str(meas), str(runs), str(report), "--gpu", "G"]) == 0
 
 
@@ -150,8 +150,8 @@ def test_gpu_check_covers_every_notebook_with_gpu_cells():
     script = (ROOT / "scripts" / "gpu_check.sh").read_text()
     loop = next(line for line in script.splitlines() if line.startswith("for id in"))
     ids = loop.removeprefix("for id in").split(";")[0].split()
-    assert {"ch00", "ch07", "ch08", "ch09", "ch10", "ch11", "ch12", "ch12b", "ch13", "ch15",
-            "ch16"} <= set(ids)
+    assert {"ch00", "ch09", "ch10", "ch11", "ch12", "ch13", "ch14", "ch15", "ch16", "ch19",
+            "ch20"} <= set(ids)
     # Every notebook with a GPU branch is in the loop.
     for nb in (ROOT / "notebooks").glob("ch*.ipynb"):
         if 'DEVICE == "cuda"' in nb.read_text():

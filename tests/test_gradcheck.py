@@ -1,4 +1,4 @@
-"""bookkit.gradcheck: gradients against central differences (chapter 6)."""
+"""bookkit.gradcheck: gradients against central differences (chapter 8)."""
 import numpy as np
 import pytest
 

@@ -1,5 +1,5 @@
 """bookkit.schedule_comparison: Revolve, the one-level and the nested optimum at Revolve's
-measured peak (chapters 5 and 5b)."""
+measured peak (chapters 5 and 6)."""
 from minigrad import plan
 from bookkit.schedule_comparison import compare_at_revolve_peak
 

@@ -251,7 +251,7 @@ def test_step_time_median_and_call_count():
 
 
 # ---------------------------------------------------------------------------
-# bookkit.torchmodels: the GPT block the meters are used on in chapters 9 and 10.
+# bookkit.torchmodels: the GPT block the meters are used on in chapters 11 and 12.
 from bookkit.torchmodels import (  # noqa: E402
     GPTBlock,
     GPTStack,

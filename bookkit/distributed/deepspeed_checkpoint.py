@@ -1,4 +1,4 @@
-"""DeepSpeed's activation checkpointing and ZeRO on CPUs (chapter 14).
+"""DeepSpeed's activation checkpointing and ZeRO on CPUs (chapter 17).
 
 DeepSpeed ships its own copy of checkpointing (``deepspeed.checkpointing``), configured
 once per process with ``deepspeed.checkpointing.configure`` (or the
@@ -191,7 +191,7 @@ def _gpu_only_option(option: str, rank: int) -> str:
 
 
 def deepspeed_cases(rank: int, world_size: int) -> dict:
-    """Every DeepSpeed measurement of chapter 14 on this rank (see the module docstring).
+    """Every DeepSpeed measurement of chapter 17 on this rank (see the module docstring).
 
     Returns ``{"skipped": reason}`` when DeepSpeed is not installed.
     """

@@ -1,4 +1,4 @@
-"""What one rank of a data-parallel job holds and sends (chapter 14).
+"""What one rank of a data-parallel job holds and sends (chapter 17).
 
 ``ShardedSavedTensorMeter``
     `bookkit.torchmem.SavedTensorMeter` for wrapped models: the bytes autograd saves
@@ -75,7 +75,7 @@ class ShardedSavedTensorMeter(SavedTensorMeter):
     weight), and they are not activations. This meter therefore re-reads
     ``module.parameters()`` at every save and leaves out the storages it finds there at
     that moment (DTensor shards are read through ``to_local``; storages already freed
-    are skipped). Everything else works as in `SavedTensorMeter` (chapter 7): bytes of
+    are skipped). Everything else works as in `SavedTensorMeter` (chapter 9): bytes of
     distinct storages autograd holds for backward on this rank.
 
     Args:

@@ -1,7 +1,7 @@
-"""One model under DDP, FSDP1 and FSDP2, with and without activation checkpointing (chapter 14).
+"""One model under DDP, FSDP1 and FSDP2, with and without activation checkpointing (chapter 17).
 
 Each rank trains the same small GPT-style stack (`bookkit.torchmodels.GPTBlock`, the
-block of chapters 9 and 10) on its half of a global batch, for a few SGD steps, under
+block of chapters 11 and 12) on its half of a global batch, for a few SGD steps, under
 each wrapper and each way of switching checkpointing on:
 
 ``"none"``
@@ -138,7 +138,7 @@ def train_steps(model: nn.Module, rank: int, world_size: int, steps: int = STEPS
     losses, lo = [], rank * BATCH_PER_RANK
     for x in _global_batches(steps, world_size):
         # The input requires grad so that the generic reentrant variant has gradients to
-        # pass (chapter 8's trap; Hugging Face calls enable_input_require_grads for it).
+        # pass (chapter 10's trap; Hugging Face calls enable_input_require_grads for it).
         x = x[lo:lo + BATCH_PER_RANK].clone().requires_grad_(True)
         with CollectiveCounter() as forward_comms, ShardedSavedTensorMeter(model) as meter:
             loss = model(x)
