@@ -29,14 +29,18 @@ together, as DTR's alias pools):
   Evicting t would merge those groups, and rebuilding any of them would then rebuild t.
   (The prototype keeps the groups in a union-find that never splits when an array comes
   back; here they are recomputed from the current residency, the exact classes.)
+* ``"dtr_full"``: the same score with the paper's exact ``e*(t)``: the evicted arrays
+  that rebuilding t would rebuild too (its evicted inputs, their evicted inputs, ...)
+  and those whose rebuild would need t (its evicted users' arrays, and so on), each op's
+  FLOPs once. Costlier to evaluate; the classes over-approximate it.
 * ``"naive"``: ``c(t) / (m(t) * s(t))``, t's own FLOPs only. It evicts cheap arrays whose
   inputs are evicted too, and rebuilding them cascades: it thrashes (measured in
   ``tests/test_dtr.py`` and in chapter 7).
 
 Model and scope: the pool counts each buffer it keeps once (its base array's bytes), not
 arrays that belong to parameters, buffers or optimizer state; a checkpoint inside the
-block is refused (its recomputation would save arrays the pool does not see); inputs of the step that are
-saved (leaves, not made by an op) cannot be rebuilt and stay; rebuilt ops run in the
+block is refused (its recomputation would save arrays the pool does not see); inputs of
+the step that are saved (leaves, not made by an op) cannot be rebuilt and stay; rebuilt ops run in the
 ledger's phase ``"recompute"``, so ``m.flops["recompute"]`` is the price of the budget.
 Within that model the budget is a hard limit: when nothing more can be evicted (every
 resident array is pinned or in use by the op that needs room), `BudgetError` says how
@@ -64,7 +68,7 @@ from minigrad.tensor import Tensor, enable_grad, register_hooks, saved_tensors_h
 __all__ = ["budget", "Budget", "BudgetError", "HEURISTICS"]
 
 #: The eviction scores `budget` knows (see the module docstring).
-HEURISTICS = ("dtr", "naive")
+HEURISTICS = ("dtr", "dtr_full", "naive")
 # Ledger categories whose arrays the pool does not count: others own them.
 _OWNED_ELSEWHERE = ("parameters", "buffers", "optimizer", "gradients")
 
@@ -175,7 +179,7 @@ class Budget:
 
     Attributes:
         budget_bytes: the limit on the saved activations' bytes.
-        heuristic: ``"dtr"`` or ``"naive"``.
+        heuristic: ``"dtr"``, ``"dtr_full"`` or ``"naive"``.
         resident_bytes: the pool's bytes now; ``peak_bytes``: their maximum.
         evictions: arrays groups evicted; ``rebuilds``: ops run again;
         rebuild_flops: their FLOPs (the ledger counts the same in ``"recompute"``);
@@ -322,6 +326,8 @@ class Budget:
             cost = sum(op.flops for op in ops)
             if self.heuristic == "dtr":
                 cost += self._neighbourhood_cost(g, ops, classes)
+            elif self.heuristic == "dtr_full":
+                cost += self._evicted_neighbourhood_cost(g, ops)
             stale = self._clock - max(v.last_use for v in g.members) + 1
             score = cost / (g.nbytes * stale)
             if best_score is None or score < best_score:
@@ -355,6 +361,33 @@ class Budget:
                 seen.add(id(cls))
                 total += sum(op.flops for op in cls[1] if op not in own_ops)
         return total
+
+    def _evicted_neighbourhood_cost(self, g: _Group, own_ops) -> int:
+        """The FLOPs of e*(t), the paper's exact evicted neighbourhood: the evicted arrays
+        that rebuilding t's would need (its evicted inputs, theirs, ...) and those whose
+        rebuild would need t (its evicted users' arrays, theirs, ...), each op once."""
+        ops = set()
+        up = [a.value for v in g.members if v.op is not None
+              for a in v.op.args if isinstance(a, _Arg)]
+        down = [u for v in g.members for op in v.users for u in op.values.values()]
+        for stack, step in ((up, self._parents), (down, self._children)):
+            seen = set()
+            while stack:
+                v = stack.pop()
+                if v in seen or not self._evicted(v):
+                    continue
+                seen.add(v)
+                ops.add(v.op)
+                stack.extend(step(v))
+        return sum(op.flops for op in ops if op not in own_ops)
+
+    @staticmethod
+    def _parents(v: _Value):
+        return [a.value for a in v.op.args if isinstance(a, _Arg)]
+
+    @staticmethod
+    def _children(v: _Value):
+        return [u for op in v.users for u in op.values.values()]
 
     def _evicted_class(self, start: _Value, classes: dict):
         """The connected set of non-resident values around ``start`` and their ops."""
@@ -622,8 +655,10 @@ def budget(budget_bytes: int, *, heuristic: str = "dtr") -> Budget:
     Args:
         budget_bytes: the limit on the saved activations (the ledger's ``"activations"``),
             an integer >= 0.
-        heuristic: ``"dtr"`` (DTR's score, with its evicted neighbourhood) or ``"naive"``
-            (each array's own FLOPs / (bytes x staleness)).
+        heuristic: ``"dtr"`` (DTR's score, its evicted neighbourhood approximated by
+            equivalence classes, as the paper's prototype), ``"dtr_full"`` (the exact
+            evicted neighbourhood) or ``"naive"`` (each array's own FLOPs /
+            (bytes x staleness)).
 
     Returns:
         A `Budget`: a context manager whose attributes count evictions, rebuilds and

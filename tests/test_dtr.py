@@ -155,6 +155,7 @@ def test_dtr_score_recomputes_less_than_naive(fraction):
     budget = int(plain.peak["activations"] * fraction)
     extra = {h: _step(model, loss_fn, budget, h)[0].flops["recompute"] for h in dtr.HEURISTICS}
     assert 0 < extra["dtr"] and 2 * extra["dtr"] < extra["naive"]
+    assert 0 < extra["dtr_full"] and 2 * extra["dtr_full"] < extra["naive"]
 
 
 def test_batchnorm_running_statistics_updated_once():
