@@ -316,7 +316,7 @@ class Budget:
     def _victim(self):
         """The key of the evictable group with the lowest score (first one on ties)."""
         best, best_score = None, None
-        classes: dict = {}  # _Value -> its evicted class (a frozenset id) and cost, memoised
+        classes: dict = {}  # _Value -> its evicted class (members, ops), for this choice
         for key, g in self._groups.items():
             if not g.counted or g.nbytes == 0:
                 continue

@@ -821,6 +821,10 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
             less than one slot); its ``predicted_peak_activations`` and
             ``recompute_cost`` are exact. The solver's time grows with ``slots``
             (``O(n^3 slots)``) instead of with the number of distinct byte totals.
+            Without ``slots`` the exact grid is used while it is small enough (``n^2``
+            times budget / gcd of the sizes at most 4e7 entries), else the exact Pareto
+            fronts, whose time grows about as ``n^4``: pass ``slots`` for long chains
+            with budgets far above their smallest peak.
     Returns:
         a `NestedSchedule` with ``predicted_peak_activations`` and ``recompute_cost``;
         run it with ``checkpoint_sequential(layers, schedule, x)``.
