@@ -441,6 +441,8 @@ class Budget:
         if kind == "backward":
             self._node_locks.clear()  # that node's backward has run: its arrays are free
             return
+        if self._closing:  # after the block: only its graph's backward still concerns the pool
+            return
         pending, self._pending = self._pending, []
         if fn.name() == "checkpoint":  # checkpoint's nodes (its inputs' keeper, Checkpoint, schedules)
             raise RuntimeError(

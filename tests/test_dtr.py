@@ -207,6 +207,27 @@ def test_backward_twice_and_grad():
     assert _same(got, grads) and m.peak["activations"] <= budget
 
 
+def test_backward_after_the_block():
+    """The graph recorded in the block keeps its budget when backward runs after it;
+    ops run after the block are not recorded."""
+    model, loss_fn = _mlp()
+    plain, _, grads = _step(model, loss_fn)
+    budget = int(plain.peak["activations"] * 0.4)
+    for p in model.parameters():
+        p.grad = None
+    mg.random.manual_seed(1)
+    with memory.track() as m:
+        with dtr.budget(budget) as pool:
+            loss = loss_fn()
+        ops = pool._count
+        (loss * 1.0).backward()
+    assert pool._count == ops  # nothing recorded after the block
+    assert _same([p.grad for p in model.parameters()], grads)
+    assert m.peak["activations"] <= budget and pool.rebuilds > 0
+    del loss
+    assert memory.live_bytes()["activations"] == 0
+
+
 def test_arguments_checked():
     with pytest.raises(ValueError, match="heuristic"):
         dtr.budget(1024, heuristic="lru")
