@@ -92,6 +92,19 @@ def test_slots_fit_the_true_budget_within_the_stated_bound(seed):
         assert plan.recompute_cost <= exact_at(profile, budget - K * budget / slots)
 
 
+def test_slots_with_float_costs():
+    """Seconds instead of FLOPs: the grid adds floats (ties may round differently from the
+    exact fronts), the schedule still fits the true budget and is never better than exact."""
+    rng = np.random.default_rng(5)
+    profile = random_profile(rng, 7, unit=32)
+    costs = [float(c) for c in rng.uniform(0.1, 3.0, 7)]
+    smallest = _min_peak(profile)
+    for budget in (smallest, 2 * smallest, 3 * smallest):
+        plan = P.rotor(profile, budget_bytes=budget, cost=costs, slots=64)
+        assert plan.predicted_peak_activations <= budget
+        assert plan.recompute_cost >= P.rotor(profile, budget_bytes=budget, cost=costs).recompute_cost
+
+
 def test_slots_arguments_checked():
     profile = random_profile(np.random.default_rng(0), 5)
     with pytest.raises(ValueError, match="pass budget_bytes"):
