@@ -179,7 +179,7 @@ class Budget:
 
     Attributes:
         budget_bytes: the limit on the saved activations' bytes.
-        heuristic: ``"dtr"``, ``"dtr_full"`` or ``"naive"``.
+        heuristic: ``"dtr"``, ``"dtr_full"``, ``"naive"`` or a score function.
         resident_bytes: the pool's bytes now; ``peak_bytes``: their maximum.
         evictions: arrays groups evicted; ``rebuilds``: ops run again;
         rebuild_flops: their FLOPs (the ledger counts the same in ``"recompute"``);
@@ -192,7 +192,7 @@ class Budget:
 
     def __init__(self, budget_bytes: int, heuristic: str = "dtr"):
         self.budget_bytes = check_int("budget_bytes", budget_bytes, 0, where="dtr.budget")
-        if heuristic not in HEURISTICS:
+        if not callable(heuristic) and heuristic not in HEURISTICS:
             raise ValueError(f"dtr.budget: unknown heuristic {heuristic!r}; allowed: {list(HEURISTICS)}")
         self.heuristic = heuristic
         self.resident_bytes = 0
@@ -324,12 +324,16 @@ class Budget:
                 continue
             ops = {v.op for v in g.members}
             cost = sum(op.flops for op in ops)
-            if self.heuristic == "dtr":
-                cost += self._neighbourhood_cost(g, ops, classes)
-            elif self.heuristic == "dtr_full":
-                cost += self._evicted_neighbourhood_cost(g, ops)
             stale = self._clock - max(v.last_use for v in g.members) + 1
-            score = cost / (g.nbytes * stale)
+            if callable(self.heuristic):
+                score = self.heuristic(cost, self._neighbourhood_cost(g, ops, classes),
+                                       g.nbytes, stale)
+            else:
+                if self.heuristic == "dtr":
+                    cost += self._neighbourhood_cost(g, ops, classes)
+                elif self.heuristic == "dtr_full":
+                    cost += self._evicted_neighbourhood_cost(g, ops)
+                score = cost / (g.nbytes * stale)
             if best_score is None or score < best_score:
                 best, best_score = key, score
         return best
@@ -659,8 +663,11 @@ def budget(budget_bytes: int, *, heuristic: str = "dtr") -> Budget:
             an integer >= 0.
         heuristic: ``"dtr"`` (DTR's score, its evicted neighbourhood approximated by
             equivalence classes, as the paper's prototype), ``"dtr_full"`` (the exact
-            evicted neighbourhood) or ``"naive"`` (each array's own FLOPs /
-            (bytes x staleness)).
+            evicted neighbourhood), ``"naive"`` (each array's own FLOPs /
+            (bytes x staleness)), or a function ``score(flops, neighbourhood_flops,
+            nbytes, staleness) -> float`` of a candidate's own FLOPs, its evicted
+            classes' FLOPs (as ``"dtr"`` counts them), its bytes and its staleness (ops
+            since its last use, >= 1): the lowest score is evicted first.
 
     Returns:
         A `Budget`: a context manager whose attributes count evictions, rebuilds and
@@ -668,7 +675,7 @@ def budget(budget_bytes: int, *, heuristic: str = "dtr") -> Budget:
 
     Raises:
         BudgetError: (in the block) more bytes must be resident at once than the budget.
-        ValueError: an unknown heuristic or a negative budget.
+        ValueError: an unknown heuristic name or a negative budget.
 
     Example:
         >>> with minigrad.memory.track() as m, budget(200_000) as pool:

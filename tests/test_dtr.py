@@ -158,6 +158,23 @@ def test_dtr_score_recomputes_less_than_naive(fraction):
     assert 0 < extra["dtr_full"] and 2 * extra["dtr_full"] < extra["naive"]
 
 
+def test_a_score_function_plugs_in():
+    """A score written as a function (the chapter's exercise) evicts as the named ones."""
+    model, loss_fn = _gpt()
+    plain, _, grads = _step(model, loss_fn)
+    budget = int(plain.peak["activations"] * 0.4)
+
+    def dtr_score(flops, neighbourhood_flops, nbytes, staleness):
+        return (flops + neighbourhood_flops) / (nbytes * staleness)
+
+    def naive_score(flops, neighbourhood_flops, nbytes, staleness):
+        return flops / (nbytes * staleness)
+    for fn, name in ((dtr_score, "dtr"), (naive_score, "naive")):
+        m, _, g = _step(model, loss_fn, budget, fn)
+        assert m.flops["recompute"] == _step(model, loss_fn, budget, name)[0].flops["recompute"]
+        assert _same(g, grads) and m.peak["activations"] <= budget
+
+
 def test_batchnorm_running_statistics_updated_once():
     mg.random.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 8),
