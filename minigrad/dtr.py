@@ -10,12 +10,12 @@ that made it, first rebuilding that op's inputs if they were evicted too (recurs
 activations' bytes (the ledger's ``m.peak["activations"]``) within ``budget_bytes``, with
 gradients bit-identical to a plain step. It is built only on the engine's public hooks:
 
-* `minigrad.tensor.saved_tensors_hooks`: the pack hook stores a small handle instead of
+* `minigrad.autograd.saved_tensors_hooks`: the pack hook stores a small handle instead of
   each saved array; the unpack hook returns the array, rebuilt if it was evicted;
-* `minigrad.tensor.register_hooks` (``op=``): every op run in the block is recorded (its
+* `minigrad.hooks.register_hooks` (``op=``): every op run in the block is recorded (its
   `Function`, inputs, constants, FLOPs, and the random state it drew from), so that it can
   be run again; a node's backward ends the locks on the arrays it used;
-* `minigrad.tensor.hold_role` / `release_role`: the pool tells the ledger which arrays it
+* `minigrad.hooks.hold_role` / `release_role`: the pool tells the ledger which arrays it
   keeps for backward (``"activations"``), as the engine does for the arrays it saves.
 
 Scores (``heuristic=``), for a resident array t (all arrays sharing t's buffer are evicted
@@ -47,10 +47,25 @@ resident array is pinned or in use by the op that needs room), `BudgetError` say
 many bytes were needed against the budget; the pool never goes over it silently.
 
 Example:
-    >>> with minigrad.memory.track() as m, minigrad.dtr.budget(64 * 1024) as pool:
-    ...     loss = model(x).sum()
-    ...     loss.backward()
-    >>> m.peak["activations"] <= 64 * 1024, pool.rebuilds, m.flops["recompute"]
+    >>> from minigrad import nn
+    >>> import minigrad.ops as F
+    >>> _ = minigrad.random.manual_seed(0)
+    >>> model = nn.Sequential(nn.Linear(16, 16), nn.GELU(), nn.Linear(16, 16), nn.GELU(),
+    ...                       nn.Linear(16, 16))
+    >>> x = Tensor(np.ones((8, 16), np.float32))
+    >>> with minigrad.memory.track() as m:            # a plain step
+    ...     F.mse_loss(model(x), x).backward()
+    >>> m.peak["activations"]
+    3072
+    >>> with minigrad.memory.track() as m, budget(1536) as pool:
+    ...     F.mse_loss(model(x), x).backward()
+    >>> m.peak["activations"], pool.rebuilds, m.flops["recompute"]
+    (1536, 3, 6528)
+    >>> with budget(1024):
+    ...     F.mse_loss(model(x), x).backward()
+    Traceback (most recent call last):
+    ...
+    minigrad.dtr.BudgetError: dtr.budget: 1536 B of saved activations must be resident at once ...
 """
 from __future__ import annotations
 
@@ -61,9 +76,11 @@ import numpy as np
 
 from minigrad import memory as _memory
 from minigrad import random as _random
-from minigrad import tensor as _tensor
 from minigrad._validation import check_int
-from minigrad.tensor import Tensor, enable_grad, register_hooks, saved_tensors_hooks
+from minigrad.autograd import saved_tensors_hooks
+from minigrad.grad_mode import enable_grad
+from minigrad.hooks import hold_role, in_phase, register_hooks, release_role
+from minigrad.tensor import Tensor
 
 __all__ = ["budget", "Budget", "BudgetError", "HEURISTICS"]
 
@@ -136,7 +153,7 @@ class _Handle:
 
     def kept_arrays(self):
         """The array kept for backward in this entry's stead, if resident now (see
-        ``minigrad.tensor.saved_arrays``)."""
+        ``minigrad.autograd.saved_arrays``)."""
         v = self.value
         if v is None:
             return [self.array]
@@ -263,7 +280,7 @@ class Budget:
         self._group_of[v] = key
         v.array = a
         v.weak = None
-        _tensor.hold_role(a, "activations")
+        hold_role(a, "activations")
 
     def _remove(self, v: _Value) -> None:
         """``v`` leaves the pool (evicted, or nothing will unpack it any more)."""
@@ -277,7 +294,7 @@ class Budget:
                 self.resident_bytes -= g.nbytes
         v.array = None
         v.weak = weakref.ref(a)
-        _tensor.release_role(a, "activations")
+        release_role(a, "activations")
 
     def _new_bytes(self, arrays) -> int:
         """Bytes that making ``arrays`` resident would add (buffers already kept count 0)."""
@@ -598,7 +615,7 @@ class Budget:
             _random.set_rng_state(op.rng[0])
         self._replaying += 1
         try:
-            with enable_grad(), _memory.phase("recompute"), \
+            with enable_grad(), in_phase("recompute"), \
                     saved_tensors_hooks(capture, lambda box: box.array):
                 result = op.fn.apply(*args, **kwargs)
             after = _random.get_rng_state() if op.rng is not None else None
@@ -678,10 +695,13 @@ def budget(budget_bytes: int, *, heuristic: str = "dtr") -> Budget:
         ValueError: an unknown heuristic name or a negative budget.
 
     Example:
-        >>> with minigrad.memory.track() as m, budget(200_000) as pool:
-        ...     loss = F.mse_loss(model(x), y)
-        ...     loss.backward()
-        >>> m.peak["activations"] <= 200_000
-        True
+        >>> from minigrad import nn
+        >>> import minigrad.ops as F
+        >>> model = nn.Sequential(nn.Linear(16, 16), nn.GELU(), nn.Linear(16, 16))
+        >>> x = Tensor(np.ones((8, 16), np.float32))
+        >>> with minigrad.memory.track() as m, budget(1536, heuristic="naive") as pool:
+        ...     F.mse_loss(model(x), x).backward()
+        >>> m.peak["activations"] <= 1536, pool.evictions > 0
+        (True, True)
     """
     return Budget(budget_bytes, heuristic)
