@@ -443,7 +443,10 @@ def schedule_peak(profile: ChainProfile, schedule: NestedSchedule) -> int:
     Returns:
         bytes (int).
     Example:
+        >>> profile = ChainProfile(input_bytes=(64,) * 6, output_bytes=64, saves_input=(True,) * 6,
+        ...                        saves_output=(False,) * 6, own_bytes=(128,) * 6, cost=(10,) * 6)
         >>> schedule_peak(profile, from_segments(profile.n, [0, 3]))
+        640
     """
     items = _items_of(profile, schedule) + (Taped(profile.n),)  # the loss, taped last
     a, si, so, own = _chain_arrays(profile)
@@ -521,7 +524,9 @@ def rotor_reference(profile: ChainProfile, budget_bytes: int, cost=None):
     `rotor` finds the same optimum (and the schedule) from Pareto fronts.
 
     Example:
-        >>> rotor_reference(profile, 4096) == rotor(profile, budget_bytes=4096).recompute_cost
+        >>> profile = ChainProfile(input_bytes=(64,) * 6, output_bytes=64, saves_input=(True,) * 6,
+        ...                        saves_output=(False,) * 6, own_bytes=(128,) * 6, cost=(10,) * 6)
+        >>> rotor_reference(profile, 640) == rotor(profile, budget_bytes=640).recompute_cost
         True
     """
     a, si, so, own = _chain_arrays(profile)
@@ -832,11 +837,29 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
             rounded to ``slots``, or the arguments are inconsistent.
 
     Example:
-        >>> sched = plan.rotor(layers, x, budget_bytes=4096, loss=loss_fn)
+        >>> from minigrad import nn
+        >>> from minigrad.checkpoint import checkpoint_sequential
+        >>> _ = minigrad.random.manual_seed(0)
+        >>> layers = [nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 8)]
+        >>> x = minigrad.Tensor(np.ones((4, 8), np.float32), requires_grad=True)
+        >>> def loss_fn(y):
+        ...     return (y * y).mean()
+        >>> sched = rotor(layers, x, budget_bytes=512, loss=loss_fn)
         >>> print(sched)                                  # the nesting, as a tree
-        >>> y = checkpoint_sequential(layers, sched, x)   # peak <= 4096 bytes
-        >>> loss_fn(y).backward()                         # bit-identical gradients
-        >>> plan.rotor(long_profile, budget_bytes=2**20, slots=200)  # long chains, fast
+        taped 0
+        checkpoint [1, 4)
+            taped 1
+            taped 2
+            taped 3
+        taped 4
+        >>> with minigrad.memory.track() as m:
+        ...     loss_fn(checkpoint_sequential(layers, sched, x)).backward()
+        >>> m.peak["activations"], m.flops["recompute"] == sched.recompute_cost
+        (512, True)
+        >>> profile = ChainProfile(input_bytes=(64,) * 6, output_bytes=64, saves_input=(True,) * 6,
+        ...                        saves_output=(False,) * 6, own_bytes=(128,) * 6, cost=(10,) * 6)
+        >>> rotor(profile, budget_bytes=640, slots=10).recompute_cost   # long chains: slots
+        30
     """
     if isinstance(layers, ChainProfile):
         if loss is not None:
