@@ -9,6 +9,10 @@
 - **No thebe.** jupyter-book always loads sphinx-thebe, whose inline script declares
   ``THEBE_JS_URL`` on every page; declared twice it is a console error, and the book
   has no live kernels anyway (launch buttons open Colab). Its scripts are dropped.
+- **One search box, no theme-mode console error.** The sidebar's search field is the
+  one search box (pydata's header repeated it: ``navbar_persistent``), and the page's
+  colour mode defaults to ``auto`` (an empty ``default_mode`` logs a console error on
+  every first visit).
 - **Assignment pages' setup cell collapsed.** The first code cell of a page under
   ``book/assignments/`` (the setup cell, which otter-assign writes) gets the
   ``hide-input`` treatment without a tag in the notebook, so ``scripts/assignments.py``
@@ -73,7 +77,13 @@ def _collapse_assignment_setup(app, doctree):
         return  # only the first code cell
 
 
+def _theme_defaults(app, config):
+    config.html_theme_options["navbar_persistent"] = []
+    config.html_context.setdefault("default_mode", "auto")
+
+
 def setup(app):
+    app.connect("config-inited", _theme_defaults, priority=900)
     # After sphinx's TocTreeCollector (priority 500) has assigned the book-wide numbers.
     app.connect("env-get-updated", _number_per_chapter, priority=900)
     app.connect("html-page-context", _drop_thebe)
