@@ -46,4 +46,9 @@ def use_book_style(shell=None) -> bool:
 
     mpl.rcParams.update(BOOK_RC)
     select_figure_formats(shell, {FIGURE_FORMAT}, bbox_inches="tight")
+    try:  # the inline backend, loaded later by `import matplotlib.pyplot`, would reset
+        from matplotlib_inline.config import InlineBackend  # the formats to its own
+    except ImportError:
+        return True
+    InlineBackend.instance(parent=shell).figure_formats = {FIGURE_FORMAT}
     return True
