@@ -101,7 +101,9 @@ WIDTHS = {"desktop": (1280, 900), "phone": (390, 844)}
 
 LAYOUT_JS = """() => {
   const article = document.querySelector('.bd-article') || document.body;
-  const shown = (e) => e.getClientRects().length > 0 && e.clientWidth > 0;
+  // Closed <details> keep layout boxes in Chromium; what they hide is not on the page.
+  const shown = (e) => e.getClientRects().length > 0 && e.clientWidth > 0 &&
+                       !e.closest('details:not([open])');
   const describe = (e) => {
     const cls = (e.className && e.className.baseVal === undefined) ? e.className : '';
     const text = (e.innerText || e.textContent || '').trim().split('\\n')[0].slice(0, 60);
