@@ -125,3 +125,29 @@ def test_at_most_two_visible_asserts(path):
         f"{path.name}: {len(asserts)} visible assert lines (at most "
         f"{MAX_VISIBLE_ASSERTS}, where they teach; move the others into remove-cell "
         f"cells): {_where(asserts)}")
+
+
+def _reader_pages_extension():
+    import importlib.util
+
+    from bookpaths import ROOT
+
+    spec = importlib.util.spec_from_file_location(
+        "reader_pages", ROOT / "book" / "_ext" / "reader_pages.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_numbers_restart_per_chapter_in_document_order():
+    ext = _reader_pages_extension()
+    book_wide = {"exercise": {"ex-b": (61,), "ex-a": (60,), "ex-c": (62,)},
+                 "figure": {"fig-x": (27,)}}
+    assert ext.renumber(book_wide, "notebooks/ch22_memory_calculator") == {
+        "exercise": {"ex-a": (22, 1), "ex-b": (22, 2), "ex-c": (22, 3)},
+        "figure": {"fig-x": (22, 1)}}
+    assert ext.renumber({"figure": {"hero": (1,)}}, "book/intro") == {
+        "figure": {"hero": (1,)}}
+    assert ext.chapter_number("notebooks/ch04_sqrt_trick") == 4
+    assert ext.chapter_number("notebooks/ch00_five_minutes") == 0
+    assert ext.chapter_number("book/playbook") is None
