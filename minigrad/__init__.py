@@ -26,6 +26,7 @@ from minigrad import checkpoint
 from minigrad import nn
 from minigrad import optim
 from minigrad import plan
+from minigrad import remat
 from minigrad.checkpoint import CheckpointError
 from minigrad.ops import (
     add, sub, mul, div, neg, matmul, linear, exp, log, tanh, relu, gelu, softmax, log_softmax,
