@@ -21,7 +21,7 @@ Modules, by idea:
 * `graph` — a step as a DAG: `trace_graph` (one dry run), `GraphProfile`, `chain_graph`.
 * `checkmate` — optimal rematerialization of the DAG (Checkmate's integer program,
   solved with SciPy's HiGHS, imported only when it runs): `remat`, `GraphSchedule`,
-  `lower_bound`, `store_all`; `minigrad.remat.run` executes a schedule.
+  `lower_bound`, `store_all`, `keeping`; `minigrad.remat.run` executes a schedule.
 
 Example:
     >>> from minigrad import plan
@@ -37,7 +37,7 @@ from minigrad.plan.revolve import (RevolvePlan, beta, binomial_split, repetition
 from minigrad.plan.segments import SegmentPlan, balanced, explicit, sqrt_segments, uniform
 from minigrad.plan.rotor import Checkpointed, NestedSchedule, Taped, rotor, rotor_frontier
 from minigrad.plan.graph import GraphProfile, chain_graph, trace_graph
-from minigrad.plan.checkmate import GraphSchedule, lower_bound, remat, store_all
+from minigrad.plan.checkmate import GraphSchedule, keeping, lower_bound, remat, store_all
 
 __all__ = [
     "SegmentPlan", "uniform", "balanced", "sqrt_segments", "explicit",
@@ -48,5 +48,5 @@ __all__ = [
     "untaped_forward_steps", "binomial_split",
     "rotor", "rotor_frontier", "NestedSchedule", "Taped", "Checkpointed",
     "GraphProfile", "trace_graph", "chain_graph", "GraphSchedule", "remat", "lower_bound",
-    "store_all",
+    "store_all", "keeping",
 ]

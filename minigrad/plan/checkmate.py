@@ -44,8 +44,8 @@ import numpy as np
 
 from minigrad.plan.graph import GraphProfile
 
-__all__ = ["GraphSchedule", "remat", "lower_bound", "simulate", "store_all", "IMPROVEMENTS",
-           "build_program"]
+__all__ = ["GraphSchedule", "remat", "lower_bound", "simulate", "store_all", "keeping",
+           "activation_peak", "IMPROVEMENTS", "build_program"]
 
 #: The improvements `remat` applies by default (see the module docstring).
 IMPROVEMENTS = ("prune", "forced", "tight_free")
@@ -244,6 +244,34 @@ def store_all(g: GraphProfile) -> GraphSchedule:
     peak, cost = simulate(g, recompute, keep)
     return GraphSchedule(g, recompute, keep, None, peak, activation_peak(g, recompute, keep), cost,
                          True, 0.0, 0.0, lower_bound(g), method="store-all")
+
+
+def keeping(g: GraphProfile, kept) -> GraphSchedule:
+    """The schedule that keeps the forward values ``kept`` (node indices) into the backward
+    pass, as long as a later node reads them, and recomputes every other forward value a
+    backward node needs, in that node's stage, from what is held (the plan a checkpointing
+    API gives when you choose what to save: torch's non-reentrant checkpoint, op by op).
+    Values that cannot be recomputed in time (gradients, forward values read later in the
+    forward pass) are always kept.
+
+    Example:
+        >>> s = keeping(g, [])      # keep nothing that can be recomputed
+        >>> s.recompute_flops, s.predicted_peak_bytes
+    """
+    kept = {int(i) for i in kept}
+    bad = [i for i in kept if not 0 <= i < g.n_forward]
+    if bad:
+        raise ValueError(f"keeping: {bad} are not forward nodes (0 .. {g.n_forward - 1})")
+    users, nf, N = g.users(), g.n_forward, g.n_nodes
+
+    def keep_fn(t):
+        out = {i for i in range(min(t, N)) if any(
+            j >= t and ((i >= nf or j < nf) or i in kept) for j in users[i])}
+        return out | {g.out_buffer[i] for i in out if i < nf}
+    recompute, keep = _complete(g, keep_fn)
+    peak, cost = simulate(g, recompute, keep)
+    return GraphSchedule(g, recompute, keep, None, peak, activation_peak(g, recompute, keep), cost,
+                         False, 0.0, 0.0, lower_bound(g), method="keeping")
 
 
 # --- the integer program ------------------------------------------------------------------

@@ -21,7 +21,7 @@ these numbers; the executor (`minigrad.remat`) runs a plan on the real step.
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from minigrad import memory
 from minigrad import random as _random
@@ -98,6 +98,18 @@ class GraphProfile:
             for i in ds:
                 out[i].append(v)
         return out
+
+    def without_gradients(self) -> "GraphProfile":
+        """The same graph with the backward nodes' values at 0 bytes: a memory model
+        closer to the ledger's ``activations``, which never counts gradients. It still
+        counts every forward value while it is live (the ledger counts only saved ones),
+        so a schedule planned on it keeps the ledger's activations within its budget too.
+
+        Example:
+            >>> s = remat(g.without_gradients(), budget_bytes)
+        """
+        nf = self.n_forward
+        return replace(self, value_bytes=self.value_bytes[:nf] + (0,) * (self.n_nodes - nf))
 
     @property
     def forward_flops(self) -> int:
