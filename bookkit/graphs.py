@@ -16,7 +16,7 @@ import numpy as np
 import minigrad.ops as F
 from minigrad import Tensor, nn, random
 
-__all__ = ["GraphModel", "gpt_stack", "tiny_unet", "UNet"]
+__all__ = ["GraphModel", "gpt_stack", "tiny_unet", "UNet", "Residual"]
 
 
 @dataclass
@@ -46,15 +46,31 @@ class GraphModel:
             p.grad = None
 
 
+class Residual(nn.Module):
+    """``x + fn(norm(x))``: one half of a pre-LayerNorm transformer block."""
+
+    def __init__(self, norm, fn):
+        self.norm, self.fn = norm, fn
+
+    def forward(self, x):
+        return x + self.fn(self.norm(x))
+
+
 def gpt_stack(n_blocks: int = 2, d_model: int = 16, n_heads: int = 2, seq_len: int = 8,
-              batch: int = 1, seed: int = 0) -> GraphModel:
+              batch: int = 1, seed: int = 0, sublayers: bool = False) -> GraphModel:
     """``n_blocks`` `minigrad.nn.TransformerBlock` on a (batch, seq_len, d_model) input.
+
+    The chain view has one layer per block, or with ``sublayers=True`` two: the
+    attention half and the MLP half, each ``x + f(norm(x))`` (the same ops in the same
+    order as the block).
 
     Example:
         >>> m = gpt_stack(1); m.step(m.x).backward()
     """
     random.manual_seed(seed)
-    layers = [nn.TransformerBlock(d_model, n_heads) for _ in range(n_blocks)]
+    blocks = [nn.TransformerBlock(d_model, n_heads) for _ in range(n_blocks)]
+    layers = blocks if not sublayers else [
+        half for b in blocks for half in (Residual(b.ln1, b.attn), Residual(b.ln2, b.mlp))]
     rng = np.random.default_rng(seed)
     x = Tensor(rng.standard_normal((batch, seq_len, d_model)).astype(np.float32))
     target = Tensor(rng.standard_normal((batch, seq_len, d_model)).astype(np.float32))

@@ -70,7 +70,10 @@ class GraphSchedule:
         lower_bound_bytes: the budget below which no schedule exists (see `lower_bound`).
         n_variables, n_binaries, n_constraints: the program's size.
         solve_time_s: seconds the solver ran (varies by machine).
-        method: ``"milp"``, ``"lp-rounded"`` or ``"store-all"``.
+        method: ``"milp"``, ``"lp-rounded"``, ``"store-all"`` (it fits: no solve),
+            ``"keeping"`` (`keeping`) or ``"fallback"`` (the time limit came before the
+            solver found a schedule: the cheaper of store-all and keeping nothing
+            recomputable, with the gap to the solver's proven bound).
     """
 
     graph: GraphProfile = field(repr=False)
@@ -354,7 +357,7 @@ def build_program(g: GraphProfile, budget_bytes: int, improvements=IMPROVEMENTS)
         # memory while each computed node of the stage runs, freeing after each
         U_prev = None
         for pos, k in enumerate(computed):
-            U = P.var(("U", t, k), binary=False, upper=max(room, 0.0))
+            P.var(("U", t, k), binary=False, upper=max(room, 0.0))
             terms = [(("U", t, k), 1), (R(t, k), -M[k])]
             if U_prev is None:
                 terms += [(S(t, i), -M[i]) for i in range(t) if S(t, i) != 0]
@@ -378,7 +381,7 @@ def build_program(g: GraphProfile, budget_bytes: int, improvements=IMPROVEMENTS)
                     P.var(F, binary=False)
                     if R(t, k) != 1:
                         P.row([(F, 1), (R(t, k), -1)], ub=0)
-                    if S(t + 1, i) if t + 1 < N else 0:
+                    if S(t + 1, i) != 0:
                         P.row([(F, 1), (S(t + 1, i), 1)], ub=1)
                     for r in later:
                         P.row([(F, 1), (r, 1)], ub=1)
@@ -446,7 +449,8 @@ def remat(graph: GraphProfile, budget_bytes: int, *, time_limit_s: float = 60, r
             ``m.peak["activations"]`` of the run is at most the schedule's
             ``predicted_activation_bytes``, itself at most ``predicted_peak_bytes``.
         time_limit_s: stop the solver after this many seconds; the best schedule found is
-            returned with ``optimal=False`` and its proven ``gap``.
+            returned with ``optimal=False`` and its proven ``gap`` (if it found none, the
+            cheaper of store-all and keeping nothing recomputable that fits, if one does).
         relax: solve the LP relaxation and round it (keep a value where ``S >= 0.5``,
             recompute what is then missing): fast, not optimal; ``lower_bound_flops`` is
             then the LP's value, a lower bound on the optimum's cost.
@@ -478,6 +482,13 @@ def remat(graph: GraphProfile, budget_bytes: int, *, time_limit_s: float = 60, r
         raise ValueError(f"remat: budget_bytes={int(budget_bytes)} is below the lower bound "
                          f"{bound} bytes (the largest op's inputs and output plus what must stay "
                          f"live then); no schedule fits")
+    everything = store_all(graph)
+    if everything.predicted_peak_bytes <= budget_bytes and not relax:
+        # nothing to recompute: the optimum, proven without a solver
+        return GraphSchedule(graph, everything.recompute, everything.keep, int(budget_bytes),
+                             everything.predicted_peak_bytes,
+                             everything.predicted_activation_bytes, 0, True, 0.0, 0.0, bound,
+                             method="store-all")
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import coo_matrix
 
@@ -491,6 +502,20 @@ def remat(graph: GraphProfile, budget_bytes: int, *, time_limit_s: float = 60, r
                constraints=LinearConstraint(A, np.asarray(P.lb), np.asarray(P.ub)),
                options={"time_limit": float(time_limit_s), "disp": False})
     seconds = time.perf_counter() - t0
+    if res.x is None and res.status != 2 and not relax:
+        # time is up before the solver found a schedule: return the cheapest simple one
+        # that fits (store all, or keep nothing recomputable), with the proven gap
+        fallback = _fallback(graph, int(budget_bytes))
+        if fallback is not None:
+            dual = getattr(res, "mip_dual_bound", None)
+            dual = 0.0 if dual is None or not np.isfinite(dual) else max(0.0, float(dual))
+            recompute, keep, peak, cost = fallback
+            gap = 0.0 if cost == 0 else (cost - dual) / cost
+            return GraphSchedule(graph, recompute, keep, int(budget_bytes), peak,
+                                 activation_peak(graph, recompute, keep), cost, cost == 0, gap,
+                                 dual, bound, n_variables=n, n_binaries=int(sum(P.binary)),
+                                 n_constraints=len(P.lb), solve_time_s=seconds,
+                                 method="fallback")
     if res.x is None:
         if res.status == 2:
             raise ValueError(f"remat: no schedule fits budget_bytes={int(budget_bytes)} (the "
@@ -520,6 +545,17 @@ def remat(graph: GraphProfile, budget_bytes: int, *, time_limit_s: float = 60, r
     return GraphSchedule(graph, recompute, keep, int(budget_bytes), peak,
                          activation_peak(graph, recompute, keep), cost, optimal, gap,
                          dual if not optimal else float(cost), bound, **sizes)
+
+
+def _fallback(g, budget):
+    """The cheaper of store-all and keep-nothing-recomputable, if one fits the budget."""
+    best = None
+    for sched in (store_all(g), keeping(g, [])):
+        if sched.predicted_peak_bytes <= budget and (
+                best is None or sched.recompute_flops < best[3]):
+            best = (sched.recompute, sched.keep, sched.predicted_peak_bytes,
+                    sched.recompute_flops)
+    return best
 
 
 def _complete(g, keep_fn):

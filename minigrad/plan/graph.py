@@ -111,6 +111,42 @@ class GraphProfile:
         nf = self.n_forward
         return replace(self, value_bytes=self.value_bytes[:nf] + (0,) * (self.n_nodes - nf))
 
+    def chain_view(self) -> "GraphProfile":
+        """What a chain planner sees: the forward ops in a row, op ``i`` reading only op
+        ``i - 1``, and each backward node reading the gradient of the one before, plus its
+        op's value and its op's input where the real backward reads them (as a
+        `ChainProfile`'s ``saves_output`` and ``saves_input``); same bytes and FLOPs. Plans priced on it ignore the
+        residual and skip edges that keep values alive and force recomputation further back.
+
+        Example:
+            >>> keeping(g.chain_view(), kept).recompute_flops   # the chain's price
+        """
+        nf = self.n_forward
+        grad = [0] * nf
+        back_flops = [0] * nf
+        reads_own, reads_input = [False] * nf, [False] * nf
+        for k, j in enumerate(self.backward_of):
+            grad[j] += self.value_bytes[nf + k]
+            back_flops[j] += self.flops[nf + k]
+            for i in self.deps[nf + k]:
+                if i == j:
+                    reads_own[j] = True
+                elif i < nf and i != self.out_buffer[j]:
+                    reads_input[j] = True
+        names = list(self.names[:nf]) + [f"{self.names[i]}.bwd" for i in reversed(range(nf))]
+        deps = [((i - 1,) if i else ()) for i in range(nf)]
+        for k, i in enumerate(reversed(range(nf))):
+            d = ([nf + k - 1] if k else []) + ([i] if reads_own[i] else [])
+            d += [i - 1] if i and reads_input[i] else []
+            deps.append(tuple(sorted(d)))
+        return GraphProfile(names=tuple(names), n_forward=nf, deps=tuple(deps),
+                            value_bytes=tuple(self.value_bytes[:nf]) + tuple(reversed(grad)),
+                            flops=tuple(self.flops[:nf]) + tuple(reversed(back_flops)),
+                            const_bytes=self.const_bytes,
+                            backward_of=tuple(reversed(range(nf))), out_buffer=tuple(range(nf)),
+                            buffer_bytes=tuple(self.value_bytes[:nf]),
+                            private_bytes=(0,) * nf)
+
     @property
     def forward_flops(self) -> int:
         return int(sum(self.flops[: self.n_forward]))
