@@ -22,7 +22,8 @@ count in the ledger's ``"recompute"`` phase: ``m.flops["recompute"]`` equals the
 schedule's ``recompute_flops``.
 
 Scope: ops whose forward depends only on their arguments and the default random
-generator (BatchNorm's running statistics would be updated again by a recomputation).
+generator. A recomputation gets copies of the op's array arguments, so BatchNorm's running
+statistics are updated once, by the first forward, as in a plain step.
 """
 from __future__ import annotations
 
@@ -137,12 +138,15 @@ class _Executor(StepRecorder):
                     raise RuntimeError(f"remat.run: recomputing node {k} ({rec.name}) needs node "
                                        f"{a.node}, which the schedule does not hold")
                 a = Tensor(value[0], requires_grad=rg)
+            elif isinstance(a, np.ndarray):
+                a = a.copy()  # a recomputation never writes into the step's arrays (BatchNorm)
             args.append(a)
+        kwargs = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in rec.kwargs.items()}
         now = _random.get_rng_state()
         _random.set_rng_state(rec.rng_state)
         try:
             with _tensor._saved_hooks_paused(), enable_grad(), memory.phase("recompute"):
-                out = rec.fn.apply(*args, **rec.kwargs)
+                out = rec.fn.apply(*args, **kwargs)
         finally:
             _random.set_rng_state(now)
         ctx = out._ctx

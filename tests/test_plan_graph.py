@@ -252,8 +252,9 @@ def test_trace_rejects_a_step_without_a_loss():
 
 def test_scipy_loads_only_when_the_graph_planner_runs():
     code = ("import sys, minigrad; from minigrad import plan; "
-            "g = plan.chain_graph([2, 2], [1, 1]); plan.lower_bound(g); plan.store_all(g); "
-            "assert 'scipy' not in sys.modules; plan.remat(g, 100); "
+            "g = plan.chain_graph([4] * 6, [1] * 6); b = plan.lower_bound(g); "
+            "assert plan.store_all(g).predicted_peak_bytes > b; plan.remat(g, 10**6); "
+            "assert 'scipy' not in sys.modules; plan.remat(g, b); "
             "assert 'scipy' in sys.modules; assert 'torch' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -303,3 +304,35 @@ def test_on_a_chain_the_graph_optimum_agrees_with_rotor_within_the_two_models():
     # Checkmate's model counts gradients too: the same budgets buy less
     full = plan.store_all(g).predicted_peak_bytes
     assert full > plan.store_all(saved).predicted_peak_bytes
+
+
+def test_time_limit_returns_a_valid_schedule_with_its_proven_gap():
+    from bookkit.graphs import gpt_stack
+    model = gpt_stack(2, d_model=8, seq_len=4)
+    g = plan.trace_graph(model.step, model.x)
+    budget = int(0.8 * plan.store_all(g).predicted_peak_bytes)
+    s = plan.remat(g, budget, time_limit_s=0.5)
+    assert not s.optimal and s.method in ("milp", "fallback")
+    assert 0 < s.gap <= 1 and s.lower_bound_flops <= s.recompute_flops
+    assert checkmate.simulate(g, s.recompute, s.keep) == (s.predicted_peak_bytes,
+                                                          s.recompute_flops)
+    assert s.predicted_peak_bytes <= budget
+
+
+def test_keeping_and_the_chain_view():
+    model, step, x = _deep_chain_step(depth=3)
+    g = plan.trace_graph(step, x)
+    everything = plan.keeping(g, range(g.n_forward))
+    assert everything.recompute_flops == 0
+    assert everything.predicted_peak_bytes == plan.store_all(g).predicted_peak_bytes
+    nothing = plan.keeping(g, [])
+    assert nothing.recompute_flops > 0
+    assert nothing.predicted_peak_bytes < everything.predicted_peak_bytes
+    with pytest.raises(ValueError, match="not forward nodes"):
+        plan.keeping(g, [g.n_forward])
+    # on a chain of ops the chain view is the graph itself (same prices)
+    chain = g.chain_view()
+    for kept in ([], [1, 3], range(0, g.n_forward, 2)):
+        a, b = plan.keeping(chain, kept), plan.keeping(g, kept)
+        assert (a.recompute_flops, a.predicted_peak_bytes) == (
+            b.recompute_flops, b.predicted_peak_bytes)

@@ -115,3 +115,29 @@ def test_a_different_step_is_refused():
         remat.run(s, other.step, other.x)
     # the ledger is left clean: nothing stays held as an activation
     assert memory.live_bytes()["activations"] == 0
+
+
+def test_batchnorm_statistics_are_updated_once_and_leaf_inputs_get_their_gradient():
+    minigrad.random.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 4))
+    rng = np.random.default_rng(0)
+    x = minigrad.Tensor(rng.standard_normal((16, 8)).astype(np.float32), requires_grad=True)
+    y = minigrad.Tensor(rng.standard_normal((16, 4)).astype(np.float32))
+
+    def step(x):
+        return F.mse_loss(model(x), y)
+    bn = model[1]
+    before = bn.running_mean.data.copy()
+    step(x).backward()
+    after_plain = bn.running_mean.data.copy()
+    grads = [p.grad.copy() for p in model.parameters()] + [x.grad.copy()]
+    g = plan.trace_graph(step, x)  # a dry run: it updates the statistics too
+    s = plan.keeping(g, [])
+    assert any(g.names[i] == "batchnorm" for r in s.recompute for i in r)
+    bn.running_mean.data[...] = before
+    for p in model.parameters() + [x]:
+        p.grad = None
+    remat.run(s, step, x)
+    assert np.array_equal(bn.running_mean.data, after_plain)
+    for want, p in zip(grads, model.parameters() + [x]):
+        assert np.array_equal(want, p.grad)
