@@ -291,7 +291,7 @@ def test_on_a_chain_the_graph_optimum_agrees_with_rotor_within_the_two_models():
     cheaper = 0
     for cost, peak, _ in frontier:
         budget = int(peak) + delta
-        s = plan.remat(saved, budget, time_limit_s=10)
+        s = plan.remat(saved, budget, time_limit_s=60)
         assert s.optimal and s.recompute_flops <= cost
         cheaper += s.recompute_flops < cost
         for p in model.parameters():

@@ -451,9 +451,11 @@ def remat(graph: GraphProfile, budget_bytes: int, *, time_limit_s: float = 60, r
         time_limit_s: stop the solver after this many seconds; the best schedule found is
             returned with ``optimal=False`` and its proven ``gap`` (if it found none, the
             cheaper of store-all and keeping nothing recomputable that fits, if one does).
-        relax: solve the LP relaxation and round it (keep a value where ``S >= 0.5``,
-            recompute what is then missing): fast, not optimal; ``lower_bound_flops`` is
-            then the LP's value, a lower bound on the optimum's cost.
+        relax: solve the LP relaxation and round it (keep a value where ``S`` is at least
+            a threshold, recompute what is then missing; the cheapest threshold that fits,
+            else store-all or keeping nothing recomputable): fast, not optimal;
+            ``lower_bound_flops`` is then the LP's value, a lower bound on the optimum's
+            cost, and ``gap`` the distance to it.
         improvements: the improvements to apply (`IMPROVEMENTS`; ``()`` gives the
             published program).
 
@@ -606,7 +608,10 @@ def _round(g, x, P, S, budget):
         peak, cost = simulate(g, recompute, keep)
         if peak <= budget and (best is None or cost < best[0]):
             best = (cost, recompute, keep)
-    if best is None:
+    if best is None:  # no rounding fits: the simple schedules, if one does
+        simple = _fallback(g, budget)
+        if simple is not None:
+            return simple[0], simple[1]
         raise ValueError(f"remat(relax=True): no rounding of the LP fits budget_bytes={budget}; "
                          f"solve the integer program (relax=False)")
     return best[1], best[2]
