@@ -26,7 +26,7 @@ def brute_force(g: GraphProfile, budget: int):
     freed right after its last reader in the stage unless kept. None if nothing fits."""
     N, nf, M, users = g.n_nodes, g.n_forward, g.value_bytes, g.users()
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def best(t, keep):
         if t == N:
             return 0
@@ -245,7 +245,7 @@ def test_trace_sees_residual_and_attention_fan_out():
 
 
 def test_trace_rejects_a_step_without_a_loss():
-    model, step, x = _mlp_step()
+    model, _, x = _mlp_step()
     with pytest.raises(TypeError, match="one-element Tensor"):
         plan.trace_graph(lambda x: model(x), x)
 
@@ -320,7 +320,7 @@ def test_time_limit_returns_a_valid_schedule_with_its_proven_gap():
 
 
 def test_keeping_and_the_chain_view():
-    model, step, x = _deep_chain_step(depth=3)
+    _, step, x = _deep_chain_step(depth=3)
     g = plan.trace_graph(step, x)
     everything = plan.keeping(g, range(g.n_forward))
     assert everything.recompute_flops == 0

@@ -177,6 +177,9 @@ def simulate(g: GraphProfile, recompute, keep) -> tuple:
                                  f"the values of nodes {missing}")
             if k in live:
                 raise ValueError(f"simulate: stage {t} recomputes node {k}, which it holds")
+            if k != t and not _recomputable(g, t, k):
+                raise ValueError(f"simulate: stage {t} recomputes node {k} ({g.names[k]}); "
+                                 f"only forward values are recomputed, in backward stages")
             live.add(k)
             mem += M[k]
             peak = max(peak, mem)
@@ -316,7 +319,7 @@ def build_program(g: GraphProfile, budget_bytes: int, improvements=IMPROVEMENTS)
     ``R(t, i)`` and ``S(t, i)`` return a variable key, or the constant 0 or 1 where the
     model (or the ``"prune"`` improvement) fixes it.
     """
-    N, nf, M, C = g.n_nodes, g.n_forward, g.value_bytes, g.flops
+    N, M, C = g.n_nodes, g.value_bytes, g.flops
     users = g.users()
     last = _last_use(g, users) if "prune" in improvements else [N] * N
     tight = "tight_free" in improvements
@@ -399,7 +402,9 @@ def build_program(g: GraphProfile, budget_bytes: int, improvements=IMPROVEMENTS)
 
 def _schedule_from(g, x, P, R, S):
     N = g.n_nodes
-    val = lambda key: (key if not isinstance(key, tuple) else x[P.index[key]] > 0.5)  # noqa: E731
+
+    def val(key):
+        return key if not isinstance(key, tuple) else x[P.index[key]] > 0.5
     keep = tuple(frozenset(i for i in range(t) if S(t, i) != 0 and val(S(t, i)))
                  for t in range(N))
     recompute = tuple(tuple(i for i in range(t) if R(t, i) != 0 and val(R(t, i))
@@ -411,7 +416,7 @@ def _cleanup(g, recompute, keep):
     """Drop kept values nothing reads before they are freed anyway, and recomputations no
     later node of the stage reads: neither changes a feasible schedule's validity, and each
     lowers its memory or cost."""
-    N, users = g.n_nodes, g.users()
+    N = g.n_nodes
     keep = [set(k) for k in keep]
     recompute = [list(r) for r in recompute]
     changed = True
@@ -563,22 +568,21 @@ def _fallback(g, budget):
 def _complete(g, keep_fn):
     """A valid schedule from a choice of values to keep: each stage recomputes, in order,
     what its node needs and is not kept (recursively), then keeps ``keep_fn(t)`` where
-    present."""
+    present. Raises ValueError if a missing value cannot be recomputed in that stage."""
     N = g.n_nodes
     keep, recompute = [frozenset()], []
     for t in range(N):
-        have = set(keep[t])
-        need, order = [t], []
+        have, order = set(keep[t]), []
 
-        def visit(i):
+        def visit(i, t=t, have=have, order=order):
             if i in have or i in order:
                 return
+            if not _recomputable(g, t, i):
+                raise ValueError(f"stage {t} needs node {i}, which it cannot recompute")
             for d in g.deps[i]:
                 visit(d)
             order.append(i)
         for d in g.deps[t]:
-            if d not in have and not _recomputable(g, t, d) and d != t:
-                raise ValueError("value not recomputable")
             visit(d)
         recompute.append(tuple(order))
         present = have | set(order) | {t}
