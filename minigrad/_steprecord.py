@@ -20,7 +20,8 @@ import numpy as np
 
 from minigrad import memory
 from minigrad import random as _random
-from minigrad import tensor as _tensor
+from minigrad.autograd import saved_tensors_hooks
+from minigrad.hooks import register_hooks
 from minigrad.tensor import Tensor
 
 __all__ = ["Slot", "OpRecord", "StepRecorder", "view_spec", "rebuild_view"]
@@ -187,8 +188,8 @@ class _Installed:
         self.rec = rec
 
     def __enter__(self):
-        self._handle = _tensor.register_hooks(op=self.rec.op)
-        self._saved = _tensor.saved_tensors_hooks(self.rec.pack, self._unpack)
+        self._handle = register_hooks(op=self.rec.op)
+        self._saved = saved_tensors_hooks(self.rec.pack, self._unpack)
         self._saved.__enter__()
         return self.rec
 

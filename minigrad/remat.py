@@ -31,9 +31,11 @@ import numpy as np
 
 from minigrad import memory
 from minigrad import random as _random
-from minigrad import tensor as _tensor
 from minigrad._steprecord import StepRecorder, rebuild_view
-from minigrad.tensor import Tensor, enable_grad
+from minigrad.autograd import hooks_paused
+from minigrad.grad_mode import enable_grad
+from minigrad.hooks import hold_role, register_hooks, release_role
+from minigrad.tensor import Tensor
 
 __all__ = ["run"]
 
@@ -56,25 +58,25 @@ class _Executor(StepRecorder):
 
     # --- values held as activations ---------------------------------------------------
     def _hold(self, i, out, privates):
-        _tensor.hold_role(out, "activations")
+        hold_role(out, "activations")
         for p in privates:
-            _tensor.hold_role(p, "activations")
+            hold_role(p, "activations")
         self.store[i] = (out, privates)
 
     def _drop(self, i):
         value = self.store.pop(i, None)
         if value is None:
             return
-        _tensor.release_role(value[0], "activations")
+        release_role(value[0], "activations")
         for p in value[1]:
-            _tensor.release_role(p, "activations")
+            release_role(p, "activations")
 
     def close(self):
         for i in list(self.store):
             self._drop(i)
         for arrays in self.const_held.values():
             for a in arrays:
-                _tensor.release_role(a, "activations")
+                release_role(a, "activations")
         self.const_held.clear()
 
     # --- forward ------------------------------------------------------------------------
@@ -89,7 +91,7 @@ class _Executor(StepRecorder):
         consts = []
         for slot in rec.slots:
             if slot.kind == "const":
-                _tensor.hold_role(slot.array, "activations")
+                hold_role(slot.array, "activations")
                 consts.append(slot.array)
             else:
                 slot.array = None  # rebuilt from the values held when backward reads it
@@ -145,7 +147,7 @@ class _Executor(StepRecorder):
         now = _random.get_rng_state()
         _random.set_rng_state(rec.rng_state)
         try:
-            with _tensor._saved_hooks_paused(), enable_grad(), memory.phase("recompute"):
+            with hooks_paused(), enable_grad(), memory.phase("recompute"):
                 out = rec.fn.apply(*args, **kwargs)
         finally:
             _random.set_rng_state(now)
@@ -168,7 +170,7 @@ class _Executor(StepRecorder):
         t = self.stage_of[j]
         self._enter(t)
         for a in self.const_held.pop(j, ()):
-            _tensor.release_role(a, "activations")
+            release_role(a, "activations")
         for i in list(self.store):
             if i not in self.keep[t + 1]:
                 self._drop(i)
@@ -207,7 +209,7 @@ def run(schedule, step, *inputs):
             if len(ex.ops) != ex.nf:
                 raise RuntimeError(f"remat.run: the step ran {len(ex.ops)} forward ops, the "
                                    f"schedule's graph has {ex.nf}; trace the same step")
-            handle = _tensor.register_hooks(op=ex.backward_op)
+            handle = register_hooks(op=ex.backward_op)
             try:
                 loss.backward()
             finally:

@@ -26,7 +26,8 @@ from dataclasses import dataclass, replace
 from minigrad import memory
 from minigrad import random as _random
 from minigrad._steprecord import StepRecorder
-from minigrad.tensor import Context, Tensor, enable_grad, graph_nodes
+from minigrad.grad_mode import enable_grad
+from minigrad.tensor import Context, Tensor, graph_nodes
 
 __all__ = ["GraphProfile", "trace_graph", "chain_graph"]
 
