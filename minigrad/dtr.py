@@ -10,12 +10,12 @@ that made it, first rebuilding that op's inputs if they were evicted too (recurs
 activations' bytes (the ledger's ``m.peak["activations"]``) within ``budget_bytes``, with
 gradients bit-identical to a plain step. It is built only on the engine's public hooks:
 
-* `minigrad.tensor.saved_tensors_hooks`: the pack hook stores a small handle instead of
+* `minigrad.autograd.saved_tensors_hooks`: the pack hook stores a small handle instead of
   each saved array; the unpack hook returns the array, rebuilt if it was evicted;
-* `minigrad.tensor.register_hooks` (``op=``): every op run in the block is recorded (its
+* `minigrad.hooks.register_hooks` (``op=``): every op run in the block is recorded (its
   `Function`, inputs, constants, FLOPs, and the random state it drew from), so that it can
   be run again; a node's backward ends the locks on the arrays it used;
-* `minigrad.tensor.hold_role` / `release_role`: the pool tells the ledger which arrays it
+* `minigrad.hooks.hold_role` / `release_role`: the pool tells the ledger which arrays it
   keeps for backward (``"activations"``), as the engine does for the arrays it saves.
 
 Scores (``heuristic=``), for a resident array t (all arrays sharing t's buffer are evicted
@@ -29,23 +29,43 @@ together, as DTR's alias pools):
   Evicting t would merge those groups, and rebuilding any of them would then rebuild t.
   (The prototype keeps the groups in a union-find that never splits when an array comes
   back; here they are recomputed from the current residency, the exact classes.)
+* ``"dtr_full"``: the same score with the paper's exact ``e*(t)``: the evicted arrays
+  that rebuilding t would rebuild too (its evicted inputs, their evicted inputs, ...)
+  and those whose rebuild would need t (its evicted users' arrays, and so on), each op's
+  FLOPs once. Costlier to evaluate; the classes over-approximate it.
 * ``"naive"``: ``c(t) / (m(t) * s(t))``, t's own FLOPs only. It evicts cheap arrays whose
   inputs are evicted too, and rebuilding them cascades: it thrashes (measured in
   ``tests/test_dtr.py`` and in chapter 7).
 
 Model and scope: the pool counts each buffer it keeps once (its base array's bytes), not
-arrays that belong to parameters, buffers or optimizer state; inputs of the step that are
-saved (leaves, not made by an op) cannot be rebuilt and stay; rebuilt ops run in the
+arrays that belong to parameters, buffers or optimizer state; a checkpoint inside the
+block is refused (its recomputation would save arrays the pool does not see); inputs of
+the step that are saved (leaves, not made by an op) cannot be rebuilt and stay; rebuilt ops run in the
 ledger's phase ``"recompute"``, so ``m.flops["recompute"]`` is the price of the budget.
 Within that model the budget is a hard limit: when nothing more can be evicted (every
 resident array is pinned or in use by the op that needs room), `BudgetError` says how
 many bytes were needed against the budget; the pool never goes over it silently.
 
 Example:
-    >>> with minigrad.memory.track() as m, minigrad.dtr.budget(64 * 1024) as pool:
-    ...     loss = model(x).sum()
-    ...     loss.backward()
-    >>> m.peak["activations"] <= 64 * 1024, pool.rebuilds, m.flops["recompute"]
+    >>> from minigrad import nn
+    >>> import minigrad.ops as F
+    >>> _ = minigrad.random.manual_seed(0)
+    >>> model = nn.Sequential(nn.Linear(16, 16), nn.GELU(), nn.Linear(16, 16), nn.GELU(),
+    ...                       nn.Linear(16, 16))
+    >>> x = Tensor(np.ones((8, 16), np.float32))
+    >>> with minigrad.memory.track() as m:            # a plain step
+    ...     F.mse_loss(model(x), x).backward()
+    >>> m.peak["activations"]
+    3072
+    >>> with minigrad.memory.track() as m, budget(1536) as pool:
+    ...     F.mse_loss(model(x), x).backward()
+    >>> m.peak["activations"], pool.rebuilds, m.flops["recompute"]
+    (1536, 3, 6528)
+    >>> with budget(1024):
+    ...     F.mse_loss(model(x), x).backward()
+    Traceback (most recent call last):
+    ...
+    minigrad.dtr.BudgetError: dtr.budget: 1536 B of saved activations must be resident at once ...
 """
 from __future__ import annotations
 
@@ -56,14 +76,16 @@ import numpy as np
 
 from minigrad import memory as _memory
 from minigrad import random as _random
-from minigrad import tensor as _tensor
 from minigrad._validation import check_int
-from minigrad.tensor import Tensor, enable_grad, register_hooks, saved_tensors_hooks
+from minigrad.autograd import saved_tensors_hooks
+from minigrad.grad_mode import enable_grad
+from minigrad.hooks import hold_role, in_phase, register_hooks, release_role
+from minigrad.tensor import Tensor
 
 __all__ = ["budget", "Budget", "BudgetError", "HEURISTICS"]
 
 #: The eviction scores `budget` knows (see the module docstring).
-HEURISTICS = ("dtr", "naive")
+HEURISTICS = ("dtr", "dtr_full", "naive")
 # Ledger categories whose arrays the pool does not count: others own them.
 _OWNED_ELSEWHERE = ("parameters", "buffers", "optimizer", "gradients")
 
@@ -131,7 +153,7 @@ class _Handle:
 
     def kept_arrays(self):
         """The array kept for backward in this entry's stead, if resident now (see
-        ``minigrad.tensor.saved_arrays``)."""
+        ``minigrad.autograd.saved_arrays``)."""
         v = self.value
         if v is None:
             return [self.array]
@@ -174,7 +196,7 @@ class Budget:
 
     Attributes:
         budget_bytes: the limit on the saved activations' bytes.
-        heuristic: ``"dtr"`` or ``"naive"``.
+        heuristic: ``"dtr"``, ``"dtr_full"``, ``"naive"`` or a score function.
         resident_bytes: the pool's bytes now; ``peak_bytes``: their maximum.
         evictions: arrays groups evicted; ``rebuilds``: ops run again;
         rebuild_flops: their FLOPs (the ledger counts the same in ``"recompute"``);
@@ -187,7 +209,7 @@ class Budget:
 
     def __init__(self, budget_bytes: int, heuristic: str = "dtr"):
         self.budget_bytes = check_int("budget_bytes", budget_bytes, 0, where="dtr.budget")
-        if heuristic not in HEURISTICS:
+        if not callable(heuristic) and heuristic not in HEURISTICS:
             raise ValueError(f"dtr.budget: unknown heuristic {heuristic!r}; allowed: {list(HEURISTICS)}")
         self.heuristic = heuristic
         self.resident_bytes = 0
@@ -258,7 +280,7 @@ class Budget:
         self._group_of[v] = key
         v.array = a
         v.weak = None
-        _tensor.hold_role(a, "activations")
+        hold_role(a, "activations")
 
     def _remove(self, v: _Value) -> None:
         """``v`` leaves the pool (evicted, or nothing will unpack it any more)."""
@@ -272,7 +294,7 @@ class Budget:
                 self.resident_bytes -= g.nbytes
         v.array = None
         v.weak = weakref.ref(a)
-        _tensor.release_role(a, "activations")
+        release_role(a, "activations")
 
     def _new_bytes(self, arrays) -> int:
         """Bytes that making ``arrays`` resident would add (buffers already kept count 0)."""
@@ -311,7 +333,7 @@ class Budget:
     def _victim(self):
         """The key of the evictable group with the lowest score (first one on ties)."""
         best, best_score = None, None
-        classes: dict = {}  # _Value -> its evicted class (a frozenset id) and cost, memoised
+        classes: dict = {}  # _Value -> its evicted class (members, ops), for this choice
         for key, g in self._groups.items():
             if not g.counted or g.nbytes == 0:
                 continue
@@ -319,10 +341,16 @@ class Budget:
                 continue
             ops = {v.op for v in g.members}
             cost = sum(op.flops for op in ops)
-            if self.heuristic == "dtr":
-                cost += self._neighbourhood_cost(g, ops, classes)
             stale = self._clock - max(v.last_use for v in g.members) + 1
-            score = cost / (g.nbytes * stale)
+            if callable(self.heuristic):
+                score = self.heuristic(cost, self._neighbourhood_cost(g, ops, classes),
+                                       g.nbytes, stale)
+            else:
+                if self.heuristic == "dtr":
+                    cost += self._neighbourhood_cost(g, ops, classes)
+                elif self.heuristic == "dtr_full":
+                    cost += self._evicted_neighbourhood_cost(g, ops)
+                score = cost / (g.nbytes * stale)
             if best_score is None or score < best_score:
                 best, best_score = key, score
         return best
@@ -354,6 +382,33 @@ class Budget:
                 seen.add(id(cls))
                 total += sum(op.flops for op in cls[1] if op not in own_ops)
         return total
+
+    def _evicted_neighbourhood_cost(self, g: _Group, own_ops) -> int:
+        """The FLOPs of e*(t), the paper's exact evicted neighbourhood: the evicted arrays
+        that rebuilding t's would need (its evicted inputs, theirs, ...) and those whose
+        rebuild would need t (its evicted users' arrays, theirs, ...), each op once."""
+        ops = set()
+        up = [a.value for v in g.members if v.op is not None
+              for a in v.op.args if isinstance(a, _Arg)]
+        down = [u for v in g.members for op in v.users for u in op.values.values()]
+        for stack, step in ((up, self._parents), (down, self._children)):
+            seen = set()
+            while stack:
+                v = stack.pop()
+                if v in seen or not self._evicted(v):
+                    continue
+                seen.add(v)
+                ops.add(v.op)
+                stack.extend(step(v))
+        return sum(op.flops for op in ops if op not in own_ops)
+
+    @staticmethod
+    def _parents(v: _Value):
+        return [a.value for a in v.op.args if isinstance(a, _Arg)]
+
+    @staticmethod
+    def _children(v: _Value):
+        return [u for op in v.users for u in op.values.values()]
 
     def _evicted_class(self, start: _Value, classes: dict):
         """The connected set of non-resident values around ``start`` and their ops."""
@@ -407,7 +462,14 @@ class Budget:
         if kind == "backward":
             self._node_locks.clear()  # that node's backward has run: its arrays are free
             return
+        if self._closing:  # after the block: only its graph's backward still concerns the pool
+            return
         pending, self._pending = self._pending, []
+        if fn.name() == "checkpoint":  # checkpoint's nodes (its inputs' keeper, Checkpoint, schedules)
+            raise RuntimeError(
+                "dtr.budget: a checkpoint runs inside the budget; the arrays its recomputation "
+                "saves would escape the pool's count. DTR decides itself what to keep and "
+                "rebuild: run the model without checkpoint inside dtr.budget")
         for a in list(args) + list(kwargs.values()):
             if isinstance(a, _random.Generator) and a is not _random.default_generator:
                 raise NotImplementedError(
@@ -553,7 +615,7 @@ class Budget:
             _random.set_rng_state(op.rng[0])
         self._replaying += 1
         try:
-            with enable_grad(), _memory.phase("recompute"), \
+            with enable_grad(), in_phase("recompute"), \
                     saved_tensors_hooks(capture, lambda box: box.array):
                 result = op.fn.apply(*args, **kwargs)
             after = _random.get_rng_state() if op.rng is not None else None
@@ -616,8 +678,13 @@ def budget(budget_bytes: int, *, heuristic: str = "dtr") -> Budget:
     Args:
         budget_bytes: the limit on the saved activations (the ledger's ``"activations"``),
             an integer >= 0.
-        heuristic: ``"dtr"`` (DTR's score, with its evicted neighbourhood) or ``"naive"``
-            (each array's own FLOPs / (bytes x staleness)).
+        heuristic: ``"dtr"`` (DTR's score, its evicted neighbourhood approximated by
+            equivalence classes, as the paper's prototype), ``"dtr_full"`` (the exact
+            evicted neighbourhood), ``"naive"`` (each array's own FLOPs /
+            (bytes x staleness)), or a function ``score(flops, neighbourhood_flops,
+            nbytes, staleness) -> float`` of a candidate's own FLOPs, its evicted
+            classes' FLOPs (as ``"dtr"`` counts them), its bytes and its staleness (ops
+            since its last use, >= 1): the lowest score is evicted first.
 
     Returns:
         A `Budget`: a context manager whose attributes count evictions, rebuilds and
@@ -625,13 +692,16 @@ def budget(budget_bytes: int, *, heuristic: str = "dtr") -> Budget:
 
     Raises:
         BudgetError: (in the block) more bytes must be resident at once than the budget.
-        ValueError: an unknown heuristic or a negative budget.
+        ValueError: an unknown heuristic name or a negative budget.
 
     Example:
-        >>> with minigrad.memory.track() as m, budget(200_000) as pool:
-        ...     loss = F.mse_loss(model(x), y)
-        ...     loss.backward()
-        >>> m.peak["activations"] <= 200_000
-        True
+        >>> from minigrad import nn
+        >>> import minigrad.ops as F
+        >>> model = nn.Sequential(nn.Linear(16, 16), nn.GELU(), nn.Linear(16, 16))
+        >>> x = Tensor(np.ones((8, 16), np.float32))
+        >>> with minigrad.memory.track() as m, budget(1536, heuristic="naive") as pool:
+        ...     F.mse_loss(model(x), x).backward()
+        >>> m.peak["activations"] <= 1536, pool.evictions > 0
+        (True, True)
     """
     return Budget(budget_bytes, heuristic)

@@ -155,6 +155,24 @@ def test_dtr_score_recomputes_less_than_naive(fraction):
     budget = int(plain.peak["activations"] * fraction)
     extra = {h: _step(model, loss_fn, budget, h)[0].flops["recompute"] for h in dtr.HEURISTICS}
     assert 0 < extra["dtr"] and 2 * extra["dtr"] < extra["naive"]
+    assert 0 < extra["dtr_full"] and 2 * extra["dtr_full"] < extra["naive"]
+
+
+def test_a_score_function_plugs_in():
+    """A score written as a function (the chapter's exercise) evicts as the named ones."""
+    model, loss_fn = _gpt()
+    plain, _, grads = _step(model, loss_fn)
+    budget = int(plain.peak["activations"] * 0.4)
+
+    def dtr_score(flops, neighbourhood_flops, nbytes, staleness):
+        return (flops + neighbourhood_flops) / (nbytes * staleness)
+
+    def naive_score(flops, neighbourhood_flops, nbytes, staleness):
+        return flops / (nbytes * staleness)
+    for fn, name in ((dtr_score, "dtr"), (naive_score, "naive")):
+        m, _, g = _step(model, loss_fn, budget, fn)
+        assert m.flops["recompute"] == _step(model, loss_fn, budget, name)[0].flops["recompute"]
+        assert _same(g, grads) and m.peak["activations"] <= budget
 
 
 def test_batchnorm_running_statistics_updated_once():
@@ -173,6 +191,58 @@ def test_batchnorm_running_statistics_updated_once():
     assert pool.rebuilt_ops["batchnorm"] > 0
     assert _same(g, grads)
     assert _same([bn.running_mean.data for bn in bns], after_plain)
+
+
+@pytest.mark.parametrize("use_reentrant", [False, True])
+def test_checkpoint_inside_a_budget_is_refused(use_reentrant):
+    model, _ = _mlp(depth=2)
+    x = Tensor(np.ones((4, 32), np.float32), requires_grad=True)
+    with pytest.raises(RuntimeError, match="checkpoint runs inside the budget"):
+        with dtr.budget(10 ** 6):
+            mg.checkpoint.checkpoint(model, x, use_reentrant=use_reentrant).sum().backward()
+    assert memory.live_bytes()["activations"] == 0
+
+
+def test_backward_twice_and_grad():
+    model, loss_fn = _mlp()
+    plain, _, grads = _step(model, loss_fn)
+    budget = int(plain.peak["activations"] * 0.4)
+    for p in model.parameters():
+        p.grad = None
+    mg.random.manual_seed(1)
+    with dtr.budget(budget) as pool:
+        loss = loss_fn()
+        loss.backward(retain_graph=True)
+        loss.backward()
+    assert _same([p.grad for p in model.parameters()], [2 * g for g in grads])
+    assert pool.rebuilds > 0
+    del loss
+    assert memory.live_bytes()["activations"] == 0
+    mg.random.manual_seed(1)
+    with memory.track() as m, dtr.budget(budget):
+        got = mg.grad(loss_fn(), list(model.parameters()))
+    assert _same(got, grads) and m.peak["activations"] <= budget
+
+
+def test_backward_after_the_block():
+    """The graph recorded in the block keeps its budget when backward runs after it;
+    ops run after the block are not recorded."""
+    model, loss_fn = _mlp()
+    plain, _, grads = _step(model, loss_fn)
+    budget = int(plain.peak["activations"] * 0.4)
+    for p in model.parameters():
+        p.grad = None
+    mg.random.manual_seed(1)
+    with memory.track() as m:
+        with dtr.budget(budget) as pool:
+            loss = loss_fn()
+        ops = pool._count
+        (loss * 1.0).backward()
+    assert pool._count == ops  # nothing recorded after the block
+    assert _same([p.grad for p in model.parameters()], grads)
+    assert m.peak["activations"] <= budget and pool.rebuilds > 0
+    del loss
+    assert memory.live_bytes()["activations"] == 0
 
 
 def test_arguments_checked():
