@@ -194,12 +194,16 @@ def run(schedule, step, *inputs):
         RuntimeError: the step ran other ops than the schedule's graph has.
 
     Example:
-        >>> g = plan.trace_graph(step, x)
-        >>> s = plan.remat(g, budget_bytes)
+        >>> from minigrad import Tensor, memory, nn, plan
+        >>> import minigrad.ops as F
+        >>> model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+        >>> x, y = Tensor(np.ones((3, 4), np.float32)), Tensor(np.zeros((3, 2), np.float32))
+        >>> step = lambda x: F.mse_loss(model(x), y)
+        >>> s = plan.keeping(plan.trace_graph(step, x), [])   # or plan.remat(graph, budget)
         >>> with memory.track() as m:
-        ...     loss = remat.run(s, step, x)
-        >>> m.peak["activations"] <= budget_bytes
-        True
+        ...     loss = run(s, step, x)
+        >>> m.peak["activations"] == s.predicted_activation_bytes, m.flops["recompute"]
+        (True, 840)
     """
     ex = _Executor(schedule)
     try:

@@ -139,7 +139,9 @@ def lower_bound(g: GraphProfile) -> int:
     value in backward needs its own inputs live at that moment.
 
     Example:
+        >>> from minigrad.plan import chain_graph
         >>> lower_bound(chain_graph([4, 8, 4], [1, 1, 1]))
+        24
     """
     users, nf, M = g.users(), g.n_forward, g.value_bytes
     best = 0
@@ -261,8 +263,11 @@ def keeping(g: GraphProfile, kept) -> GraphSchedule:
     forward pass) are always kept.
 
     Example:
+        >>> from minigrad.plan import chain_graph
+        >>> g = chain_graph([4, 8, 4], [1, 2, 3])
         >>> s = keeping(g, [])      # keep nothing that can be recomputed
         >>> s.recompute_flops, s.predicted_peak_bytes
+        (10, 24)
     """
     kept = {int(i) for i in kept}
     bad = [i for i in kept if not 0 <= i < g.n_forward]
@@ -472,9 +477,13 @@ def remat(graph: GraphProfile, budget_bytes: int, *, time_limit_s: float = 60, r
             no schedule fits (infeasible), or the solver found none in time.
 
     Example:
-        >>> g = trace_graph(step, x)
-        >>> s = remat(g, budget_bytes=int(0.6 * store_all(g).predicted_peak_bytes))
+        >>> from minigrad.plan import chain_graph
+        >>> g = chain_graph([4, 8, 4, 8], [1, 2, 3, 4])   # or trace_graph(step, x)
+        >>> store_all(g).predicted_peak_bytes, lower_bound(g)
+        (32, 24)
+        >>> s = remat(g, budget_bytes=24)
         >>> s.recompute_flops, s.optimal
+        (3, True)
     """
     if not isinstance(graph, GraphProfile):
         raise TypeError(f"remat: graph must be a GraphProfile, got {type(graph).__name__}")

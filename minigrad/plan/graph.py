@@ -107,7 +107,10 @@ class GraphProfile:
         so a schedule planned on it keeps the ledger's activations within its budget too.
 
         Example:
-            >>> s = remat(g.without_gradients(), budget_bytes)
+            >>> from minigrad.plan import remat
+            >>> g = chain_graph([4, 8, 4, 8], [1, 2, 3, 4])
+            >>> remat(g, 24).recompute_flops, remat(g.without_gradients(), 24).recompute_flops
+            (3, 0)
         """
         nf = self.n_forward
         return replace(self, value_bytes=self.value_bytes[:nf] + (0,) * (self.n_nodes - nf))
@@ -120,7 +123,10 @@ class GraphProfile:
         residual and skip edges that keep values alive and force recomputation further back.
 
         Example:
-            >>> keeping(g.chain_view(), kept).recompute_flops   # the chain's price
+            >>> from minigrad.plan import keeping
+            >>> g = chain_graph([4, 8, 4, 8], [1, 2, 3, 4])   # a chain: its own view
+            >>> keeping(g.chain_view(), [1]).recompute_flops, keeping(g, [1]).recompute_flops
+            (12, 12)
         """
         nf = self.n_forward
         grad = [0] * nf
@@ -232,8 +238,13 @@ def trace_graph(step, *inputs) -> GraphProfile:
         TypeError: ``step`` does not return a one-element Tensor that requires grad.
 
     Example:
+        >>> from minigrad import Tensor, nn
+        >>> import minigrad.ops as F
+        >>> model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+        >>> x, y = Tensor(np.ones((3, 4), np.float32)), Tensor(np.zeros((3, 2), np.float32))
         >>> g = trace_graph(lambda x: F.mse_loss(model(x), y), x)
-        >>> g.n_forward, g.n_nodes
+        >>> g.names[:g.n_forward], g.n_nodes
+        (('linear', 'tanh', 'linear', 'mseloss'), 8)
     """
     if not callable(step):
         raise TypeError(f"trace_graph: step must be callable, got {type(step).__name__}")
