@@ -15,7 +15,10 @@ The book's reference implementation of gradient checkpointing. Names follow PyTo
 Modules, each importing only those listed before it: `tensor` (the engine and its hook
 registry), `memory` (the ledger, registered on tensor's hooks), `random`, `ops`,
 `checkpoint` (checkpoint, checkpoint_sequential and the plan executors), `nn`, `optim`,
-`plan` (where to checkpoint: plain data and arithmetic), and `viz` (plots; imported
+`plan` (where to checkpoint: plain data and arithmetic; for a step's DAG, Checkmate's
+integer program, which loads SciPy when it runs), `remat` (runs a graph schedule),
+`dtr` (a byte budget kept at run time by evicting and rebuilding saved arrays), and
+`viz` (plots; imported
 explicitly, it needs matplotlib). minigrad depends on NumPy only.
 """
 from minigrad import tensor
@@ -28,6 +31,8 @@ from minigrad import schedules
 from minigrad import nn
 from minigrad import optim
 from minigrad import plan
+from minigrad import remat
+from minigrad import dtr
 from minigrad.checkpoint import CheckpointError
 from minigrad.ops import (
     add, sub, mul, div, neg, matmul, linear, exp, log, tanh, relu, gelu, softmax, log_softmax,
