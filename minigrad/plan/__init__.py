@@ -18,6 +18,10 @@ Modules, by idea:
 * `rotor` — the optimal multi-level (nested) schedule of a heterogeneous chain
   (Beaumont et al.'s rotor, under the byte ledger): `rotor`, `NestedSchedule`
   (``tests/rotor_published.py`` restates the published solver's model for comparison).
+* `graph` — a step as a DAG: `trace_graph` (one dry run), `GraphProfile`, `chain_graph`.
+* `checkmate` — optimal rematerialization of the DAG (Checkmate's integer program,
+  solved with SciPy's HiGHS, imported only when it runs): `remat`, `GraphSchedule`,
+  `lower_bound`, `store_all`, `keeping`; `minigrad.remat.run` executes a schedule.
 
 Example:
     >>> from minigrad import Tensor, nn, plan
@@ -35,6 +39,8 @@ from minigrad.plan.revolve import (RevolvePlan, beta, binomial_split, repetition
                                    revolve_actions, untaped_forward_steps)
 from minigrad.plan.segments import SegmentPlan, balanced, explicit, sqrt_segments, uniform
 from minigrad.plan.rotor import Checkpointed, NestedSchedule, Taped, rotor, rotor_frontier
+from minigrad.plan.graph import GraphProfile, chain_graph, trace_graph
+from minigrad.plan.checkmate import GraphSchedule, keeping, lower_bound, remat, store_all
 
 __all__ = [
     "SegmentPlan", "uniform", "balanced", "sqrt_segments", "explicit",
@@ -44,4 +50,6 @@ __all__ = [
     "RevolvePlan", "revolve", "revolve_actions", "beta", "repetition_number",
     "untaped_forward_steps", "binomial_split",
     "rotor", "rotor_frontier", "NestedSchedule", "Taped", "Checkpointed",
+    "GraphProfile", "trace_graph", "chain_graph", "GraphSchedule", "remat", "lower_bound",
+    "store_all", "keeping",
 ]
