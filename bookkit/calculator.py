@@ -66,12 +66,24 @@ from typing import Any
 __all__ = [
     "ModelSpec", "Term", "model_spec", "activation_terms", "estimate_training_memory",
     "estimate_from_spec", "parameter_count", "ForwardMemoryMeter", "measure_training_memory",
+    "measure_cuda_activations",
     "alive_bytes_three_ways",
-    "enable_selective_recomputation", "build_model", "DTYPE_BYTES", "OPTIMIZERS",
+    "enable_selective_recomputation", "build_model", "DTYPE_BYTES", "PRECISIONS", "DEVICES",
+    "OPTIMIZERS",
     "RECOMPUTE", "ACTIVATIONS", "PRESETS", "format_table", "main",
 ]
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2}
+# The training recipes: the model in float32, the model in bfloat16, or a float32 model
+# under torch.autocast to bfloat16 (the Trainer's bf16=True, through accelerate).
+PRECISIONS = ("fp32", "bf16", "bf16-autocast")
+PRECISION_ALIASES = {"float32": "fp32", "bfloat16": "bf16"}
+DEVICES = ("cpu", "cuda")
+# CUDA's memory-efficient attention (the SDPA kernel for float32) pads its log-sum-exp
+# to a multiple of 32 queries (kAlignLSE = 32 in mem_eff_attention/kernel_forward.h;
+# _efficient_attention_forward in aten/src/ATen/native/transformers/cuda/attention.cu
+# allocates {B, num_heads, ceil_div(max_seqlen_q, kAlignLSE) * kAlignLSE} floats).
+CUDA_EFFICIENT_LSE_ALIGN = 32
 OPTIMIZERS = ("adamw", "sgd")
 RECOMPUTE = ("none", "selective", "full")
 ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa")
@@ -321,15 +333,67 @@ def _check_choice(name: str, value, choices) -> str:
     return value
 
 
-def activation_terms(config, *, batch_size: int, seq_len: int, dtype: str = "float32",
-                     recompute: str = "none") -> list[Term]:
+def _check_precision(precision) -> str:
+    """The canonical name of a precision (``"float32"``/``"bfloat16"`` are accepted as
+    the old spellings of ``"fp32"``/``"bf16"``)."""
+    precision = PRECISION_ALIASES.get(precision, precision)
+    return _check_choice("precision", precision, PRECISIONS)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Widths:
+    """Bytes per element of the tensors whose dtype depends on the recipe.
+
+    ``compute``: what matrix products produce (e in the formulas); ``residual``: the
+    embeddings and the residual stream, hence the norms' inputs, RoPE's ``cos``/``sin``
+    and the causal mask (float32 under autocast: the embedding runs outside autocast's
+    lists and ``float32 + bfloat16`` promotes); ``param``: the parameters (float32
+    master weights under autocast). ``autocast``: matrix products cast their inputs
+    to bfloat16 (copies) and their weights (cached copies, saved by the product).
+    ``cuda``: CUDA kernels (1-byte dropout masks, float32 LayerNorm statistics, fused
+    SDPA with dropout, host-side scalars and RNG states)."""
+
+    compute: int
+    residual: int
+    param: int
+    autocast: bool
+    cuda: bool
+
+    def mask(self, nbytes: int) -> int:
+        # Dropout's mask: on CUDA the fused native_dropout returns a bool mask
+        # (1 byte); on a CPU dropout is input * bernoulli(empty_like(input)), the mask
+        # in the dropped tensor's dtype.
+        return 1 if self.cuda else nbytes
+
+
+def _widths(precision: str, device: str) -> _Widths:
+    precision = _check_precision(precision)
+    cuda = _check_choice("device", device, DEVICES) == "cuda"
+    if precision == "bf16-autocast":
+        return _Widths(compute=2, residual=4, param=4, autocast=True, cuda=cuda)
+    e = 4 if precision == "fp32" else 2
+    return _Widths(compute=e, residual=e, param=e, autocast=False, cuda=cuda)
+
+
+def _sym(nbytes: int, e: int) -> str:
+    """The symbol of an element width in a formula: e when it is the compute dtype's."""
+    return "e" if nbytes == e else str(nbytes)
+
+
+def activation_terms(config, *, batch_size: int, seq_len: int, precision: str = "fp32",
+                     recompute: str = "none", device: str = "cpu",
+                     dtype: str | None = None) -> list[Term]:
     """The tensors one forward pass keeps alive until backward, as ``Term``s.
 
     Args:
         config: a ``GPT2Config``, ``LlamaConfig`` or ``ModelSpec``.
         batch_size, seq_len: b and s.
-        dtype: ``"float32"`` or ``"bfloat16"``, the model's (e bytes per number).
+        precision: ``"fp32"``, ``"bf16"`` (the model in that dtype) or
+            ``"bf16-autocast"`` (a float32 model under ``torch.autocast`` to bfloat16
+            with float32 outputs: the Trainer's ``bf16=True`` through accelerate).
         recompute: ``"none"``, ``"full"`` or ``"selective"``.
+        device: ``"cpu"`` or ``"cuda"`` (the kernels; bytes on that device).
+        dtype: the old name of ``precision`` (``"float32"``, ``"bfloat16"``).
 
     Returns:
         The list of terms; their ``bytes`` add up to ``activations`` of
@@ -339,12 +403,13 @@ def activation_terms(config, *, batch_size: int, seq_len: int, dtype: str = "flo
     spec = model_spec(config)
     b = _check_positive("batch_size", batch_size)
     s = _check_positive("seq_len", seq_len)
-    e = DTYPE_BYTES[_check_choice("dtype", dtype, tuple(DTYPE_BYTES))]
+    w = _widths(dtype if dtype is not None else precision, device)
     _check_choice("recompute", recompute, RECOMPUTE)
     if spec.model == "gpt2" and s > spec.max_positions:
         raise ValueError(f"seq_len {s} exceeds GPT-2's n_positions {spec.max_positions}")
     gpt2 = spec.model == "gpt2"
     h, d, v, L = spec.hidden, spec.head_dim, spec.vocab, spec.n_layers
+    e, r = w.compute, w.residual
     f = FLOAT32_BYTES
     t = b * s                      # tokens in the batch
     eager = spec.attn_implementation == "eager"
@@ -359,7 +424,8 @@ def activation_terms(config, *, batch_size: int, seq_len: int, dtype: str = "flo
     if gpt2:
         add("position ids (embedding)", "embedding", s * INDEX_BYTES, 1, "8·s")
         if spec.embedding_dropout > 0:
-            add("embedding dropout mask", "embedding", t * h * e, 1, "e·b·s·h")
+            add("embedding dropout mask", "embedding", t * h * w.mask(r), 1,
+                f"{_sym(w.mask(r), e)}·b·s·h")
     # -- tensors every layer shares ----------------------------------------------------
     # A checkpointed region keeps its tensor arguments alive until backward. Positional
     # ones it saves as autograd saved tensors ("checkpoint input"); keyword ones stay
@@ -369,29 +435,53 @@ def activation_terms(config, *, batch_size: int, seq_len: int, dtype: str = "flo
     # enable_selective_recomputation for the attention's keyword arguments.
     closure_held = not gpt2 and recompute == "full"
     if eager and recompute != "none":
-        # The additive causal mask (b, 1, s, s), one for all layers.
+        # The additive causal mask (b, 1, s, s), one for all layers, in the embeddings'
+        # dtype.
         add(f"causal mask (checkpoint {'closure' if closure_held else 'input'})", "shared",
-            b * s * s * e, 1, "e·b·s²")
+            b * s * s * r, 1, f"{_sym(r, e)}·b·s²")
     if not gpt2:
+        # cos and sin are computed in float32 and cast to the hidden states' dtype.
         add("RoPE cos and sin" + (" (checkpoint closure)" if closure_held else ""), "shared",
-            2 * s * d * e, 1, "2·e·s·d")
+            2 * s * d * r, 1, f"2·{_sym(r, e)}·s·d")
         if recompute != "none":
             add("position ids (checkpoint closure)", "shared", s * INDEX_BYTES, 1, "8·s")
 
     # -- one decoder layer --------------------------------------------------------------
     if recompute == "full":
-        add("layer input (checkpoint)", "layer", t * h * e, L, "e·b·s·h")
-        add("CPU RNG state (checkpoint closure)", "layer", CPU_RNG_STATE_BYTES, L, "5056")
+        add("layer input (checkpoint)", "layer", t * h * r, L, f"{_sym(r, e)}·b·s·h")
+        if not w.cuda:
+            # On CUDA the stashed RNG states (torch.get_rng_state() and
+            # torch.cuda.get_rng_state(), both CPU tensors) are host memory.
+            add("CPU RNG state (checkpoint closure)", "layer", CPU_RNG_STATE_BYTES, L, "5056")
     else:
-        _layer_terms(add, spec, b, s, e, recompute)
+        _layer_terms(add, spec, b, s, w, recompute)
     # Python numbers that multiply tensors: eager attention's scaling, gelu_new's three.
+    # On CUDA they are CPU tensors (wrapped numbers): no device memory.
     n_scalars = (1 if eager else 0) + ACTIVATIONS[spec.activation][2]
-    add("Python scalars saved by mul (0-d float64)", "layer", SCALAR_BYTES * n_scalars, L,
-        f"8·{n_scalars}")
+    if not w.cuda:
+        add("Python scalars saved by mul (0-d float64)", "layer", SCALAR_BYTES * n_scalars, L,
+            f"8·{n_scalars}")
+    # -- autocast's bfloat16 copies of the weights ------------------------------------
+    # autocast casts a float32 weight (a leaf that requires grad) to bfloat16 once per
+    # forward and caches the copy until the autocast region exits; the matrix product
+    # saves it for backward (the gradient of its input), so it outlives the cache.
+    # Biases and norm weights are not saved in bfloat16. Under full recomputation the
+    # layers' products save nothing: only the output layer's copy stays.
+    if w.autocast:
+        if recompute != "full":
+            add("bfloat16 weight copies (autocast, saved by matmuls)", "weights",
+                _matmul_weights_per_layer(spec) * e, L, "e·(matmul weights of a layer)")
+        add("bfloat16 copy of the output layer's weight (autocast)", "logits", v * h * e, 1,
+            "e·V·h")
 
     # -- final norm, output layer and loss ------------------------------------------
-    _norm_terms(add, gpt2, "ln_f" if gpt2 else "norm", "lm_head", t, h, e, "final", 1)
-    add("logits (returned)", "logits", t * v * e, 1, "e·b·s·V")
+    _norm_terms(add, gpt2, "ln_f" if gpt2 else "norm", ("lm_head",), t, h, w, "final", 1)
+    if w.autocast:
+        # accelerate's convert_outputs_to_fp32 returns logits.float(); the bfloat16
+        # logits are then freed (nothing saves them).
+        add("logits in float32 (returned, accelerate's copy)", "logits", t * v * f, 1, "4·b·s·V")
+    else:
+        add("logits (returned)", "logits", t * v * e, 1, "e·b·s·V")
     add("log-softmax in float32 (loss)", "logits", t * v * f, 1, "4·b·s·V")
     # The loss pads the labels by one and takes labels[..., 1:].contiguous(): a copy,
     # except for b = 1, where the slice is already contiguous and keeps the padded row.
@@ -403,75 +493,115 @@ def activation_terms(config, *, batch_size: int, seq_len: int, dtype: str = "flo
     return terms
 
 
-def _layer_terms(add, spec: ModelSpec, b: int, s: int, e: int, recompute: str) -> None:
+def _matmul_weights_per_layer(spec: ModelSpec) -> int:
+    """Elements of the weights one decoder layer multiplies by (no biases, no norms)."""
+    h, i = spec.hidden, spec.intermediate
+    if spec.model == "gpt2":
+        return 3 * h * h + h * h + 2 * h * i
+    q, kv = spec.n_heads * spec.head_dim, spec.n_kv_heads * spec.head_dim
+    return 2 * h * q + 2 * h * kv + 3 * h * i
+
+
+def _layer_terms(add, spec: ModelSpec, b: int, s: int, w: _Widths, recompute: str) -> None:
     """Terms of one decoder layer without checkpointing, or with its attention core
     checkpointed ("selective")."""
     gpt2 = spec.model == "gpt2"
     h, a, k, d, i, L = (spec.hidden, spec.n_heads, spec.n_kv_heads, spec.head_dim,
                         spec.intermediate, spec.n_layers)
+    e, r, f = w.compute, w.residual, FLOAT32_BYTES
     t = b * s
     qd = a * d
 
-    def norm(name, consumer):
-        _norm_terms(add, gpt2, name, consumer, t, h, e, "layer", L)
+    def norm(name, consumers):
+        _norm_terms(add, gpt2, name, consumers, t, h, w, "layer", L)
 
     # Attention block: norm, projections, core, output projection, dropout.
-    norm("ln_1" if gpt2 else "input norm", "c_attn" if gpt2 else "q/k/v_proj")
+    norm("ln_1" if gpt2 else "input norm", ("c_attn",) if gpt2 else ("q_proj", "k_proj", "v_proj"))
     if recompute == "selective":
         # The core is a checkpointed region: it keeps its inputs, Q, K and V as the
-        # projections produced them (GPT-2: three views of c_attn's one output).
+        # projections produced them (GPT-2: three views of c_attn's one output; Llama:
+        # Q and K after RoPE, in the dtype of cos/sin, V as v_proj made it).
         if gpt2:
             add("c_attn output: Q, K, V (core input)", "attention", 3 * t * h * e, L, "3·e·b·s·h")
         else:
-            add("Q after RoPE (core input)", "attention", t * qd * e, L, "e·b·s·a·d")
-            add("K after RoPE, V (core inputs)", "attention", 2 * t * k * d * e, L, "2·e·b·s·k·d")
-        add("CPU RNG state (checkpoint closure)", "attention", CPU_RNG_STATE_BYTES, L, "5056")
+            add("Q after RoPE (core input)", "attention", t * qd * r, L, f"{_sym(r, e)}·b·s·a·d")
+            add("K after RoPE (core input)", "attention", t * k * d * r, L, f"{_sym(r, e)}·b·s·k·d")
+            add("V (core input)", "attention", t * k * d * e, L, "e·b·s·k·d")
+        if not w.cuda:
+            add("CPU RNG state (checkpoint closure)", "attention", CPU_RNG_STATE_BYTES, L, "5056")
     else:
-        _core_terms(add, spec, b, s, e)
+        _core_terms(add, spec, b, s, w)
     add("attention output (" + ("c_proj" if gpt2 else "o_proj") + " input)", "layer",
         t * qd * e, L, "e·b·s·a·d" if not gpt2 else "e·b·s·h")
     if gpt2 and spec.hidden_dropout > 0:
-        add("attention residual dropout mask", "layer", t * h * e, L, "e·b·s·h")
+        add("attention residual dropout mask", "layer", t * h * w.mask(e), L,
+            f"{_sym(w.mask(e), e)}·b·s·h")
 
     # MLP block.
-    norm("ln_2" if gpt2 else "post-attention norm", "c_fc" if gpt2 else "gate/up_proj")
+    norm("ln_2" if gpt2 else "post-attention norm", ("c_fc",) if gpt2 else ("gate_proj", "up_proj"))
     keeps_input, extra, _ = ACTIVATIONS[spec.activation]
     act = spec.activation
-    if keeps_input:
-        add(f"{'c_fc' if gpt2 else 'gate_proj'} output ({act} input)", "layer", t * i * e, L, "e·b·s·I")
-    if extra:
-        add(f"{act} intermediates (tanh, 0.5·x, 1 + tanh)", "layer", extra * t * i * e, L,
-            f"{extra}·e·b·s·I")
-    add(f"{act} output" + (" (c_proj input)" if gpt2 else ""), "layer", t * i * e, L, "e·b·s·I")
+    fc = "c_fc" if gpt2 else "gate_proj"
+    if act == "gelu_new" and w.autocast and w.cuda:
+        # CUDA autocast runs pow in float32 (autocast_mode.h, AT_FORALL_FP32: pow): it
+        # casts x to float32 and pow saves that copy; float32 then spreads by type
+        # promotion: tanh's output and 1 + tanh are float32, 0.5·x stays bfloat16, and
+        # the product is float32, which c_proj casts back (its saved input). The
+        # bfloat16 x itself is saved by nobody.
+        add(f"{fc} output in float32 (pow's autocast copy)", "layer", t * i * f, L, "4·b·s·I")
+        add(f"{act} tanh and 1 + tanh in float32", "layer", 2 * t * i * f, L, "2·4·b·s·I")
+        add(f"{act} 0.5·x", "layer", t * i * e, L, "e·b·s·I")
+        add(f"{act} output cast to bfloat16 (c_proj input)", "layer", t * i * e, L, "e·b·s·I")
+    else:
+        if keeps_input:
+            add(f"{fc} output ({act} input)", "layer", t * i * e, L, "e·b·s·I")
+        if extra:
+            add(f"{act} intermediates (tanh, 0.5·x, 1 + tanh)", "layer", extra * t * i * e, L,
+                f"{extra}·e·b·s·I")
+        add(f"{act} output" + (" (c_proj input)" if gpt2 else ""), "layer", t * i * e, L, "e·b·s·I")
     if gpt2:
         if spec.hidden_dropout > 0:
-            add("MLP dropout mask", "layer", t * h * e, L, "e·b·s·h")
+            add("MLP dropout mask", "layer", t * h * w.mask(e), L, f"{_sym(w.mask(e), e)}·b·s·h")
     else:
         add("up_proj output", "layer", t * i * e, L, "e·b·s·I")
         add("product (down_proj input)", "layer", t * i * e, L, "e·b·s·I")
 
 
-def _norm_terms(add, gpt2: bool, name: str, consumer: str, t: int, h: int, e: int, group: str,
-                count: int) -> None:
+def _norm_terms(add, gpt2: bool, name: str, consumers: tuple[str, ...], t: int, h: int,
+                w: _Widths, group: str, count: int) -> None:
     """What a norm over t tokens of width h keeps. GPT-2's LayerNorm: its input and a
-    mean and 1/std per token (in the input's dtype on a CPU). Llama's RMSNorm: its input
-    upcast to float32, a float32 rsqrt per token and the normalised result before the
-    weight. Either way the output is kept by the linear layer(s) that read it."""
+    mean and 1/std per token (in the input's dtype on a CPU, in float32 on CUDA).
+    Llama's RMSNorm: its input upcast to float32, a float32 rsqrt per token and the
+    normalised result before the weight (cast back to the input's dtype). The output
+    is kept by the linear layer(s) that read it; under autocast each of them casts it
+    to bfloat16 and keeps its own copy (a non-leaf tensor: autocast caches no cast)."""
+    e, r = w.compute, w.residual
     if gpt2:
-        add(f"{name} input", group, t * h * e, count, "e·b·s·h")
-        add(f"{name} mean and 1/std", group, 2 * t * e, count, "2·e·b·s")
+        # CUDA's layer norm keeps its statistics in the accumulate type (float32 for
+        # bfloat16 input); the CPU kernel in the input's dtype.
+        stats = FLOAT32_BYTES if w.cuda else r
+        add(f"{name} input", group, t * h * r, count, f"{_sym(r, e)}·b·s·h")
+        add(f"{name} mean and 1/std", group, 2 * t * stats, count, f"2·{_sym(stats, e)}·b·s")
     else:
         add(f"{name} input in float32", group, t * h * FLOAT32_BYTES, count, "4·b·s·h")
         add(f"{name} rsqrt", group, t * FLOAT32_BYTES, count, "4·b·s")
-        add(f"{name} normalised", group, t * h * e, count, "e·b·s·h")
-    add(f"{name} output ({consumer} input)", group, t * h * e, count, "e·b·s·h")
+        add(f"{name} normalised", group, t * h * r, count, f"{_sym(r, e)}·b·s·h")
+    if w.autocast:
+        n = len(consumers)
+        # The output layer's cast happens inside lm_head: it belongs with the logits.
+        group = "logits" if group == "final" else group
+        add(f"{name} output cast to bfloat16 ({', '.join(consumers)} input"
+            f"{'s' if n > 1 else ''})", group, n * t * h * e, count,
+            f"{n}·e·b·s·h" if n > 1 else "e·b·s·h")
+    else:
+        add(f"{name} output ({'/'.join(consumers)} input)", group, t * h * r, count, "e·b·s·h")
 
 
-def _core_terms(add, spec: ModelSpec, b: int, s: int, e: int) -> None:
+def _core_terms(add, spec: ModelSpec, b: int, s: int, w: _Widths) -> None:
     """What the attention core keeps when it is not checkpointed."""
     gpt2 = spec.model == "gpt2"
-    h, a, k, d, L = spec.hidden, spec.n_heads, spec.n_kv_heads, spec.head_dim, spec.n_layers
-    f = FLOAT32_BYTES
+    a, k, d, L = spec.n_heads, spec.n_kv_heads, spec.head_dim, spec.n_layers
+    e, r, f = w.compute, w.residual, FLOAT32_BYTES
     t = b * s
     qd = a * d
     scores = a * b * s * s          # elements of one s×s matrix per head
@@ -483,33 +613,50 @@ def _core_terms(add, spec: ModelSpec, b: int, s: int, e: int) -> None:
     if eager:
         # Q, K (transposed) and V as the two batched products keep them: copies with
         # all a heads (repeat_kv expands grouped K and V first), except that with one
-        # key/value head and b = 1 the expanded K and V stay views of the originals.
-        kv_heads = k if (b == 1 and k == 1) else a
-        if kv_heads == a:
+        # key/value head and b = 1 the expanded K and V stay views of the originals
+        # (under autocast only V: K after RoPE is float32 and its bfloat16 cast is a
+        # full copy).
+        kv_view = b == 1 and k == 1
+        if not kv_view:
             add("Q, K, V (matmul operands)", "attention", 3 * t * qd * e, L, "3·e·b·s·a·d")
+        elif w.autocast and not gpt2:
+            add("Q, K (matmul operands)", "attention", 2 * t * qd * e, L, "2·e·b·s·a·d")
+            add("V (matmul operand, not repeated)", "attention", t * d * e, L, "e·b·s·d")
         else:
             add("Q (matmul operand)", "attention", t * qd * e, L, "e·b·s·a·d")
-            add("K, V (matmul operands, not repeated)", "attention", 2 * t * kv_heads * d * e, L,
+            add("K, V (matmul operands, not repeated)", "attention", 2 * t * k * d * e, L,
                 "2·e·b·s·k·d")
-        if gpt2:
-            add("softmax output", "attention", scores * e, L, "e·a·b·s²")
-            if attn_drop:
-                add("attention dropout mask and output", "attention", 2 * scores * e, L, "2·e·a·b·s²")
-        else:
-            add("softmax output in float32", "attention", scores * f, L, "4·a·b·s²")
-            if attn_drop:
-                add("attention dropout mask and output", "attention", 2 * scores * e, L, "2·e·a·b·s²")
-            elif e != f:
-                add("probabilities cast to dtype", "attention", scores * e, L, "e·a·b·s²")
+        # softmax -> cast -> dropout -> product with V. The softmax keeps its output:
+        # float32 for Llama (softmax(dtype=float32)), for GPT-2 in the scores' dtype,
+        # which the (float32 under autocast) additive mask promotes. Then the
+        # probabilities are cast to the query's dtype (Llama) or V's (GPT-2);
+        # dropout keeps its mask; the product keeps its operand, which autocast casts
+        # to bfloat16.
+        soft = f if not gpt2 else r
+        probs = e if gpt2 else r
+        add("softmax output" + (" in float32" if soft == f and e != f else ""), "attention",
+            scores * soft, L, f"{_sym(soft, e)}·a·b·s²")
+        if attn_drop:
+            add("attention dropout mask", "attention", scores * w.mask(probs), L,
+                f"{_sym(w.mask(probs), e)}·a·b·s²")
+            if probs == e:
+                add("attention dropout output (matmul operand)", "attention", scores * e, L,
+                    "e·a·b·s²")
+        elif probs != soft and probs == e:
+            add("probabilities cast to dtype (matmul operand)", "attention", scores * e, L,
+                "e·a·b·s²")
+        if probs != e:
+            add("probabilities cast to bfloat16 (autocast, matmul operand)", "attention",
+                scores * e, L, "e·a·b·s²")
         return
-    if attn_drop:
+    if attn_drop and not w.cuda:
         # SDPA's math fallback (CPU, dropout): float32 copies of Q·√scale, K·√scale and
         # V with all heads, the softmax, the dropout mask and the dropped-out
         # probabilities, all float32.
         if gpt2 and e == f and view_ok:
             # V needs no copy: the product keeps c_attn's whole output as V's storage.
             add("Q, K scaled copies (math path)", "attention", 2 * t * qd * f, L, "2·4·b·s·h")
-            add("c_attn output as V (math path)", "attention", 3 * t * h * e, L, "3·e·b·s·h")
+            add("c_attn output as V (math path)", "attention", 3 * t * qd * e, L, "3·e·b·s·h")
         else:
             add("Q, K, V in float32 (math path)", "attention", 3 * t * qd * f, L, "3·4·b·s·a·d")
         add("softmax, dropout mask and output in float32 (math path)", "attention",
@@ -517,31 +664,54 @@ def _core_terms(add, spec: ModelSpec, b: int, s: int, e: int) -> None:
         return
     # The fused kernel keeps Q, K, V as given, its output (which is the output
     # projection's input: counted there) and a float32 log-sum-exp per query and head.
+    # On CUDA: flash attention for bfloat16 (log-sum-exp (b, a, s)), memory-efficient
+    # attention for float32 (log-sum-exp padded to a multiple of 32 queries); both
+    # keep dropout fused (a seed and an offset, a few bytes, instead of a mask).
     if gpt2:
-        add("c_attn output: Q, K, V (fused kernel)", "attention", 3 * t * h * e, L, "3·e·b·s·h")
+        add("c_attn output: Q, K, V (fused kernel)", "attention", 3 * t * qd * e, L, "3·e·b·s·h")
     else:
-        kv_heads = k if d <= SDPA_GQA_MAX_HEAD_DIM else a
         add("Q after RoPE (fused kernel)", "attention", t * qd * e, L, "e·b·s·a·d")
-        add("K after RoPE, V (fused kernel)", "attention", 2 * t * kv_heads * d * e, L,
-            "2·e·b·s·k·d" if kv_heads == k else "2·e·b·s·a·d")
-    add("log-sum-exp (fused kernel)", "attention", a * b * s * f, L, "4·a·b·s")
+        if d <= SDPA_GQA_MAX_HEAD_DIM:          # the kernel takes grouped K and V
+            add("K after RoPE, V (fused kernel)", "attention", 2 * t * k * d * e, L,
+                "2·e·b·s·k·d")
+        elif k == 1:
+            # repeat_kv of one key/value head is a view (stride 0 over the heads);
+            # autocast's bfloat16 cast of the float32 K materialises all a heads.
+            k_heads = a if w.autocast else 1
+            add("K after RoPE (fused kernel)", "attention", t * k_heads * d * e, L,
+                "e·b·s·a·d" if k_heads == a else "e·b·s·d")
+            add("V (fused kernel, not repeated)", "attention", t * d * e, L, "e·b·s·d")
+        else:
+            add("K after RoPE, V (fused kernel, repeated)", "attention", 2 * t * qd * e, L,
+                "2·e·b·s·a·d")
+    if w.cuda and e == f:
+        padded = -(-s // CUDA_EFFICIENT_LSE_ALIGN) * CUDA_EFFICIENT_LSE_ALIGN
+        add("log-sum-exp (fused kernel)", "attention", a * b * padded * f, L,
+            "4·a·b·⌈s/32⌉·32")
+    else:
+        add("log-sum-exp (fused kernel)", "attention", a * b * s * f, L, "4·a·b·s")
 
 
 # ---------------------------------------------------------------------------------
 # The estimate
 # ---------------------------------------------------------------------------------
-def estimate_from_spec(spec: ModelSpec, *, batch_size: int, seq_len: int, dtype: str = "float32",
-                       optimizer: str = "adamw", recompute: str = "none") -> dict[str, Any]:
+def estimate_from_spec(spec: ModelSpec, *, batch_size: int, seq_len: int,
+                       precision: str = "fp32", optimizer: str = "adamw",
+                       recompute: str = "none", device: str = "cpu",
+                       dtype: str | None = None) -> dict[str, Any]:
     """``estimate_training_memory`` for a ``ModelSpec`` (what the JavaScript mirrors)."""
     _check_choice("optimizer", optimizer, OPTIMIZERS)
-    terms = activation_terms(spec, batch_size=batch_size, seq_len=seq_len, dtype=dtype,
-                             recompute=recompute)
-    e = DTYPE_BYTES[dtype]
+    precision = dtype if dtype is not None else precision
+    terms = activation_terms(spec, batch_size=batch_size, seq_len=seq_len, precision=precision,
+                             recompute=recompute, device=device)
+    p = _widths(precision, device).param
     n_params, n_tensors = parameter_count(spec)
-    parameters = n_params * e
-    gradients = n_params * e
-    # torch.optim.AdamW: exp_avg and exp_avg_sq like each parameter, and a float32
-    # scalar `step` per parameter tensor. SGD without momentum keeps nothing.
+    parameters = n_params * p
+    gradients = n_params * p
+    # torch.optim.AdamW: exp_avg and exp_avg_sq like each parameter (zeros_like: float32
+    # for autocast's float32 master weights), and a float32 scalar `step` per parameter
+    # tensor (on the GPU with the Trainer's default fused AdamW, torch/optim/adam.py
+    # 166-176). SGD without momentum keeps nothing.
     optimizer_bytes = 2 * parameters + FLOAT32_BYTES * n_tensors if optimizer == "adamw" else 0
     activations = sum(term.bytes for term in terms)
     logits = sum(term.bytes for term in terms if term.group == "logits")
@@ -558,35 +728,51 @@ def _breakdown(parameters: int, gradients: int, optimizer: int, activations: int
             "total": parameters + gradients + optimizer + activations}
 
 
-def estimate_training_memory(config, *, batch_size: int, seq_len: int, dtype: str = "float32",
-                             optimizer: str = "adamw", recompute: str = "none") -> dict[str, Any]:
+def estimate_training_memory(config, *, batch_size: int, seq_len: int, precision: str = "fp32",
+                             optimizer: str = "adamw", recompute: str = "none",
+                             device: str = "cpu", dtype: str | None = None) -> dict[str, Any]:
     """Bytes one training step of a Hugging Face causal LM needs, by category.
 
-    For ``AutoModelForCausalLM.from_config(config)`` in ``dtype``, trained with
+    For ``AutoModelForCausalLM.from_config(config)`` trained with
     ``model(input_ids=ids, labels=ids, use_cache=False)`` on a batch of ``batch_size``
-    sequences of ``seq_len`` tokens (no padding mask), on PyTorch's CPU kernels.
+    sequences of ``seq_len`` tokens (no padding mask).
 
     Args:
         config: ``GPT2Config`` or ``LlamaConfig`` (its attention implementation,
             dropout rates, head counts, intermediate size and weight tying are used),
             or a ``ModelSpec``.
         batch_size, seq_len: the batch, b sequences of s tokens.
-        dtype: ``"float32"`` or ``"bfloat16"``: the parameters, gradients and
-            activations (the loss's log-softmax is float32 either way).
-        optimizer: ``"adamw"`` (``torch.optim.AdamW`` on the model as it is: two
-            moments per parameter made by ``zeros_like``, so in the parameters'
-            dtype: float32 moments for float32 parameters, bfloat16 ones for
-            bfloat16 parameters; plus a float32 step count per parameter tensor.
-            Mixed-precision recipes with float32 moments and master weights are
-            not modelled) or ``"sgd"`` (without momentum: no state).
+        precision: the recipe.
+            ``"fp32"``: everything float32.
+            ``"bf16"``: the model in bfloat16 (parameters, gradients, AdamW moments
+            and activations; the loss's log-softmax is float32 either way).
+            ``"bf16-autocast"``: the Trainer's ``bf16=True``: a float32 model whose
+            forward accelerate runs under ``torch.autocast(dtype=torch.bfloat16)``
+            and whose outputs it converts to float32 (``convert_outputs_to_fp32``).
+            Float32 master weights, gradients and AdamW moments (16 bytes per
+            parameter); the matrix products' bfloat16 copies of the weights and of
+            their inputs, float32 embeddings, residual stream and norms, a float32
+            copy of the logits.
+            ``"float32"`` and ``"bfloat16"`` are accepted for ``"fp32"``/``"bf16"``.
+        optimizer: ``"adamw"`` (``torch.optim.AdamW``: two moments per parameter
+            made by ``zeros_like``, so in the parameters' dtype, plus a float32 step
+            count per parameter tensor) or ``"sgd"`` (without momentum: no state).
         recompute: ``"none"``, ``"full"`` (every decoder layer checkpointed) or
             ``"selective"`` (only each layer's attention core checkpointed).
+        device: ``"cpu"`` (PyTorch's CPU kernels, on which every term is measured)
+            or ``"cuda"`` (the CUDA kernels' terms, from torch's source: 1-byte
+            dropout masks, float32 LayerNorm statistics, SDPA fused even with
+            dropout, float32 ``pow`` under autocast, RNG states and Python scalars
+            in host memory; see ``CUDA_SOURCES``). The bytes are those of the
+            tensors; the CUDA caching allocator rounds each block up to 512 bytes.
+        dtype: the old name of ``precision``.
 
     Returns:
         A dict of byte counts: ``parameters``, ``gradients``, ``optimizer``,
         ``activations`` (alive when the forward pass returns, the caller holding its
         output: everything kept for backward, by autograd or by a checkpoint's
-        closure, plus the logits and the loss),
+        closure, plus the logits and the loss; under autocast also the bfloat16
+        weight copies the products saved),
         ``logits`` (the part of ``activations`` that the output layer and the loss
         hold), ``total`` (the sum of the first four), and ``terms`` (activation bytes
         by term, in the order of ``activation_terms``).
@@ -596,9 +782,14 @@ def estimate_training_memory(config, *, batch_size: int, seq_len: int, dtype: st
         >>> est = estimate_training_memory(GPT2Config(), batch_size=8, seq_len=1024)
         >>> est["parameters"] == 124_439_808 * 4
         True
+        >>> est = estimate_training_memory(GPT2Config(), batch_size=8, seq_len=1024,
+        ...                                precision="bf16-autocast", device="cuda")
+        >>> est["parameters"] + est["gradients"] + est["optimizer"] > 16 * 124_439_808
+        True
     """
     return estimate_from_spec(model_spec(config), batch_size=batch_size, seq_len=seq_len,
-                              dtype=dtype, optimizer=optimizer, recompute=recompute)
+                              precision=dtype if dtype is not None else precision,
+                              optimizer=optimizer, recompute=recompute, device=device)
 
 
 # ---------------------------------------------------------------------------------
@@ -859,45 +1050,87 @@ def _enable_full_recomputation(model) -> None:
     enable()
 
 
-TORCH_DTYPES = {"float32": "float32", "bfloat16": "bfloat16"}
+TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "bf16-autocast": "float32"}
 
 
-def build_model(config, dtype: str = "float32", seed: int = 0):
-    """``AutoModelForCausalLM.from_config(config)`` in ``dtype``, seeded, in train mode."""
+def build_model(config, precision: str = "fp32", seed: int = 0, device: str = "cpu"):
+    """``AutoModelForCausalLM.from_config(config)`` for ``precision``, seeded, in train
+    mode, on ``device``.
+
+    ``"fp32"``/``"bf16"``: the model in that dtype. ``"bf16-autocast"``: a float32
+    model whose ``forward`` runs under ``torch.autocast(device, dtype=torch.bfloat16)``
+    and returns float32 outputs, wrapped exactly as accelerate's
+    ``Accelerator.prepare_model`` does for ``mixed_precision="bf16"`` (the Trainer's
+    ``bf16=True``): ``convert_outputs_to_fp32(autocast(forward))``.
+    """
     torch = _torch()
     from transformers import AutoModelForCausalLM
 
-    _check_choice("dtype", dtype, tuple(DTYPE_BYTES))
+    precision = _check_precision(precision)
+    _check_choice("device", device, DEVICES)
     impl = _config_attn_implementation(config)
     torch.manual_seed(seed)
     # A copy: switching the attention implementation later changes the model's config.
     model = AutoModelForCausalLM.from_config(copy.deepcopy(config), attn_implementation=impl)
-    model.to(getattr(torch, TORCH_DTYPES[dtype]))
+    model.to(device=device, dtype=getattr(torch, TORCH_DTYPES[precision]))
     model.train()
+    if precision == "bf16-autocast":
+        from types import MethodType
+
+        from accelerate.utils import convert_outputs_to_fp32
+
+        # accelerate/accelerator.py, prepare_model (native_amp): the same two wraps.
+        autocast = torch.autocast(device_type=device, dtype=torch.bfloat16)
+        model.forward = MethodType(autocast(model.forward.__func__), model)
+        model.forward = MethodType(convert_outputs_to_fp32(model.forward.__func__), model)
     return model
 
 
-def _model_and_batch(config, batch_size: int, seq_len: int, dtype: str, recompute: str,
-                     seed: int):
+def _model_and_batch(config, batch_size: int, seq_len: int, precision: str, recompute: str,
+                     seed: int, device: str = "cpu"):
     """The model of ``build_model`` with ``recompute`` switched on, and a seeded batch of
     token ids for it."""
     torch = _torch()
     _check_choice("recompute", recompute, RECOMPUTE)
     b = _check_positive("batch_size", batch_size)
     s = _check_positive("seq_len", seq_len)
-    model = build_model(config, dtype, seed)
+    model = build_model(config, precision, seed, device)
     if recompute == "full":
         _enable_full_recomputation(model)
     elif recompute == "selective":
         enable_selective_recomputation(model)
     generator = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, model.config.vocab_size, (b, s), generator=generator)
+    ids = torch.randint(0, model.config.vocab_size, (b, s), generator=generator).to(device)
     return model, ids
 
 
-def measure_training_memory(config, *, batch_size: int, seq_len: int, dtype: str = "float32",
+def measure_cuda_activations(config, *, batch_size: int, seq_len: int, precision: str = "fp32",
+                             recompute: str = "none", seed: int = 0) -> int:
+    """The CUDA allocator's bytes alive when the forward pass returns (the caller
+    holding the output), less what was allocated before it: ``activations`` of
+    ``estimate_training_memory(..., device="cuda")`` without the token ids, with each
+    block rounded up to 512 bytes by the caching allocator. Needs a GPU."""
+    torch = _torch()
+    if not torch.cuda.is_available():
+        raise RuntimeError("measure_cuda_activations needs a CUDA device")
+    model, ids = _model_and_batch(config, batch_size, seq_len, precision, recompute, seed,
+                                  device="cuda")
+    gc.collect()
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    out = model(input_ids=ids, labels=ids, use_cache=False)
+    gc.collect()
+    torch.cuda.synchronize()
+    held = torch.cuda.memory_allocated() - before
+    del out, model, ids
+    gc.collect()
+    torch.cuda.empty_cache()
+    return held
+
+
+def measure_training_memory(config, *, batch_size: int, seq_len: int, precision: str = "fp32",
                             optimizer: str = "adamw", recompute: str = "none",
-                            seed: int = 0) -> dict[str, int]:
+                            seed: int = 0, dtype: str | None = None) -> dict[str, int]:
     """Run one training step and measure what ``estimate_training_memory`` estimates.
 
     Builds the model (``build_model``), runs ``model(input_ids=ids, labels=ids,
@@ -913,7 +1146,8 @@ def measure_training_memory(config, *, batch_size: int, seq_len: int, dtype: str
     from bookkit.applications import optimizer_state_bytes, tensor_bytes
 
     _check_choice("optimizer", optimizer, OPTIMIZERS)
-    model, ids = _model_and_batch(config, batch_size, seq_len, dtype, recompute, seed)
+    precision = dtype if dtype is not None else precision
+    model, ids = _model_and_batch(config, batch_size, seq_len, precision, recompute, seed)
     head = model.get_output_embeddings()
     handle = head.register_forward_pre_hook(lambda *_: meter.phase("head"))
     try:
@@ -932,8 +1166,9 @@ def measure_training_memory(config, *, batch_size: int, seq_len: int, dtype: str
     return _breakdown(tensor_bytes(params), gradients, optimizer_state_bytes(opt), activations, logits)
 
 
-def alive_bytes_three_ways(config, *, batch_size: int, seq_len: int, dtype: str = "float32",
-                           recompute: str = "none", seed: int = 0) -> dict[str, int]:
+def alive_bytes_three_ways(config, *, batch_size: int, seq_len: int, precision: str = "fp32",
+                           recompute: str = "none", seed: int = 0,
+                           dtype: str | None = None) -> dict[str, int]:
     """The activations of one forward pass by three meters that know nothing of the formula.
 
     Each runs ``model(input_ids=ids, labels=ids, use_cache=False)`` on a fresh model
@@ -964,8 +1199,9 @@ def alive_bytes_three_ways(config, *, batch_size: int, seq_len: int, dtype: str 
     def step(model, ids):
         return model(input_ids=ids, labels=ids, use_cache=False)
 
+    precision = dtype if dtype is not None else precision
     readings = {}
-    model, ids = _model_and_batch(config, batch_size, seq_len, dtype, recompute, seed)
+    model, ids = _model_and_batch(config, batch_size, seq_len, precision, recompute, seed)
     gc.collect()
     profiler = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
     with _quiet_native_stderr():
@@ -977,7 +1213,7 @@ def alive_bytes_three_ways(config, *, batch_size: int, seq_len: int, dtype: str 
     readings["allocator"] = sum(nbytes for nbytes, _ in _cpu_allocations_alive(profiler).values())
     del out, model
 
-    model, ids = _model_and_batch(config, batch_size, seq_len, dtype, recompute, seed)
+    model, ids = _model_and_batch(config, batch_size, seq_len, precision, recompute, seed)
     tracker = MemTracker()
     tracker.track_external(model, ids)
     with tracker:
@@ -988,7 +1224,7 @@ def alive_bytes_three_ways(config, *, batch_size: int, seq_len: int, dtype: str 
     readings["MemTracker"] = by_kind["Activation"] + by_kind["Temp"]
     del out, model
 
-    model, ids = _model_and_batch(config, batch_size, seq_len, dtype, recompute, seed)
+    model, ids = _model_and_batch(config, batch_size, seq_len, precision, recompute, seed)
     with SavedTensorMeter(params=model) as saved:
         out = step(model, ids)
     gc.collect()
@@ -1041,7 +1277,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--model", choices=MODELS, required=True)
     p.add_argument("--batch-size", type=int, default=1)
     p.add_argument("--seq-len", type=int, default=1024)
-    p.add_argument("--dtype", choices=tuple(DTYPE_BYTES), default="float32")
+    p.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                   help="bf16-autocast: the Trainer's bf16=True (float32 model under autocast)")
+    p.add_argument("--dtype", choices=tuple(DTYPE_BYTES), help="old name: float32 = "
+                   "--precision fp32, bfloat16 = --precision bf16")
+    p.add_argument("--device", choices=DEVICES, default="cpu",
+                   help="whose kernels: cpu (measured) or cuda (read from torch's source)")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw")
     p.add_argument("--recompute", choices=RECOMPUTE, default="none")
     p.add_argument("--attn-implementation", choices=ATTENTION_IMPLEMENTATIONS, default="sdpa")
@@ -1098,10 +1339,13 @@ def _config_from_args(args):
 def main(argv=None) -> int:
     """Command line: print the breakdown of one configuration as a table."""
     args = _parser().parse_args(argv)
+    if args.dtype is not None:
+        args.precision = PRECISION_ALIASES[args.dtype]
     try:
         config = _config_from_args(args)
         est = estimate_training_memory(config, batch_size=args.batch_size, seq_len=args.seq_len,
-                                       dtype=args.dtype, optimizer=args.optimizer,
+                                       precision=args.precision, optimizer=args.optimizer,
+                                       device=args.device,
                                        recompute=args.recompute)
     except (ValueError, TypeError) as err:
         print(f"error: {err}", file=sys.stderr)
@@ -1111,11 +1355,13 @@ def main(argv=None) -> int:
     print(f"{spec.model}: {spec.n_layers} layers, hidden {spec.hidden}, {spec.n_heads} heads"
           f" ({spec.n_kv_heads} key/value), head dim {spec.head_dim}, intermediate {spec.intermediate},"
           f" vocabulary {spec.vocab}, {n_params:,} parameters")
-    print(f"batch {args.batch_size} x {args.seq_len} tokens, {args.dtype}, {args.optimizer}, "
+    print(f"batch {args.batch_size} x {args.seq_len} tokens, {args.precision} on {args.device}, "
+          f"{args.optimizer}, "
           f"recompute {args.recompute}, attention {spec.attn_implementation}"
           f" (dropout {spec.attention_dropout:g})")
     terms = None if args.no_terms else activation_terms(
-        config, batch_size=args.batch_size, seq_len=args.seq_len, dtype=args.dtype,
+        config, batch_size=args.batch_size, seq_len=args.seq_len, precision=args.precision,
+        device=args.device,
         recompute=args.recompute)
     print(format_table(est, terms))
     return 0
