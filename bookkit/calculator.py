@@ -27,10 +27,20 @@ code really keeps (read from their source and checked tensor by tensor):
 "Activations" are the bytes alive when the forward pass returns, the caller holding
 its output: everything kept for the backward pass (whatever holds it: autograd's saved
 tensors or a checkpoint's closure) plus the returned logits and loss, parameters
-excluded. Everything here describes PyTorch's CPU kernels, on which the book measures:
-the byte counts are exact there (``measure_training_memory`` checks them, and the CPU
-allocator agrees but for the caller's token ids). On a GPU, dropout keeps 1-byte masks
-and SDPA with dropout stays fused; chapter 22 says where.
+excluded.
+
+``precision`` picks the recipe: ``"fp32"``, ``"bf16"`` (the model in bfloat16) or
+``"bf16-autocast"``, the Trainer's ``bf16=True``: a float32 model (16 bytes per
+parameter with AdamW) run under ``torch.autocast`` by accelerate, which also returns
+float32 logits; the matrix products then keep bfloat16 copies of their inputs and of
+the weights, while embeddings, residual stream and norms stay float32. ``device``
+picks whose kernels: ``"cpu"``, on which the book measures (the byte counts are exact
+there for every precision: ``measure_training_memory`` checks them, and the CPU
+allocator agrees but for the caller's token ids), or ``"cuda"``, whose differences
+(1-byte dropout masks, float32 LayerNorm statistics, SDPA fused even with dropout,
+autocast's float32 ``pow``, RNG states and Python scalars in host memory) are read
+from torch's source, listed with file and line in ``CUDA_SOURCES``, and measured by
+``scripts/gpu_check.sh`` on a GPU.
 
 ``recompute`` is ``"none"``, ``"full"`` (every decoder layer under
 ``torch.utils.checkpoint``, as ``gradient_checkpointing_enable`` does) or
@@ -46,7 +56,7 @@ independent meters and their blind spots), ``activation_terms`` (the formula, te
 term) and a command line::
 
     python -m bookkit.calculator --model gpt2 --n-layer 24 --n-embd 1024 --n-head 16 \\
-        --batch-size 8 --seq-len 1024 --recompute full
+        --batch-size 8 --seq-len 1024 --recompute full --precision bf16-autocast --device cuda
 
 The same formula, in JavaScript, drives the interactive calculator of the HTML book
 (``_static/memory_calculator.js``); a test checks that both give the same bytes.
@@ -70,7 +80,7 @@ __all__ = [
     "alive_bytes_three_ways",
     "enable_selective_recomputation", "build_model", "DTYPE_BYTES", "PRECISIONS", "DEVICES",
     "OPTIMIZERS",
-    "RECOMPUTE", "ACTIVATIONS", "PRESETS", "format_table", "main",
+    "RECOMPUTE", "ACTIVATIONS", "PRESETS", "CUDA_SOURCES", "format_table", "main",
 ]
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2}
@@ -103,6 +113,60 @@ CPU_RNG_STATE_BYTES = 5056
 # that `mul` saves for backward. Autograd saves wrapped numbers without calling
 # saved-tensor hooks, so they stay alive even inside checkpointed regions.
 SCALAR_BYTES = 8
+
+# What device="cuda" changes, and where torch says so (read, not run: the book's torch is
+# CPU-only; scripts/gpu_check.sh measures these on a GPU). Paths are relative to
+# site-packages for the files a torch wheel installs (torch 2.13), else to pytorch's
+# repository.
+CUDA_SOURCES = {
+    "dropout masks of 1 byte": (
+        "F.dropout on a CUDA tensor takes the fused native_dropout (Dropout.cpp: "
+        "is_fused_kernel_acceptable needs input.is_cuda()), whose CUDA kernel returns a "
+        "bool mask; autograd saves only that mask (result1). On a CPU dropout is "
+        "input * empty_like(input).bernoulli_(): a mask in the input's dtype.",
+        "torchgen/packaged/ATen/native/native_functions.yaml:267 (native_dropout: CUDA "
+        "native_dropout_cuda); torchgen/packaged/autograd/derivatives.yaml:619; "
+        "aten/src/ATen/native/cuda/Dropout.cu (mask dtype kBool); "
+        "aten/src/ATen/native/Dropout.cpp (is_fused_kernel_acceptable)"),
+    "float32 LayerNorm statistics": (
+        "native_layer_norm saves mean and rstd (result1, result2) for backward; "
+        "layer_norm_cuda allocates them in the accumulate type, float32 for bfloat16 "
+        "input (the CPU kernel in the input's dtype).",
+        "torchgen/packaged/ATen/native/native_functions.yaml:3231 (CUDA: layer_norm_cuda); "
+        "torchgen/packaged/autograd/derivatives.yaml:1274; "
+        "aten/src/ATen/native/cuda/layer_norm_kernel.cu (acc_type mean/rstd)"),
+    "fused SDPA, also with dropout": (
+        "flash attention (bfloat16, head_dim <= 256) saves q, k, v, output, a float32 "
+        "logsumexp (b, a, s) and an rng_state; memory-efficient attention (float32) the "
+        "same with the logsumexp padded to 32 queries and a philox seed/offset. Both "
+        "take dropout_p, so no s x s mask (the CPU falls back to the math path).",
+        "torchgen/packaged/autograd/derivatives.yaml:2919 and 2923; "
+        "torchgen/packaged/ATen/native/native_functions.yaml:14804, 14847; "
+        "aten/src/ATen/native/transformers/cuda/attention.cu (_efficient_attention_forward: "
+        "ceil_div(max_seqlen_q, kAlignLSE) * kAlignLSE, kAlignLSE = 32)"),
+    "autocast's float32 pow (gelu_new)": (
+        "CUDA autocast casts pow.Tensor_Scalar's input to float32; pow saves self, so "
+        "gelu_new keeps a float32 copy of x and float32 tanh / 1 + tanh by promotion.",
+        "torch/include/ATen/autocast_mode.h:855-914 (AT_FORALL_FP32, pow at 870); "
+        "torchgen/packaged/autograd/derivatives.yaml:1400; "
+        "transformers/activations.py:66 (NewGELUActivation)"),
+    "autocast's bfloat16 matmuls": (
+        "linear/addmm/matmul/bmm/scaled_dot_product_attention run in bfloat16: inputs "
+        "cast (saved copies), weights cast once and cached (leaf tensors) until the "
+        "autocast region exits; softmax/log_softmax run in float32 (the models' "
+        "inputs to them are float32 already). The same lists serve the CPU except pow.",
+        "torch/include/ATen/autocast_mode.h:820-853 (AT_FORALL_LOWER_PRECISION_FP), "
+        "916-927 (AT_FORALL_FP32_SET_OPT_DTYPE)"),
+    "host-side RNG states and scalars": (
+        "torch.utils.checkpoint stashes torch.get_rng_state() and "
+        "torch.cuda.get_rng_state() (CPU tensors); Python numbers multiplying tensors "
+        "are CPU wrapped numbers: none is GPU memory.",
+        "torch/utils/checkpoint.py:174-190 (get_device_states)"),
+    "AdamW step on the GPU": (
+        "The Trainer's default optimizer is adamw_torch_fused (torch >= 2.8), whose "
+        "float32 step lives on the parameter's device; plain AdamW keeps it on the host.",
+        "transformers/training_args.py:806-811; torch/optim/adam.py:166-176"),
+}
 
 # What an activation function keeps for backward, for an input of n elements:
 # (keeps its input, number of further n-element tensors it keeps, number of Python

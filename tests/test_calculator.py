@@ -79,7 +79,7 @@ GRID = [(make, attn, dropout, recompute)
 def test_estimate_equals_measurement_on_grid(make, attn, dropout, recompute):
     # Alternate dtype, batch and optimizer across the grid so each appears with each mode.
     index = GRID.index((make, attn, dropout, recompute))
-    dtype = ("float32", "bfloat16")[index % 2]
+    dtype = ("float32", "bfloat16", "bf16-autocast")[index % 3]
     assert_exact(make(attn, dropout), batch_size=1 + index % 3, seq_len=48 + 8 * (index % 4),
                  dtype=dtype, optimizer=("adamw", "sgd")[index // 2 % 2], recompute=recompute)
 
@@ -114,7 +114,8 @@ def configs(draw):
 
 @settings(max_examples=30, deadline=None)
 @given(config=configs(), batch=st.integers(1, 4), seq=st.integers(32, 128),
-       dtype=st.sampled_from(["float32", "bfloat16"]), optimizer=st.sampled_from(["adamw", "sgd"]),
+       dtype=st.sampled_from(["float32", "bfloat16", "bf16-autocast"]),
+       optimizer=st.sampled_from(["adamw", "sgd"]),
        recompute=st.sampled_from(["none", "full", "selective"]))
 def test_estimate_equals_measurement_on_random_configs(config, batch, seq, dtype, optimizer, recompute):
     assert_exact(config, batch_size=batch, seq_len=seq, dtype=dtype, optimizer=optimizer,
@@ -267,7 +268,7 @@ def test_full_recomputation_keeps_one_input_per_layer():
 # -- bad input -------------------------------------------------------------------------
 @pytest.mark.parametrize("kw,message", [
     (dict(batch_size=0, seq_len=8), "batch_size"),
-    (dict(batch_size=1, seq_len=8, dtype="float16"), "dtype"),
+    (dict(batch_size=1, seq_len=8, dtype="float16"), "precision"),
     (dict(batch_size=1, seq_len=8, optimizer="adam"), "optimizer"),
     (dict(batch_size=1, seq_len=8, recompute="some"), "recompute"),
     (dict(batch_size=1, seq_len=4096), "n_positions"),
