@@ -225,8 +225,8 @@ class ModelSpec:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if self.model == "gpt2":
             if self.hidden % self.n_heads:
-                raise ValueError(f"GPT-2 needs hidden ({self.hidden}) divisible by "
-                                 f"n_heads ({self.n_heads})")
+                raise ValueError(f"GPT-2 needs the hidden size divisible by the heads: "
+                                 f"{self.hidden} is not divisible by {self.n_heads}")
             if self.n_kv_heads != self.n_heads or self.head_dim * self.n_heads != self.hidden:
                 raise ValueError("GPT-2 has n_kv_heads == n_heads and head_dim == hidden // n_heads")
             if (isinstance(self.max_positions, bool) or not isinstance(self.max_positions, int)
@@ -279,7 +279,8 @@ def model_spec(config) -> ModelSpec:
                 raise ValueError(f"GPT2Config.{flag}=True is not modelled by the calculator")
         hidden = config.n_embd
         if hidden % config.n_head:
-            raise ValueError(f"GPT-2 needs n_embd ({hidden}) divisible by n_head ({config.n_head})")
+            raise ValueError(f"GPT-2 needs n_embd divisible by n_head: {hidden} is not "
+                             f"divisible by {config.n_head}")
         return ModelSpec(
             model="gpt2", n_layers=config.n_layer, hidden=hidden, n_heads=config.n_head,
             n_kv_heads=config.n_head, head_dim=hidden // config.n_head,

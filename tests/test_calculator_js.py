@@ -98,7 +98,8 @@ def random_case(rng: random.Random):
         spec[rng.choice(["n_heads", "n_kv_heads", "hidden", "attention_dropout", "activation"])] = \
             rng.choice([0, 3, 7, 1.5, "gelu_fast"])
     opts = dict(batch_size=rng.choice([1, 1, 2, 3, 8, 64]), seq_len=rng.choice([1, 7, 128, 1024, 4096, 32768]),
-                dtype=rng.choice(["float32", "bfloat16"]), optimizer=rng.choice(["adamw", "sgd"]),
+                precision=rng.choice(["fp32", "bf16", "bf16-autocast"]),
+                device=rng.choice(["cpu", "cuda"]), optimizer=rng.choice(["adamw", "sgd"]),
                 recompute=rng.choice(["none", "full", "selective"]))
     if model == "gpt2" and rng.random() < 0.9:
         spec["max_positions"] = max(spec["max_positions"], opts["seq_len"])
