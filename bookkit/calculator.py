@@ -1180,6 +1180,10 @@ def measure_cuda_activations(config, *, batch_size: int, seq_len: int, precision
         raise RuntimeError("measure_cuda_activations needs a CUDA device")
     model, ids = _model_and_batch(config, batch_size, seq_len, precision, recompute, seed,
                                   device="cuda")
+    # A first forward pass makes what persists across steps (cuBLAS's workspace,
+    # kernels' scratch): not activations.
+    warmup = model(input_ids=ids, labels=ids, use_cache=False)
+    del warmup
     gc.collect()
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
