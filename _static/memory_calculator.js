@@ -454,10 +454,11 @@
              hidden_dropout: 0.1, embedding_dropout: 0.1, activation: "gelu_new",
              attention_bias: true, mlp_bias: true };
   }
-  function llama(nKvHeads, intermediate, vocab) {
-    return { model: "llama", n_layers: 32, hidden: 4096, n_heads: 32, n_kv_heads: nKvHeads,
-             head_dim: 128, intermediate: intermediate, vocab: vocab, max_positions: 0,
-             tie_embeddings: false, attn_implementation: "sdpa", attention_dropout: 0.0,
+  function llama(nKvHeads, intermediate, vocab, hidden, nLayers, nHeads, tie) {
+    hidden = hidden || 4096; nLayers = nLayers || 32; nHeads = nHeads || 32;
+    return { model: "llama", n_layers: nLayers, hidden: hidden, n_heads: nHeads, n_kv_heads: nKvHeads,
+             head_dim: hidden / nHeads, intermediate: intermediate, vocab: vocab, max_positions: 0,
+             tie_embeddings: !!tie, attn_implementation: "sdpa", attention_dropout: 0.0,
              hidden_dropout: 0.0, embedding_dropout: 0.0, activation: "silu",
              attention_bias: false, mlp_bias: false };
   }
@@ -467,7 +468,9 @@
     "GPT-2 large (774M)": gpt2(36, 1280, 20),
     "GPT-2 XL (1.5B)": gpt2(48, 1600, 25),
     "Llama 2 7B": llama(32, 11008, 32000),
-    "Llama 3 8B": llama(8, 14336, 128256)
+    "Llama 3 8B": llama(8, 14336, 128256),
+    "Llama 3.2 1B": llama(8, 8192, 128256, 2048, 16, 32, true),
+    "Llama 3.2 3B": llama(8, 8192, 128256, 3072, 28, 24, true)
   };
 
   // ---------------------------------------------------------------------------------

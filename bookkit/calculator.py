@@ -312,18 +312,21 @@ def _gpt2_preset(n_layer: int, n_embd: int, n_head: int):
     return make
 
 
-def _llama_preset(n_kv_heads: int, intermediate: int, vocab: int):
+def _llama_preset(n_kv_heads: int, intermediate: int, vocab: int, hidden: int = 4096,
+                  n_layers: int = 32, n_heads: int = 32, tie: bool = False):
     def make():
         from transformers import LlamaConfig
-        return LlamaConfig(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
-                           num_key_value_heads=n_kv_heads, intermediate_size=intermediate,
-                           vocab_size=vocab)
+        return LlamaConfig(hidden_size=hidden, num_hidden_layers=n_layers,
+                           num_attention_heads=n_heads, num_key_value_heads=n_kv_heads,
+                           intermediate_size=intermediate, vocab_size=vocab,
+                           tie_word_embeddings=tie)
     return make
 
 
 # Published configurations, as config factories (the HTML calculator offers the same).
 # GPT-2's as released (dropout 0.1, tied embeddings); Llama 2 7B (multi-head) and
-# Llama 3 8B (8 key/value heads, a 128k vocabulary), without dropout.
+# Llama 3 8B (8 key/value heads, a 128k vocabulary), and Llama 3.2 1B and 3B (the same
+# vocabulary, tied embeddings), without dropout.
 PRESETS = {
     "GPT-2 (124M)": _gpt2_preset(12, 768, 12),
     "GPT-2 medium (355M)": _gpt2_preset(24, 1024, 16),
@@ -331,6 +334,9 @@ PRESETS = {
     "GPT-2 XL (1.5B)": _gpt2_preset(48, 1600, 25),
     "Llama 2 7B": _llama_preset(32, 11008, 32000),
     "Llama 3 8B": _llama_preset(8, 14336, 128256),
+    "Llama 3.2 1B": _llama_preset(8, 8192, 128256, hidden=2048, n_layers=16, tie=True),
+    "Llama 3.2 3B": _llama_preset(8, 8192, 128256, hidden=3072, n_layers=28, n_heads=24,
+                                  tie=True),
 }
 
 
