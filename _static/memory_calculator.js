@@ -653,6 +653,7 @@
     }
     error.hidden = true;
     out.hidden = false;
+    if (summary) { summary.hidden = false; }
     if (details) { details.hidden = false; }
     svg.style.display = "";
     var counts = parameterCount(spec);

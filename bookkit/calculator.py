@@ -1116,7 +1116,7 @@ def enable_selective_recomputation(model) -> str:
 
 
 def _enable_full_recomputation(model) -> None:
-    # transformers 5.24 renamed gradient_checkpointing_enable (now a deprecated alias).
+    # transformers 5.23 renamed gradient_checkpointing_enable (now a deprecated alias).
     enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
     enable()
 
@@ -1428,11 +1428,11 @@ def main(argv=None) -> int:
     spec = model_spec(config)
     n_params, _ = parameter_count(spec)
     print(f"{spec.model}: {spec.n_layers} layers, hidden {spec.hidden}, {spec.n_heads} heads"
-          f" ({spec.n_kv_heads} key/value), head dim {spec.head_dim}, intermediate {spec.intermediate},"
-          f" vocabulary {spec.vocab}, {n_params:,} parameters")
+          f" ({spec.n_kv_heads} key/value), head dim {spec.head_dim},")
+    print(f"  intermediate {spec.intermediate}, vocabulary {spec.vocab}, {n_params:,} parameters")
     print(f"batch {args.batch_size} x {args.seq_len} tokens, {args.precision} on {args.device}, "
-          f"{args.optimizer}, "
-          f"recompute {args.recompute}, attention {spec.attn_implementation}"
+          f"{args.optimizer},")
+    print(f"  recompute {args.recompute}, attention {spec.attn_implementation}"
           f" (dropout {spec.attention_dropout:g})")
     terms = None if args.no_terms else activation_terms(
         config, batch_size=args.batch_size, seq_len=args.seq_len, precision=args.precision,
