@@ -1225,6 +1225,9 @@ def measure_training_memory(config, *, batch_size: int, seq_len: int, precision:
     model, ids = _model_and_batch(config, batch_size, seq_len, precision, recompute, seed)
     head = model.get_output_embeddings()
     handle = head.register_forward_pre_hook(lambda *_: meter.phase("head"))
+    # Garbage of earlier models freed by a collection during the forward would make the
+    # profiler warn about blocks it never saw allocated: collect it first.
+    gc.collect()
     try:
         with ForwardMemoryMeter(exclude=[model], inputs=[ids]) as meter:
             out = model(input_ids=ids, labels=ids, use_cache=False)
