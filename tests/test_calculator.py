@@ -139,6 +139,8 @@ def test_published_parameter_counts():
     assert counts["GPT-2 XL (1.5B)"] == 1_557_611_200
     assert counts["Llama 2 7B"] == 6_738_415_616
     assert counts["Llama 3 8B"] == 8_030_261_248
+    assert counts["Llama 3.2 1B"] == 1_235_814_400     # as published: 1.24B
+    assert counts["Llama 3.2 3B"] == 3_212_749_824     # as published: 3.21B
 
 
 def test_adamw_state_is_two_moments_and_a_step_per_tensor():
