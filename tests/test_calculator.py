@@ -242,7 +242,8 @@ def test_selective_drops_the_score_matrices():
     selective = activation_terms(config, recompute="selective", **kw)
     def s2(terms):
         return [t.name for t in terms if "s²" in t.formula]
-    assert s2(none) == ["softmax output", "attention dropout mask and output"]
+    assert s2(none) == ["softmax output", "attention dropout mask",
+                        "attention dropout output (matmul operand)"]
     assert s2(selective) == ["causal mask (checkpoint input)"]   # the core's input, once
     # sdpa without dropout already recomputes its core: selective only drops the
     # log-sum-exp, and each layer's checkpoint stashes the CPU generator's state.
