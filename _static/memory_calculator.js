@@ -1,5 +1,6 @@
 /*
- * Training-memory calculator of chapter 22 ("How much memory will training need?").
+ * Training-memory calculator of chapter 24 ("The memory calculator"); the formula is
+ * chapter 22's.
  *
  * The same formula as bookkit/calculator.py (estimate_from_spec, activation_terms,
  * parameter_count), line for line, in exact integer arithmetic (BigInt), so that the
@@ -12,7 +13,10 @@
 (function (global) {
   "use strict";
 
-  var DTYPE_BYTES = { float32: 4n, bfloat16: 2n };
+  var PRECISIONS = ["fp32", "bf16", "bf16-autocast"];
+  var PRECISION_ALIASES = { float32: "fp32", bfloat16: "bf16" };
+  var DEVICES = ["cpu", "cuda"];
+  var CUDA_EFFICIENT_LSE_ALIGN = 32n;  // memory-efficient attention pads its log-sum-exp
   var OPTIMIZERS = ["adamw", "sgd"];
   var RECOMPUTE = ["none", "selective", "full"];
   var ATTENTION_IMPLEMENTATIONS = ["eager", "sdpa"];
@@ -48,6 +52,12 @@
   /* The checks of ModelSpec.__post_init__. */
   function checkSpec(spec) {
     checkChoice("model", spec.model, MODELS);
+    if (spec.model === "gpt2" && isPositiveInt(spec.hidden) && isPositiveInt(spec.n_heads) &&
+        spec.hidden % spec.n_heads) {
+      // Before head_dim's check: the form has no head_dim for GPT-2, it is hidden / heads.
+      fail("GPT-2 needs the hidden size divisible by the heads: " + spec.hidden +
+           " is not divisible by " + spec.n_heads);
+    }
     INT_FIELDS.forEach(function (name) {
       if (!isPositiveInt(spec[name])) {
         fail(name + " must be a positive integer, got " + JSON.stringify(spec[name]));
@@ -109,19 +119,47 @@
     return [n, tensors];
   }
 
+  /* The element widths of a recipe, as _widths in Python. */
+  function widths(precision, device) {
+    precision = Object.prototype.hasOwnProperty.call(PRECISION_ALIASES, precision)
+      ? PRECISION_ALIASES[precision] : precision;
+    checkChoice("precision", precision, PRECISIONS);
+    var cuda = checkChoice("device", device, DEVICES) === "cuda";
+    var w;
+    if (precision === "bf16-autocast") {
+      w = { compute: 2n, residual: 4n, param: 4n, autocast: true, cuda: cuda };
+    } else {
+      var e = precision === "fp32" ? 4n : 2n;
+      w = { compute: e, residual: e, param: e, autocast: false, cuda: cuda };
+    }
+    // Dropout's mask: bool (1 byte) from CUDA's fused native_dropout, else the dtype.
+    w.mask = function (nbytes) { return cuda ? 1n : nbytes; };
+    return w;
+  }
+
+  function sym(nbytes, e) { return nbytes === e ? "e" : nbytes.toString(); }
+
+  function matmulWeightsPerLayer(spec) {
+    var h = BigInt(spec.hidden), i = BigInt(spec.intermediate);
+    if (spec.model === "gpt2") { return 3n * h * h + h * h + 2n * h * i; }
+    var q = BigInt(spec.n_heads * spec.head_dim), kv = BigInt(spec.n_kv_heads * spec.head_dim);
+    return 2n * h * q + 2n * h * kv + 3n * h * i;
+  }
+
   /* The activation terms, as activation_terms in Python: [{name, group, each, count, formula}]. */
-  function activationTerms(spec, batchSize, seqLen, dtype, recompute) {
+  function activationTerms(spec, batchSize, seqLen, precision, recompute, device) {
     checkSpec(spec);
     if (!isPositiveInt(batchSize)) { fail("batch_size must be a positive integer, got " + JSON.stringify(batchSize)); }
     if (!isPositiveInt(seqLen)) { fail("seq_len must be a positive integer, got " + JSON.stringify(seqLen)); }
-    checkChoice("dtype", dtype, Object.keys(DTYPE_BYTES));
+    var w = widths(precision, device === undefined ? "cpu" : device);
     checkChoice("recompute", recompute, RECOMPUTE);
     if (spec.model === "gpt2" && seqLen > spec.max_positions) {
       fail("seq_len " + seqLen + " exceeds GPT-2's n_positions " + spec.max_positions);
     }
-    var b = BigInt(batchSize), s = BigInt(seqLen), e = DTYPE_BYTES[dtype];
+    var b = BigInt(batchSize), s = BigInt(seqLen);
     var gpt2 = spec.model === "gpt2";
     var h = BigInt(spec.hidden), d = BigInt(spec.head_dim), v = BigInt(spec.vocab);
+    var e = w.compute, r = w.residual;
     var f = FLOAT32_BYTES;
     var t = b * s;
     var eager = spec.attn_implementation === "eager";
@@ -137,7 +175,8 @@
     if (gpt2) {
       add("position ids (embedding)", "embedding", s * INDEX_BYTES, 1n, "8·s");
       if (spec.embedding_dropout > 0) {
-        add("embedding dropout mask", "embedding", t * h * e, 1n, "e·b·s·h");
+        add("embedding dropout mask", "embedding", t * h * w.mask(r), 1n,
+            sym(w.mask(r), e) + "·b·s·h");
       }
     }
     // Positional arguments of a checkpointed region are saved ("checkpoint input"),
@@ -145,11 +184,11 @@
     var closureHeld = !gpt2 && recompute === "full";
     if (eager && recompute !== "none") {
       add("causal mask (checkpoint " + (closureHeld ? "closure" : "input") + ")", "shared",
-          b * s * s * e, 1n, "e·b·s²");
+          b * s * s * r, 1n, sym(r, e) + "·b·s²");
     }
     if (!gpt2) {
       add("RoPE cos and sin" + (closureHeld ? " (checkpoint closure)" : ""), "shared",
-          2n * s * d * e, 1n, "2·e·s·d");
+          2n * s * d * r, 1n, "2·" + sym(r, e) + "·s·d");
       if (recompute !== "none") {
         add("position ids (checkpoint closure)", "shared", s * INDEX_BYTES, 1n, "8·s");
       }
@@ -157,18 +196,36 @@
 
     var L = BigInt(spec.n_layers);
     if (recompute === "full") {
-      add("layer input (checkpoint)", "layer", t * h * e, L, "e·b·s·h");
-      add("CPU RNG state (checkpoint closure)", "layer", CPU_RNG_STATE_BYTES, L, "5056");
+      add("layer input (checkpoint)", "layer", t * h * r, L, sym(r, e) + "·b·s·h");
+      if (!w.cuda) {
+        add("CPU RNG state (checkpoint closure)", "layer", CPU_RNG_STATE_BYTES, L, "5056");
+      }
     } else {
-      layerTerms(add, spec, b, s, e, recompute);
+      layerTerms(add, spec, b, s, w, recompute);
     }
-    // Python numbers that multiply tensors: eager attention's scaling, gelu_new's three.
+    // Python numbers that multiply tensors: eager attention's scaling, gelu_new's three
+    // (CPU wrapped numbers: no device memory on CUDA).
     var nScalars = (eager ? 1n : 0n) + ACTIVATIONS[spec.activation][2];
-    add("Python scalars saved by mul (0-d float64)", "layer", SCALAR_BYTES * nScalars, L,
-        "8·" + nScalars);
+    if (!w.cuda) {
+      add("Python scalars saved by mul (0-d float64)", "layer", SCALAR_BYTES * nScalars, L,
+          "8·" + nScalars);
+    }
+    // autocast's bfloat16 weight copies, saved by the matrix products.
+    if (w.autocast) {
+      if (recompute !== "full") {
+        add("bfloat16 weight copies (autocast, saved by matmuls)", "weights",
+            matmulWeightsPerLayer(spec) * e, L, "e·(matmul weights of a layer)");
+      }
+      add("bfloat16 copy of the output layer's weight (autocast)", "logits", v * h * e, 1n,
+          "e·V·h");
+    }
 
-    normTerms(add, gpt2, gpt2 ? "ln_f" : "norm", "lm_head", t, h, e, "final", 1n);
-    add("logits (returned)", "logits", t * v * e, 1n, "e·b·s·V");
+    normTerms(add, gpt2, gpt2 ? "ln_f" : "norm", ["lm_head"], t, h, w, "final", 1n);
+    if (w.autocast) {
+      add("logits in float32 (returned, accelerate's copy)", "logits", t * v * f, 1n, "4·b·s·V");
+    } else {
+      add("logits (returned)", "logits", t * v * e, 1n, "e·b·s·V");
+    }
     add("log-softmax in float32 (loss)", "logits", t * v * f, 1n, "4·b·s·V");
     if (b === 1n) {
       add("shifted labels (loss)", "logits", (s + 1n) * INDEX_BYTES, 1n, "8·(s+1)");
@@ -179,73 +236,97 @@
     return terms;
   }
 
-  function layerTerms(add, spec, b, s, e, recompute) {
+  function layerTerms(add, spec, b, s, w, recompute) {
     var gpt2 = spec.model === "gpt2";
     var h = BigInt(spec.hidden), k = BigInt(spec.n_kv_heads);
     var d = BigInt(spec.head_dim), i = BigInt(spec.intermediate), L = BigInt(spec.n_layers);
     var a = BigInt(spec.n_heads);
-    var f = FLOAT32_BYTES;
+    var e = w.compute, r = w.residual, f = FLOAT32_BYTES;
     var t = b * s;
     var qd = a * d;
 
-    function norm(name, consumer) {
-      normTerms(add, gpt2, name, consumer, t, h, e, "layer", L);
+    function norm(name, consumers) {
+      normTerms(add, gpt2, name, consumers, t, h, w, "layer", L);
     }
 
-    norm(gpt2 ? "ln_1" : "input norm", gpt2 ? "c_attn" : "q/k/v_proj");
+    norm(gpt2 ? "ln_1" : "input norm", gpt2 ? ["c_attn"] : ["q_proj", "k_proj", "v_proj"]);
     if (recompute === "selective") {
       if (gpt2) {
         add("c_attn output: Q, K, V (core input)", "attention", 3n * t * h * e, L, "3·e·b·s·h");
       } else {
-        add("Q after RoPE (core input)", "attention", t * qd * e, L, "e·b·s·a·d");
-        add("K after RoPE, V (core inputs)", "attention", 2n * t * k * d * e, L, "2·e·b·s·k·d");
+        add("Q after RoPE (core input)", "attention", t * qd * r, L, sym(r, e) + "·b·s·a·d");
+        add("K after RoPE (core input)", "attention", t * k * d * r, L, sym(r, e) + "·b·s·k·d");
+        add("V (core input)", "attention", t * k * d * e, L, "e·b·s·k·d");
       }
-      add("CPU RNG state (checkpoint closure)", "attention", CPU_RNG_STATE_BYTES, L, "5056");
+      if (!w.cuda) {
+        add("CPU RNG state (checkpoint closure)", "attention", CPU_RNG_STATE_BYTES, L, "5056");
+      }
     } else {
-      coreTerms(add, spec, b, s, e);
+      coreTerms(add, spec, b, s, w);
     }
     add("attention output (" + (gpt2 ? "c_proj" : "o_proj") + " input)", "layer",
         t * qd * e, L, gpt2 ? "e·b·s·h" : "e·b·s·a·d");
     if (gpt2 && spec.hidden_dropout > 0) {
-      add("attention residual dropout mask", "layer", t * h * e, L, "e·b·s·h");
+      add("attention residual dropout mask", "layer", t * h * w.mask(e), L,
+          sym(w.mask(e), e) + "·b·s·h");
     }
 
-    norm(gpt2 ? "ln_2" : "post-attention norm", gpt2 ? "c_fc" : "gate/up_proj");
+    norm(gpt2 ? "ln_2" : "post-attention norm", gpt2 ? ["c_fc"] : ["gate_proj", "up_proj"]);
     var keepsInput = ACTIVATIONS[spec.activation][0], extra = ACTIVATIONS[spec.activation][1];
     var act = spec.activation;
-    if (keepsInput) {
-      add((gpt2 ? "c_fc" : "gate_proj") + " output (" + act + " input)", "layer", t * i * e, L, "e·b·s·I");
+    var fc = gpt2 ? "c_fc" : "gate_proj";
+    if (act === "gelu_new" && w.autocast && w.cuda) {
+      // CUDA autocast runs pow in float32: a float32 copy of x, float32 tanh and 1 + tanh.
+      add(fc + " output in float32 (pow's autocast copy)", "layer", t * i * f, L, "4·b·s·I");
+      add(act + " tanh and 1 + tanh in float32", "layer", 2n * t * i * f, L, "2·4·b·s·I");
+      add(act + " 0.5·x", "layer", t * i * e, L, "e·b·s·I");
+      add(act + " output cast to bfloat16 (c_proj input)", "layer", t * i * e, L, "e·b·s·I");
+    } else {
+      if (keepsInput) {
+        add(fc + " output (" + act + " input)", "layer", t * i * e, L, "e·b·s·I");
+      }
+      if (extra) {
+        add(act + " intermediates (tanh, 0.5·x, 1 + tanh)", "layer", extra * t * i * e, L,
+            extra + "·e·b·s·I");
+      }
+      add(act + " output" + (gpt2 ? " (c_proj input)" : ""), "layer", t * i * e, L, "e·b·s·I");
     }
-    if (extra) {
-      add(act + " intermediates (tanh, 0.5·x, 1 + tanh)", "layer", extra * t * i * e, L,
-          extra + "·e·b·s·I");
-    }
-    add(act + " output" + (gpt2 ? " (c_proj input)" : ""), "layer", t * i * e, L, "e·b·s·I");
     if (gpt2) {
-      if (spec.hidden_dropout > 0) { add("MLP dropout mask", "layer", t * h * e, L, "e·b·s·h"); }
+      if (spec.hidden_dropout > 0) {
+        add("MLP dropout mask", "layer", t * h * w.mask(e), L, sym(w.mask(e), e) + "·b·s·h");
+      }
     } else {
       add("up_proj output", "layer", t * i * e, L, "e·b·s·I");
       add("product (down_proj input)", "layer", t * i * e, L, "e·b·s·I");
     }
   }
 
-  function normTerms(add, gpt2, name, consumer, t, h, e, group, count) {
+  function normTerms(add, gpt2, name, consumers, t, h, w, group, count) {
+    var e = w.compute, r = w.residual;
     if (gpt2) {
-      add(name + " input", group, t * h * e, count, "e·b·s·h");
-      add(name + " mean and 1/std", group, 2n * t * e, count, "2·e·b·s");
+      var stats = w.cuda ? FLOAT32_BYTES : r;
+      add(name + " input", group, t * h * r, count, sym(r, e) + "·b·s·h");
+      add(name + " mean and 1/std", group, 2n * t * stats, count, "2·" + sym(stats, e) + "·b·s");
     } else {
       add(name + " input in float32", group, t * h * FLOAT32_BYTES, count, "4·b·s·h");
       add(name + " rsqrt", group, t * FLOAT32_BYTES, count, "4·b·s");
-      add(name + " normalised", group, t * h * e, count, "e·b·s·h");
+      add(name + " normalised", group, t * h * r, count, sym(r, e) + "·b·s·h");
     }
-    add(name + " output (" + consumer + " input)", group, t * h * e, count, "e·b·s·h");
+    if (w.autocast) {
+      var n = BigInt(consumers.length);
+      add(name + " output cast to bfloat16 (" + consumers.join(", ") + " input" +
+          (consumers.length > 1 ? "s" : "") + ")", group === "final" ? "logits" : group,
+          n * t * h * e, count, consumers.length > 1 ? n + "·e·b·s·h" : "e·b·s·h");
+    } else {
+      add(name + " output (" + consumers.join("/") + " input)", group, t * h * r, count, "e·b·s·h");
+    }
   }
 
-  function coreTerms(add, spec, b, s, e) {
+  function coreTerms(add, spec, b, s, w) {
     var gpt2 = spec.model === "gpt2";
-    var h = BigInt(spec.hidden), a = BigInt(spec.n_heads), k = BigInt(spec.n_kv_heads);
+    var a = BigInt(spec.n_heads), k = BigInt(spec.n_kv_heads);
     var d = BigInt(spec.head_dim), L = BigInt(spec.n_layers);
-    var f = FLOAT32_BYTES;
+    var e = w.compute, r = w.residual, f = FLOAT32_BYTES;
     var t = b * s;
     var qd = a * d;
     var scores = a * b * s * s;
@@ -253,33 +334,41 @@
     var attnDrop = spec.attention_dropout > 0;
     var viewOk = b === 1n || a === 1n;
     if (eager) {
-      var kvEager = (b === 1n && k === 1n) ? k : a;
-      if (kvEager === a) {
+      var kvView = b === 1n && k === 1n;
+      if (!kvView) {
         add("Q, K, V (matmul operands)", "attention", 3n * t * qd * e, L, "3·e·b·s·a·d");
+      } else if (w.autocast && !gpt2) {
+        add("Q, K (matmul operands)", "attention", 2n * t * qd * e, L, "2·e·b·s·a·d");
+        add("V (matmul operand, not repeated)", "attention", t * d * e, L, "e·b·s·d");
       } else {
         add("Q (matmul operand)", "attention", t * qd * e, L, "e·b·s·a·d");
-        add("K, V (matmul operands, not repeated)", "attention", 2n * t * kvEager * d * e, L,
+        add("K, V (matmul operands, not repeated)", "attention", 2n * t * k * d * e, L,
             "2·e·b·s·k·d");
       }
-      if (gpt2) {
-        add("softmax output", "attention", scores * e, L, "e·a·b·s²");
-        if (attnDrop) {
-          add("attention dropout mask and output", "attention", 2n * scores * e, L, "2·e·a·b·s²");
+      // softmax -> cast -> dropout -> product with V (see _core_terms in Python).
+      var soft = gpt2 ? r : f;
+      var probs = gpt2 ? e : r;
+      add("softmax output" + (soft === f && e !== f ? " in float32" : ""), "attention",
+          scores * soft, L, sym(soft, e) + "·a·b·s²");
+      if (attnDrop) {
+        add("attention dropout mask", "attention", scores * w.mask(probs), L,
+            sym(w.mask(probs), e) + "·a·b·s²");
+        if (probs === e) {
+          add("attention dropout output (matmul operand)", "attention", scores * e, L, "e·a·b·s²");
         }
-      } else {
-        add("softmax output in float32", "attention", scores * f, L, "4·a·b·s²");
-        if (attnDrop) {
-          add("attention dropout mask and output", "attention", 2n * scores * e, L, "2·e·a·b·s²");
-        } else if (e !== f) {
-          add("probabilities cast to dtype", "attention", scores * e, L, "e·a·b·s²");
-        }
+      } else if (probs !== soft && probs === e) {
+        add("probabilities cast to dtype (matmul operand)", "attention", scores * e, L, "e·a·b·s²");
+      }
+      if (probs !== e) {
+        add("probabilities cast to bfloat16 (autocast, matmul operand)", "attention",
+            scores * e, L, "e·a·b·s²");
       }
       return;
     }
-    if (attnDrop) {
+    if (attnDrop && !w.cuda) {
       if (gpt2 && e === f && viewOk) {
         add("Q, K scaled copies (math path)", "attention", 2n * t * qd * f, L, "2·4·b·s·h");
-        add("c_attn output as V (math path)", "attention", 3n * t * h * e, L, "3·e·b·s·h");
+        add("c_attn output as V (math path)", "attention", 3n * t * qd * e, L, "3·e·b·s·h");
       } else {
         add("Q, K, V in float32 (math path)", "attention", 3n * t * qd * f, L, "3·4·b·s·a·d");
       }
@@ -288,26 +377,41 @@
       return;
     }
     if (gpt2) {
-      add("c_attn output: Q, K, V (fused kernel)", "attention", 3n * t * h * e, L, "3·e·b·s·h");
+      add("c_attn output: Q, K, V (fused kernel)", "attention", 3n * t * qd * e, L, "3·e·b·s·h");
     } else {
-      var kvHeads = d <= SDPA_GQA_MAX_HEAD_DIM ? k : a;
       add("Q after RoPE (fused kernel)", "attention", t * qd * e, L, "e·b·s·a·d");
-      add("K after RoPE, V (fused kernel)", "attention", 2n * t * kvHeads * d * e, L,
-          kvHeads === k ? "2·e·b·s·k·d" : "2·e·b·s·a·d");
+      if (d <= SDPA_GQA_MAX_HEAD_DIM) {
+        add("K after RoPE, V (fused kernel)", "attention", 2n * t * k * d * e, L, "2·e·b·s·k·d");
+      } else if (k === 1n) {
+        var kHeads = w.autocast ? a : 1n;
+        add("K after RoPE (fused kernel)", "attention", t * kHeads * d * e, L,
+            kHeads === a ? "e·b·s·a·d" : "e·b·s·d");
+        add("V (fused kernel, not repeated)", "attention", t * d * e, L, "e·b·s·d");
+      } else {
+        add("K after RoPE, V (fused kernel, repeated)", "attention", 2n * t * qd * e, L,
+            "2·e·b·s·a·d");
+      }
     }
-    add("log-sum-exp (fused kernel)", "attention", a * b * s * f, L, "4·a·b·s");
+    if (w.cuda && e === f) {
+      var padded = (s + CUDA_EFFICIENT_LSE_ALIGN - 1n) / CUDA_EFFICIENT_LSE_ALIGN * CUDA_EFFICIENT_LSE_ALIGN;
+      add("log-sum-exp (fused kernel)", "attention", a * b * padded * f, L, "4·a·b·⌈s/32⌉·32");
+    } else {
+      add("log-sum-exp (fused kernel)", "attention", a * b * s * f, L, "4·a·b·s");
+    }
   }
 
   /* estimate_from_spec: BigInt byte counts; terms as [[name, bytes], ...] in order. */
   function estimate(spec, opts) {
     var optimizer = checkChoice("optimizer", opts.optimizer === undefined ? "adamw" : opts.optimizer, OPTIMIZERS);
-    var dtype = opts.dtype === undefined ? "float32" : opts.dtype;
+    var precision = opts.precision !== undefined ? opts.precision
+      : (opts.dtype !== undefined ? opts.dtype : "fp32");
+    var device = opts.device === undefined ? "cpu" : opts.device;
     var recompute = opts.recompute === undefined ? "none" : opts.recompute;
-    var terms = activationTerms(spec, opts.batch_size, opts.seq_len, dtype, recompute);
-    var e = DTYPE_BYTES[dtype];
+    var terms = activationTerms(spec, opts.batch_size, opts.seq_len, precision, recompute, device);
+    var p = widths(precision, device).param;
     var counts = parameterCount(spec);
-    var parameters = counts[0] * e;
-    var gradients = counts[0] * e;
+    var parameters = counts[0] * p;
+    var gradients = counts[0] * p;
     var optimizerBytes = optimizer === "adamw" ? 2n * parameters + FLOAT32_BYTES * counts[1] : 0n;
     var activations = 0n, logits = 0n;
     terms.forEach(function (term) {
@@ -350,10 +454,11 @@
              hidden_dropout: 0.1, embedding_dropout: 0.1, activation: "gelu_new",
              attention_bias: true, mlp_bias: true };
   }
-  function llama(nKvHeads, intermediate, vocab) {
-    return { model: "llama", n_layers: 32, hidden: 4096, n_heads: 32, n_kv_heads: nKvHeads,
-             head_dim: 128, intermediate: intermediate, vocab: vocab, max_positions: 0,
-             tie_embeddings: false, attn_implementation: "sdpa", attention_dropout: 0.0,
+  function llama(nKvHeads, intermediate, vocab, hidden, nLayers, nHeads, tie) {
+    hidden = hidden || 4096; nLayers = nLayers || 32; nHeads = nHeads || 32;
+    return { model: "llama", n_layers: nLayers, hidden: hidden, n_heads: nHeads, n_kv_heads: nKvHeads,
+             head_dim: hidden / nHeads, intermediate: intermediate, vocab: vocab, max_positions: 0,
+             tie_embeddings: !!tie, attn_implementation: "sdpa", attention_dropout: 0.0,
              hidden_dropout: 0.0, embedding_dropout: 0.0, activation: "silu",
              attention_bias: false, mlp_bias: false };
   }
@@ -363,7 +468,9 @@
     "GPT-2 large (774M)": gpt2(36, 1280, 20),
     "GPT-2 XL (1.5B)": gpt2(48, 1600, 25),
     "Llama 2 7B": llama(32, 11008, 32000),
-    "Llama 3 8B": llama(8, 14336, 128256)
+    "Llama 3 8B": llama(8, 14336, 128256),
+    "Llama 3.2 1B": llama(8, 8192, 128256, 2048, 16, 32, true),
+    "Llama 3.2 3B": llama(8, 8192, 128256, 3072, 28, 24, true)
   };
 
   // ---------------------------------------------------------------------------------
@@ -414,7 +521,7 @@
       hidden: hidden,
       n_heads: nHeads,
       n_kv_heads: gpt2 ? nHeads : num("n_kv_heads"),
-      head_dim: gpt2 ? hidden / nHeads : num("head_dim"),
+      head_dim: gpt2 ? (nHeads > 0 && hidden % nHeads === 0 ? hidden / nHeads : 0) : num("head_dim"),
       intermediate: num("intermediate"),
       vocab: num("vocab"),
       max_positions: gpt2 ? num("max_positions") : 0,
@@ -433,7 +540,8 @@
     return {
       batch_size: Number(form.elements.batch_size.value),
       seq_len: Number(form.elements.seq_len.value),
-      dtype: form.elements.dtype.value,
+      precision: form.elements.precision.value,
+      device: form.elements.device.value,
       optimizer: form.elements.optimizer.value,
       recompute: form.elements.recompute.value
     };
@@ -512,11 +620,24 @@
     });
   }
 
+  // Accelerator sizes for the "fits on" line: 24, 40 and 80 GB cards hold 24, 40 and
+  // 80 GiB (what torch.cuda.mem_get_info reports, before the CUDA context's share).
+  var BUDGETS_GIB = [24, 40, 80];
+  var GIB = 1n << 30n;
+
+  function fitsLine(total) {
+    return BUDGETS_GIB.map(function (gib) {
+      return gib + " GB " + (total <= BigInt(gib) * GIB ? "✓" : "✗");
+    }).join(" · ");
+  }
+
   function render(root) {
     var form = root.querySelector("form");
     var out = root.querySelector(".memcalc-output");
+    var summary = root.querySelector(".memcalc-summary");
     var svg = root.querySelector("svg.memcalc-chart");
     var error = root.querySelector(".memcalc-error");
+    var details = root.querySelector(".memcalc-details");
     showModelFields(form);
     var spec = readSpec(form), opts = readOptions(form), est;
     try {
@@ -525,14 +646,32 @@
       error.textContent = err.message;
       error.hidden = false;
       out.hidden = true;
+      if (summary) { summary.hidden = true; }
+      if (details) { details.hidden = true; }
       svg.style.display = "none";
       return;
     }
     error.hidden = true;
     out.hidden = false;
+    if (summary) { summary.hidden = false; }
+    if (details) { details.hidden = false; }
     svg.style.display = "";
     var counts = parameterCount(spec);
-    var terms = activationTerms(spec, opts.batch_size, opts.seq_len, opts.dtype, opts.recompute);
+    if (summary) {
+      while (summary.firstChild) { summary.removeChild(summary.firstChild); }
+      var total = el("p", { "class": "memcalc-headline" });
+      total.appendChild(document.createTextNode("Total: "));
+      total.appendChild(el("strong", { "data-key": "headline-total", "data-bytes": est.total.toString() },
+                           formatBytes(est.total)));
+      total.appendChild(document.createTextNode(
+        " (" + withCommas(counts[0]) + " parameters; activations " +
+        formatBytes(est.activations) + ")"));
+      summary.appendChild(total);
+      summary.appendChild(el("p", { "class": "memcalc-fits", "data-key": "fits" },
+                             "Fits on: " + fitsLine(est.total)));
+    }
+    var terms = activationTerms(spec, opts.batch_size, opts.seq_len, opts.precision,
+                                opts.recompute, opts.device);
     var table = el("table", { "class": "memcalc-table" });
     var head = el("tr");
     ["", "bytes", "", "count × each"].forEach(function (text) { head.appendChild(el("th", {}, text)); });
@@ -562,6 +701,12 @@
     drawChart(svg, spec, opts);
   }
 
+  // The fields that describe the model: editing one makes the preset "custom".
+  var MODEL_FIELDS = ["model", "n_layers", "hidden", "n_heads", "n_kv_heads", "head_dim",
+                      "intermediate", "vocab", "max_positions", "activation", "tie_embeddings",
+                      "attention_bias", "mlp_bias", "attn_implementation", "attention_dropout",
+                      "hidden_dropout", "embedding_dropout"];
+
   function init(root) {
     var form = root.querySelector("form");
     var presets = form.elements.preset;
@@ -574,12 +719,13 @@
         render(root);
       }
     });
-    form.addEventListener("input", function (event) {
-      if (event.target !== presets) { render(root); }
-    });
-    form.addEventListener("change", function (event) {
-      if (event.target !== presets) { render(root); }
-    });
+    function edited(event) {
+      if (event.target === presets) { return; }
+      if (MODEL_FIELDS.indexOf(event.target.name) >= 0) { presets.value = ""; }
+      render(root);
+    }
+    form.addEventListener("input", edited);
+    form.addEventListener("change", edited);
     form.addEventListener("submit", function (event) { event.preventDefault(); render(root); });
     var initial = root.getAttribute("data-preset");
     if (initial && PRESETS[initial]) {

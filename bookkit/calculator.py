@@ -27,10 +27,20 @@ code really keeps (read from their source and checked tensor by tensor):
 "Activations" are the bytes alive when the forward pass returns, the caller holding
 its output: everything kept for the backward pass (whatever holds it: autograd's saved
 tensors or a checkpoint's closure) plus the returned logits and loss, parameters
-excluded. Everything here describes PyTorch's CPU kernels, on which the book measures:
-the byte counts are exact there (``measure_training_memory`` checks them, and the CPU
-allocator agrees but for the caller's token ids). On a GPU, dropout keeps 1-byte masks
-and SDPA with dropout stays fused; chapter 22 says where.
+excluded.
+
+``precision`` picks the recipe: ``"fp32"``, ``"bf16"`` (the model in bfloat16) or
+``"bf16-autocast"``, the Trainer's ``bf16=True``: a float32 model (16 bytes per
+parameter with AdamW) run under ``torch.autocast`` by accelerate, which also returns
+float32 logits; the matrix products then keep bfloat16 copies of their inputs and of
+the weights, while embeddings, residual stream and norms stay float32. ``device``
+picks whose kernels: ``"cpu"``, on which the book measures (the byte counts are exact
+there for every precision: ``measure_training_memory`` checks them, and the CPU
+allocator agrees but for the caller's token ids), or ``"cuda"``, whose differences
+(1-byte dropout masks, float32 LayerNorm statistics, SDPA fused even with dropout,
+autocast's float32 ``pow``, RNG states and Python scalars in host memory) are read
+from torch's source, listed with file and line in ``CUDA_SOURCES``, and measured by
+``scripts/gpu_check.sh`` on a GPU.
 
 ``recompute`` is ``"none"``, ``"full"`` (every decoder layer under
 ``torch.utils.checkpoint``, as ``gradient_checkpointing_enable`` does) or
@@ -46,7 +56,7 @@ independent meters and their blind spots), ``activation_terms`` (the formula, te
 term) and a command line::
 
     python -m bookkit.calculator --model gpt2 --n-layer 24 --n-embd 1024 --n-head 16 \\
-        --batch-size 8 --seq-len 1024 --recompute full
+        --batch-size 8 --seq-len 1024 --recompute full --precision bf16-autocast --device cuda
 
 The same formula, in JavaScript, drives the interactive calculator of the HTML book
 (``_static/memory_calculator.js``); a test checks that both give the same bytes.
@@ -65,12 +75,24 @@ from typing import Any
 __all__ = [
     "ModelSpec", "Term", "model_spec", "activation_terms", "estimate_training_memory",
     "estimate_from_spec", "parameter_count", "measure_training_memory",
+    "measure_cuda_activations",
     "alive_bytes_three_ways",
-    "enable_selective_recomputation", "build_model", "DTYPE_BYTES", "OPTIMIZERS",
-    "RECOMPUTE", "ACTIVATIONS", "PRESETS", "format_table", "main",
+    "enable_selective_recomputation", "build_model", "DTYPE_BYTES", "PRECISIONS", "DEVICES",
+    "OPTIMIZERS",
+    "RECOMPUTE", "ACTIVATIONS", "PRESETS", "CUDA_SOURCES", "format_table", "main",
 ]
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2}
+# The training recipes: the model in float32, the model in bfloat16, or a float32 model
+# under torch.autocast to bfloat16 (the Trainer's bf16=True, through accelerate).
+PRECISIONS = ("fp32", "bf16", "bf16-autocast")
+PRECISION_ALIASES = {"float32": "fp32", "bfloat16": "bf16"}
+DEVICES = ("cpu", "cuda")
+# CUDA's memory-efficient attention (the SDPA kernel for float32) pads its log-sum-exp
+# to a multiple of 32 queries (kAlignLSE = 32 in mem_eff_attention/kernel_forward.h;
+# _efficient_attention_forward in aten/src/ATen/native/transformers/cuda/attention.cu
+# allocates {B, num_heads, ceil_div(max_seqlen_q, kAlignLSE) * kAlignLSE} floats).
+CUDA_EFFICIENT_LSE_ALIGN = 32
 OPTIMIZERS = ("adamw", "sgd")
 RECOMPUTE = ("none", "selective", "full")
 ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa")
@@ -90,6 +112,60 @@ CPU_RNG_STATE_BYTES = 5056
 # that `mul` saves for backward. Autograd saves wrapped numbers without calling
 # saved-tensor hooks, so they stay alive even inside checkpointed regions.
 SCALAR_BYTES = 8
+
+# What device="cuda" changes, and where torch says so (read, not run: the book's torch is
+# CPU-only; scripts/gpu_check.sh measures these on a GPU). Paths are relative to
+# site-packages for the files a torch wheel installs (torch 2.13), else to pytorch's
+# repository.
+CUDA_SOURCES = {
+    "dropout masks of 1 byte": (
+        "F.dropout on a CUDA tensor takes the fused native_dropout (Dropout.cpp: "
+        "is_fused_kernel_acceptable needs input.is_cuda()), whose CUDA kernel returns a "
+        "bool mask; autograd saves only that mask (result1). On a CPU dropout is "
+        "input * empty_like(input).bernoulli_(): a mask in the input's dtype.",
+        "torchgen/packaged/ATen/native/native_functions.yaml:267 (native_dropout: CUDA "
+        "native_dropout_cuda); torchgen/packaged/autograd/derivatives.yaml:619; "
+        "aten/src/ATen/native/cuda/Dropout.cu (mask dtype kBool); "
+        "aten/src/ATen/native/Dropout.cpp (is_fused_kernel_acceptable)"),
+    "float32 LayerNorm statistics": (
+        "native_layer_norm saves mean and rstd (result1, result2) for backward; "
+        "layer_norm_cuda allocates them in the accumulate type, float32 for bfloat16 "
+        "input (the CPU kernel in the input's dtype).",
+        "torchgen/packaged/ATen/native/native_functions.yaml:3231 (CUDA: layer_norm_cuda); "
+        "torchgen/packaged/autograd/derivatives.yaml:1274; "
+        "aten/src/ATen/native/cuda/layer_norm_kernel.cu (acc_type mean/rstd)"),
+    "fused SDPA, also with dropout": (
+        "flash attention (bfloat16, head_dim <= 256) saves q, k, v, output, a float32 "
+        "logsumexp (b, a, s) and an rng_state; memory-efficient attention (float32) the "
+        "same with the logsumexp padded to 32 queries and a philox seed/offset. Both "
+        "take dropout_p, so no s x s mask (the CPU falls back to the math path).",
+        "torchgen/packaged/autograd/derivatives.yaml:2919 and 2923; "
+        "torchgen/packaged/ATen/native/native_functions.yaml:14804, 14847; "
+        "aten/src/ATen/native/transformers/cuda/attention.cu (_efficient_attention_forward: "
+        "ceil_div(max_seqlen_q, kAlignLSE) * kAlignLSE, kAlignLSE = 32)"),
+    "autocast's float32 pow (gelu_new)": (
+        "CUDA autocast casts pow.Tensor_Scalar's input to float32; pow saves self, so "
+        "gelu_new keeps a float32 copy of x and float32 tanh / 1 + tanh by promotion.",
+        "torch/include/ATen/autocast_mode.h:855-914 (AT_FORALL_FP32, pow at 870); "
+        "torchgen/packaged/autograd/derivatives.yaml:1400; "
+        "transformers/activations.py:66 (NewGELUActivation)"),
+    "autocast's bfloat16 matmuls": (
+        "linear/addmm/matmul/bmm/scaled_dot_product_attention run in bfloat16: inputs "
+        "cast (saved copies), weights cast once and cached (leaf tensors) until the "
+        "autocast region exits; softmax/log_softmax run in float32 (the models' "
+        "inputs to them are float32 already). The same lists serve the CPU except pow.",
+        "torch/include/ATen/autocast_mode.h:820-853 (AT_FORALL_LOWER_PRECISION_FP), "
+        "916-927 (AT_FORALL_FP32_SET_OPT_DTYPE)"),
+    "host-side RNG states and scalars": (
+        "torch.utils.checkpoint stashes torch.get_rng_state() and "
+        "torch.cuda.get_rng_state() (CPU tensors); Python numbers multiplying tensors "
+        "are CPU wrapped numbers: none is GPU memory.",
+        "torch/utils/checkpoint.py:174-190 (get_device_states)"),
+    "AdamW step on the GPU": (
+        "The Trainer's default optimizer is adamw_torch_fused (torch >= 2.8), whose "
+        "float32 step lives on the parameter's device; plain AdamW keeps it on the host.",
+        "transformers/training_args.py:806-811; torch/optim/adam.py:166-176"),
+}
 
 # What an activation function keeps for backward, for an input of n elements:
 # (keeps its input, number of further n-element tensors it keeps, number of Python
@@ -148,8 +224,8 @@ class ModelSpec:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if self.model == "gpt2":
             if self.hidden % self.n_heads:
-                raise ValueError(f"GPT-2 needs hidden ({self.hidden}) divisible by "
-                                 f"n_heads ({self.n_heads})")
+                raise ValueError(f"GPT-2 needs the hidden size divisible by the heads: "
+                                 f"{self.hidden} is not divisible by {self.n_heads}")
             if self.n_kv_heads != self.n_heads or self.head_dim * self.n_heads != self.hidden:
                 raise ValueError("GPT-2 has n_kv_heads == n_heads and head_dim == hidden // n_heads")
             if (isinstance(self.max_positions, bool) or not isinstance(self.max_positions, int)
@@ -202,7 +278,8 @@ def model_spec(config) -> ModelSpec:
                 raise ValueError(f"GPT2Config.{flag}=True is not modelled by the calculator")
         hidden = config.n_embd
         if hidden % config.n_head:
-            raise ValueError(f"GPT-2 needs n_embd ({hidden}) divisible by n_head ({config.n_head})")
+            raise ValueError(f"GPT-2 needs n_embd divisible by n_head: {hidden} is not "
+                             f"divisible by {config.n_head}")
         return ModelSpec(
             model="gpt2", n_layers=config.n_layer, hidden=hidden, n_heads=config.n_head,
             n_kv_heads=config.n_head, head_dim=hidden // config.n_head,
@@ -234,18 +311,21 @@ def _gpt2_preset(n_layer: int, n_embd: int, n_head: int):
     return make
 
 
-def _llama_preset(n_kv_heads: int, intermediate: int, vocab: int):
+def _llama_preset(n_kv_heads: int, intermediate: int, vocab: int, hidden: int = 4096,
+                  n_layers: int = 32, n_heads: int = 32, tie: bool = False):
     def make():
         from transformers import LlamaConfig
-        return LlamaConfig(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
-                           num_key_value_heads=n_kv_heads, intermediate_size=intermediate,
-                           vocab_size=vocab)
+        return LlamaConfig(hidden_size=hidden, num_hidden_layers=n_layers,
+                           num_attention_heads=n_heads, num_key_value_heads=n_kv_heads,
+                           intermediate_size=intermediate, vocab_size=vocab,
+                           tie_word_embeddings=tie)
     return make
 
 
 # Published configurations, as config factories (the HTML calculator offers the same).
 # GPT-2's as released (dropout 0.1, tied embeddings); Llama 2 7B (multi-head) and
-# Llama 3 8B (8 key/value heads, a 128k vocabulary), without dropout.
+# Llama 3 8B (8 key/value heads, a 128k vocabulary), and Llama 3.2 1B and 3B (the same
+# vocabulary, tied embeddings), without dropout.
 PRESETS = {
     "GPT-2 (124M)": _gpt2_preset(12, 768, 12),
     "GPT-2 medium (355M)": _gpt2_preset(24, 1024, 16),
@@ -253,6 +333,9 @@ PRESETS = {
     "GPT-2 XL (1.5B)": _gpt2_preset(48, 1600, 25),
     "Llama 2 7B": _llama_preset(32, 11008, 32000),
     "Llama 3 8B": _llama_preset(8, 14336, 128256),
+    "Llama 3.2 1B": _llama_preset(8, 8192, 128256, hidden=2048, n_layers=16, tie=True),
+    "Llama 3.2 3B": _llama_preset(8, 8192, 128256, hidden=3072, n_layers=28, n_heads=24,
+                                  tie=True),
 }
 
 
@@ -320,15 +403,67 @@ def _check_choice(name: str, value, choices) -> str:
     return value
 
 
-def activation_terms(config, *, batch_size: int, seq_len: int, dtype: str = "float32",
-                     recompute: str = "none") -> list[Term]:
+def _check_precision(precision) -> str:
+    """The canonical name of a precision (``"float32"``/``"bfloat16"`` are accepted as
+    the old spellings of ``"fp32"``/``"bf16"``)."""
+    precision = PRECISION_ALIASES.get(precision, precision)
+    return _check_choice("precision", precision, PRECISIONS)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Widths:
+    """Bytes per element of the tensors whose dtype depends on the recipe.
+
+    ``compute``: what matrix products produce (e in the formulas); ``residual``: the
+    embeddings and the residual stream, hence the norms' inputs, RoPE's ``cos``/``sin``
+    and the causal mask (float32 under autocast: the embedding runs outside autocast's
+    lists and ``float32 + bfloat16`` promotes); ``param``: the parameters (float32
+    master weights under autocast). ``autocast``: matrix products cast their inputs
+    to bfloat16 (copies) and their weights (cached copies, saved by the product).
+    ``cuda``: CUDA kernels (1-byte dropout masks, float32 LayerNorm statistics, fused
+    SDPA with dropout, host-side scalars and RNG states)."""
+
+    compute: int
+    residual: int
+    param: int
+    autocast: bool
+    cuda: bool
+
+    def mask(self, nbytes: int) -> int:
+        # Dropout's mask: on CUDA the fused native_dropout returns a bool mask
+        # (1 byte); on a CPU dropout is input * bernoulli(empty_like(input)), the mask
+        # in the dropped tensor's dtype.
+        return 1 if self.cuda else nbytes
+
+
+def _widths(precision: str, device: str) -> _Widths:
+    precision = _check_precision(precision)
+    cuda = _check_choice("device", device, DEVICES) == "cuda"
+    if precision == "bf16-autocast":
+        return _Widths(compute=2, residual=4, param=4, autocast=True, cuda=cuda)
+    e = 4 if precision == "fp32" else 2
+    return _Widths(compute=e, residual=e, param=e, autocast=False, cuda=cuda)
+
+
+def _sym(nbytes: int, e: int) -> str:
+    """The symbol of an element width in a formula: e when it is the compute dtype's."""
+    return "e" if nbytes == e else str(nbytes)
+
+
+def activation_terms(config, *, batch_size: int, seq_len: int, precision: str = "fp32",
+                     recompute: str = "none", device: str = "cpu",
+                     dtype: str | None = None) -> list[Term]:
     """The tensors one forward pass keeps alive until backward, as ``Term``s.
 
     Args:
         config: a ``GPT2Config``, ``LlamaConfig`` or ``ModelSpec``.
         batch_size, seq_len: b and s.
-        dtype: ``"float32"`` or ``"bfloat16"``, the model's (e bytes per number).
+        precision: ``"fp32"``, ``"bf16"`` (the model in that dtype) or
+            ``"bf16-autocast"`` (a float32 model under ``torch.autocast`` to bfloat16
+            with float32 outputs: the Trainer's ``bf16=True`` through accelerate).
         recompute: ``"none"``, ``"full"`` or ``"selective"``.
+        device: ``"cpu"`` or ``"cuda"`` (the kernels; bytes on that device).
+        dtype: the old name of ``precision`` (``"float32"``, ``"bfloat16"``).
 
     Returns:
         The list of terms; their ``bytes`` add up to ``activations`` of
@@ -338,12 +473,13 @@ def activation_terms(config, *, batch_size: int, seq_len: int, dtype: str = "flo
     spec = model_spec(config)
     b = _check_positive("batch_size", batch_size)
     s = _check_positive("seq_len", seq_len)
-    e = DTYPE_BYTES[_check_choice("dtype", dtype, tuple(DTYPE_BYTES))]
+    w = _widths(dtype if dtype is not None else precision, device)
     _check_choice("recompute", recompute, RECOMPUTE)
     if spec.model == "gpt2" and s > spec.max_positions:
         raise ValueError(f"seq_len {s} exceeds GPT-2's n_positions {spec.max_positions}")
     gpt2 = spec.model == "gpt2"
     h, d, v, L = spec.hidden, spec.head_dim, spec.vocab, spec.n_layers
+    e, r = w.compute, w.residual
     f = FLOAT32_BYTES
     t = b * s                      # tokens in the batch
     eager = spec.attn_implementation == "eager"
@@ -358,7 +494,8 @@ def activation_terms(config, *, batch_size: int, seq_len: int, dtype: str = "flo
     if gpt2:
         add("position ids (embedding)", "embedding", s * INDEX_BYTES, 1, "8·s")
         if spec.embedding_dropout > 0:
-            add("embedding dropout mask", "embedding", t * h * e, 1, "e·b·s·h")
+            add("embedding dropout mask", "embedding", t * h * w.mask(r), 1,
+                f"{_sym(w.mask(r), e)}·b·s·h")
     # -- tensors every layer shares ----------------------------------------------------
     # A checkpointed region keeps its tensor arguments alive until backward. Positional
     # ones it saves as autograd saved tensors ("checkpoint input"); keyword ones stay
@@ -368,29 +505,53 @@ def activation_terms(config, *, batch_size: int, seq_len: int, dtype: str = "flo
     # enable_selective_recomputation for the attention's keyword arguments.
     closure_held = not gpt2 and recompute == "full"
     if eager and recompute != "none":
-        # The additive causal mask (b, 1, s, s), one for all layers.
+        # The additive causal mask (b, 1, s, s), one for all layers, in the embeddings'
+        # dtype.
         add(f"causal mask (checkpoint {'closure' if closure_held else 'input'})", "shared",
-            b * s * s * e, 1, "e·b·s²")
+            b * s * s * r, 1, f"{_sym(r, e)}·b·s²")
     if not gpt2:
+        # cos and sin are computed in float32 and cast to the hidden states' dtype.
         add("RoPE cos and sin" + (" (checkpoint closure)" if closure_held else ""), "shared",
-            2 * s * d * e, 1, "2·e·s·d")
+            2 * s * d * r, 1, f"2·{_sym(r, e)}·s·d")
         if recompute != "none":
             add("position ids (checkpoint closure)", "shared", s * INDEX_BYTES, 1, "8·s")
 
     # -- one decoder layer --------------------------------------------------------------
     if recompute == "full":
-        add("layer input (checkpoint)", "layer", t * h * e, L, "e·b·s·h")
-        add("CPU RNG state (checkpoint closure)", "layer", CPU_RNG_STATE_BYTES, L, "5056")
+        add("layer input (checkpoint)", "layer", t * h * r, L, f"{_sym(r, e)}·b·s·h")
+        if not w.cuda:
+            # On CUDA the stashed RNG states (torch.get_rng_state() and
+            # torch.cuda.get_rng_state(), both CPU tensors) are host memory.
+            add("CPU RNG state (checkpoint closure)", "layer", CPU_RNG_STATE_BYTES, L, "5056")
     else:
-        _layer_terms(add, spec, b, s, e, recompute)
+        _layer_terms(add, spec, b, s, w, recompute)
     # Python numbers that multiply tensors: eager attention's scaling, gelu_new's three.
+    # On CUDA they are CPU tensors (wrapped numbers): no device memory.
     n_scalars = (1 if eager else 0) + ACTIVATIONS[spec.activation][2]
-    add("Python scalars saved by mul (0-d float64)", "layer", SCALAR_BYTES * n_scalars, L,
-        f"8·{n_scalars}")
+    if not w.cuda:
+        add("Python scalars saved by mul (0-d float64)", "layer", SCALAR_BYTES * n_scalars, L,
+            f"8·{n_scalars}")
+    # -- autocast's bfloat16 copies of the weights ------------------------------------
+    # autocast casts a float32 weight (a leaf that requires grad) to bfloat16 once per
+    # forward and caches the copy until the autocast region exits; the matrix product
+    # saves it for backward (the gradient of its input), so it outlives the cache.
+    # Biases and norm weights are not saved in bfloat16. Under full recomputation the
+    # layers' products save nothing: only the output layer's copy stays.
+    if w.autocast:
+        if recompute != "full":
+            add("bfloat16 weight copies (autocast, saved by matmuls)", "weights",
+                _matmul_weights_per_layer(spec) * e, L, "e·(matmul weights of a layer)")
+        add("bfloat16 copy of the output layer's weight (autocast)", "logits", v * h * e, 1,
+            "e·V·h")
 
     # -- final norm, output layer and loss ------------------------------------------
-    _norm_terms(add, gpt2, "ln_f" if gpt2 else "norm", "lm_head", t, h, e, "final", 1)
-    add("logits (returned)", "logits", t * v * e, 1, "e·b·s·V")
+    _norm_terms(add, gpt2, "ln_f" if gpt2 else "norm", ("lm_head",), t, h, w, "final", 1)
+    if w.autocast:
+        # accelerate's convert_outputs_to_fp32 returns logits.float(); the bfloat16
+        # logits are then freed (nothing saves them).
+        add("logits in float32 (returned, accelerate's copy)", "logits", t * v * f, 1, "4·b·s·V")
+    else:
+        add("logits (returned)", "logits", t * v * e, 1, "e·b·s·V")
     add("log-softmax in float32 (loss)", "logits", t * v * f, 1, "4·b·s·V")
     # The loss pads the labels by one and takes labels[..., 1:].contiguous(): a copy,
     # except for b = 1, where the slice is already contiguous and keeps the padded row.
@@ -402,75 +563,115 @@ def activation_terms(config, *, batch_size: int, seq_len: int, dtype: str = "flo
     return terms
 
 
-def _layer_terms(add, spec: ModelSpec, b: int, s: int, e: int, recompute: str) -> None:
+def _matmul_weights_per_layer(spec: ModelSpec) -> int:
+    """Elements of the weights one decoder layer multiplies by (no biases, no norms)."""
+    h, i = spec.hidden, spec.intermediate
+    if spec.model == "gpt2":
+        return 3 * h * h + h * h + 2 * h * i
+    q, kv = spec.n_heads * spec.head_dim, spec.n_kv_heads * spec.head_dim
+    return 2 * h * q + 2 * h * kv + 3 * h * i
+
+
+def _layer_terms(add, spec: ModelSpec, b: int, s: int, w: _Widths, recompute: str) -> None:
     """Terms of one decoder layer without checkpointing, or with its attention core
     checkpointed ("selective")."""
     gpt2 = spec.model == "gpt2"
     h, a, k, d, i, L = (spec.hidden, spec.n_heads, spec.n_kv_heads, spec.head_dim,
                         spec.intermediate, spec.n_layers)
+    e, r, f = w.compute, w.residual, FLOAT32_BYTES
     t = b * s
     qd = a * d
 
-    def norm(name, consumer):
-        _norm_terms(add, gpt2, name, consumer, t, h, e, "layer", L)
+    def norm(name, consumers):
+        _norm_terms(add, gpt2, name, consumers, t, h, w, "layer", L)
 
     # Attention block: norm, projections, core, output projection, dropout.
-    norm("ln_1" if gpt2 else "input norm", "c_attn" if gpt2 else "q/k/v_proj")
+    norm("ln_1" if gpt2 else "input norm", ("c_attn",) if gpt2 else ("q_proj", "k_proj", "v_proj"))
     if recompute == "selective":
         # The core is a checkpointed region: it keeps its inputs, Q, K and V as the
-        # projections produced them (GPT-2: three views of c_attn's one output).
+        # projections produced them (GPT-2: three views of c_attn's one output; Llama:
+        # Q and K after RoPE, in the dtype of cos/sin, V as v_proj made it).
         if gpt2:
             add("c_attn output: Q, K, V (core input)", "attention", 3 * t * h * e, L, "3·e·b·s·h")
         else:
-            add("Q after RoPE (core input)", "attention", t * qd * e, L, "e·b·s·a·d")
-            add("K after RoPE, V (core inputs)", "attention", 2 * t * k * d * e, L, "2·e·b·s·k·d")
-        add("CPU RNG state (checkpoint closure)", "attention", CPU_RNG_STATE_BYTES, L, "5056")
+            add("Q after RoPE (core input)", "attention", t * qd * r, L, f"{_sym(r, e)}·b·s·a·d")
+            add("K after RoPE (core input)", "attention", t * k * d * r, L, f"{_sym(r, e)}·b·s·k·d")
+            add("V (core input)", "attention", t * k * d * e, L, "e·b·s·k·d")
+        if not w.cuda:
+            add("CPU RNG state (checkpoint closure)", "attention", CPU_RNG_STATE_BYTES, L, "5056")
     else:
-        _core_terms(add, spec, b, s, e)
+        _core_terms(add, spec, b, s, w)
     add("attention output (" + ("c_proj" if gpt2 else "o_proj") + " input)", "layer",
         t * qd * e, L, "e·b·s·a·d" if not gpt2 else "e·b·s·h")
     if gpt2 and spec.hidden_dropout > 0:
-        add("attention residual dropout mask", "layer", t * h * e, L, "e·b·s·h")
+        add("attention residual dropout mask", "layer", t * h * w.mask(e), L,
+            f"{_sym(w.mask(e), e)}·b·s·h")
 
     # MLP block.
-    norm("ln_2" if gpt2 else "post-attention norm", "c_fc" if gpt2 else "gate/up_proj")
+    norm("ln_2" if gpt2 else "post-attention norm", ("c_fc",) if gpt2 else ("gate_proj", "up_proj"))
     keeps_input, extra, _ = ACTIVATIONS[spec.activation]
     act = spec.activation
-    if keeps_input:
-        add(f"{'c_fc' if gpt2 else 'gate_proj'} output ({act} input)", "layer", t * i * e, L, "e·b·s·I")
-    if extra:
-        add(f"{act} intermediates (tanh, 0.5·x, 1 + tanh)", "layer", extra * t * i * e, L,
-            f"{extra}·e·b·s·I")
-    add(f"{act} output" + (" (c_proj input)" if gpt2 else ""), "layer", t * i * e, L, "e·b·s·I")
+    fc = "c_fc" if gpt2 else "gate_proj"
+    if act == "gelu_new" and w.autocast and w.cuda:
+        # CUDA autocast runs pow in float32 (autocast_mode.h, AT_FORALL_FP32: pow): it
+        # casts x to float32 and pow saves that copy; float32 then spreads by type
+        # promotion: tanh's output and 1 + tanh are float32, 0.5·x stays bfloat16, and
+        # the product is float32, which c_proj casts back (its saved input). The
+        # bfloat16 x itself is saved by nobody.
+        add(f"{fc} output in float32 (pow's autocast copy)", "layer", t * i * f, L, "4·b·s·I")
+        add(f"{act} tanh and 1 + tanh in float32", "layer", 2 * t * i * f, L, "2·4·b·s·I")
+        add(f"{act} 0.5·x", "layer", t * i * e, L, "e·b·s·I")
+        add(f"{act} output cast to bfloat16 (c_proj input)", "layer", t * i * e, L, "e·b·s·I")
+    else:
+        if keeps_input:
+            add(f"{fc} output ({act} input)", "layer", t * i * e, L, "e·b·s·I")
+        if extra:
+            add(f"{act} intermediates (tanh, 0.5·x, 1 + tanh)", "layer", extra * t * i * e, L,
+                f"{extra}·e·b·s·I")
+        add(f"{act} output" + (" (c_proj input)" if gpt2 else ""), "layer", t * i * e, L, "e·b·s·I")
     if gpt2:
         if spec.hidden_dropout > 0:
-            add("MLP dropout mask", "layer", t * h * e, L, "e·b·s·h")
+            add("MLP dropout mask", "layer", t * h * w.mask(e), L, f"{_sym(w.mask(e), e)}·b·s·h")
     else:
         add("up_proj output", "layer", t * i * e, L, "e·b·s·I")
         add("product (down_proj input)", "layer", t * i * e, L, "e·b·s·I")
 
 
-def _norm_terms(add, gpt2: bool, name: str, consumer: str, t: int, h: int, e: int, group: str,
-                count: int) -> None:
+def _norm_terms(add, gpt2: bool, name: str, consumers: tuple[str, ...], t: int, h: int,
+                w: _Widths, group: str, count: int) -> None:
     """What a norm over t tokens of width h keeps. GPT-2's LayerNorm: its input and a
-    mean and 1/std per token (in the input's dtype on a CPU). Llama's RMSNorm: its input
-    upcast to float32, a float32 rsqrt per token and the normalised result before the
-    weight. Either way the output is kept by the linear layer(s) that read it."""
+    mean and 1/std per token (in the input's dtype on a CPU, in float32 on CUDA).
+    Llama's RMSNorm: its input upcast to float32, a float32 rsqrt per token and the
+    normalised result before the weight (cast back to the input's dtype). The output
+    is kept by the linear layer(s) that read it; under autocast each of them casts it
+    to bfloat16 and keeps its own copy (a non-leaf tensor: autocast caches no cast)."""
+    e, r = w.compute, w.residual
     if gpt2:
-        add(f"{name} input", group, t * h * e, count, "e·b·s·h")
-        add(f"{name} mean and 1/std", group, 2 * t * e, count, "2·e·b·s")
+        # CUDA's layer norm keeps its statistics in the accumulate type (float32 for
+        # bfloat16 input); the CPU kernel in the input's dtype.
+        stats = FLOAT32_BYTES if w.cuda else r
+        add(f"{name} input", group, t * h * r, count, f"{_sym(r, e)}·b·s·h")
+        add(f"{name} mean and 1/std", group, 2 * t * stats, count, f"2·{_sym(stats, e)}·b·s")
     else:
         add(f"{name} input in float32", group, t * h * FLOAT32_BYTES, count, "4·b·s·h")
         add(f"{name} rsqrt", group, t * FLOAT32_BYTES, count, "4·b·s")
-        add(f"{name} normalised", group, t * h * e, count, "e·b·s·h")
-    add(f"{name} output ({consumer} input)", group, t * h * e, count, "e·b·s·h")
+        add(f"{name} normalised", group, t * h * r, count, f"{_sym(r, e)}·b·s·h")
+    if w.autocast:
+        n = len(consumers)
+        # The output layer's cast happens inside lm_head: it belongs with the logits.
+        group = "logits" if group == "final" else group
+        add(f"{name} output cast to bfloat16 ({', '.join(consumers)} input"
+            f"{'s' if n > 1 else ''})", group, n * t * h * e, count,
+            f"{n}·e·b·s·h" if n > 1 else "e·b·s·h")
+    else:
+        add(f"{name} output ({'/'.join(consumers)} input)", group, t * h * r, count, "e·b·s·h")
 
 
-def _core_terms(add, spec: ModelSpec, b: int, s: int, e: int) -> None:
+def _core_terms(add, spec: ModelSpec, b: int, s: int, w: _Widths) -> None:
     """What the attention core keeps when it is not checkpointed."""
     gpt2 = spec.model == "gpt2"
-    h, a, k, d, L = spec.hidden, spec.n_heads, spec.n_kv_heads, spec.head_dim, spec.n_layers
-    f = FLOAT32_BYTES
+    a, k, d, L = spec.n_heads, spec.n_kv_heads, spec.head_dim, spec.n_layers
+    e, r, f = w.compute, w.residual, FLOAT32_BYTES
     t = b * s
     qd = a * d
     scores = a * b * s * s          # elements of one s×s matrix per head
@@ -482,33 +683,50 @@ def _core_terms(add, spec: ModelSpec, b: int, s: int, e: int) -> None:
     if eager:
         # Q, K (transposed) and V as the two batched products keep them: copies with
         # all a heads (repeat_kv expands grouped K and V first), except that with one
-        # key/value head and b = 1 the expanded K and V stay views of the originals.
-        kv_heads = k if (b == 1 and k == 1) else a
-        if kv_heads == a:
+        # key/value head and b = 1 the expanded K and V stay views of the originals
+        # (under autocast only V: K after RoPE is float32 and its bfloat16 cast is a
+        # full copy).
+        kv_view = b == 1 and k == 1
+        if not kv_view:
             add("Q, K, V (matmul operands)", "attention", 3 * t * qd * e, L, "3·e·b·s·a·d")
+        elif w.autocast and not gpt2:
+            add("Q, K (matmul operands)", "attention", 2 * t * qd * e, L, "2·e·b·s·a·d")
+            add("V (matmul operand, not repeated)", "attention", t * d * e, L, "e·b·s·d")
         else:
             add("Q (matmul operand)", "attention", t * qd * e, L, "e·b·s·a·d")
-            add("K, V (matmul operands, not repeated)", "attention", 2 * t * kv_heads * d * e, L,
+            add("K, V (matmul operands, not repeated)", "attention", 2 * t * k * d * e, L,
                 "2·e·b·s·k·d")
-        if gpt2:
-            add("softmax output", "attention", scores * e, L, "e·a·b·s²")
-            if attn_drop:
-                add("attention dropout mask and output", "attention", 2 * scores * e, L, "2·e·a·b·s²")
-        else:
-            add("softmax output in float32", "attention", scores * f, L, "4·a·b·s²")
-            if attn_drop:
-                add("attention dropout mask and output", "attention", 2 * scores * e, L, "2·e·a·b·s²")
-            elif e != f:
-                add("probabilities cast to dtype", "attention", scores * e, L, "e·a·b·s²")
+        # softmax -> cast -> dropout -> product with V. The softmax keeps its output:
+        # float32 for Llama (softmax(dtype=float32)), for GPT-2 in the scores' dtype,
+        # which the (float32 under autocast) additive mask promotes. Then the
+        # probabilities are cast to the query's dtype (Llama) or V's (GPT-2);
+        # dropout keeps its mask; the product keeps its operand, which autocast casts
+        # to bfloat16.
+        soft = f if not gpt2 else r
+        probs = e if gpt2 else r
+        add("softmax output" + (" in float32" if soft == f and e != f else ""), "attention",
+            scores * soft, L, f"{_sym(soft, e)}·a·b·s²")
+        if attn_drop:
+            add("attention dropout mask", "attention", scores * w.mask(probs), L,
+                f"{_sym(w.mask(probs), e)}·a·b·s²")
+            if probs == e:
+                add("attention dropout output (matmul operand)", "attention", scores * e, L,
+                    "e·a·b·s²")
+        elif probs != soft and probs == e:
+            add("probabilities cast to dtype (matmul operand)", "attention", scores * e, L,
+                "e·a·b·s²")
+        if probs != e:
+            add("probabilities cast to bfloat16 (autocast, matmul operand)", "attention",
+                scores * e, L, "e·a·b·s²")
         return
-    if attn_drop:
+    if attn_drop and not w.cuda:
         # SDPA's math fallback (CPU, dropout): float32 copies of Q·√scale, K·√scale and
         # V with all heads, the softmax, the dropout mask and the dropped-out
         # probabilities, all float32.
         if gpt2 and e == f and view_ok:
             # V needs no copy: the product keeps c_attn's whole output as V's storage.
             add("Q, K scaled copies (math path)", "attention", 2 * t * qd * f, L, "2·4·b·s·h")
-            add("c_attn output as V (math path)", "attention", 3 * t * h * e, L, "3·e·b·s·h")
+            add("c_attn output as V (math path)", "attention", 3 * t * qd * e, L, "3·e·b·s·h")
         else:
             add("Q, K, V in float32 (math path)", "attention", 3 * t * qd * f, L, "3·4·b·s·a·d")
         add("softmax, dropout mask and output in float32 (math path)", "attention",
@@ -516,31 +734,54 @@ def _core_terms(add, spec: ModelSpec, b: int, s: int, e: int) -> None:
         return
     # The fused kernel keeps Q, K, V as given, its output (which is the output
     # projection's input: counted there) and a float32 log-sum-exp per query and head.
+    # On CUDA: flash attention for bfloat16 (log-sum-exp (b, a, s)), memory-efficient
+    # attention for float32 (log-sum-exp padded to a multiple of 32 queries); both
+    # keep dropout fused (a seed and an offset, a few bytes, instead of a mask).
     if gpt2:
-        add("c_attn output: Q, K, V (fused kernel)", "attention", 3 * t * h * e, L, "3·e·b·s·h")
+        add("c_attn output: Q, K, V (fused kernel)", "attention", 3 * t * qd * e, L, "3·e·b·s·h")
     else:
-        kv_heads = k if d <= SDPA_GQA_MAX_HEAD_DIM else a
         add("Q after RoPE (fused kernel)", "attention", t * qd * e, L, "e·b·s·a·d")
-        add("K after RoPE, V (fused kernel)", "attention", 2 * t * kv_heads * d * e, L,
-            "2·e·b·s·k·d" if kv_heads == k else "2·e·b·s·a·d")
-    add("log-sum-exp (fused kernel)", "attention", a * b * s * f, L, "4·a·b·s")
+        if d <= SDPA_GQA_MAX_HEAD_DIM:          # the kernel takes grouped K and V
+            add("K after RoPE, V (fused kernel)", "attention", 2 * t * k * d * e, L,
+                "2·e·b·s·k·d")
+        elif k == 1:
+            # repeat_kv of one key/value head is a view (stride 0 over the heads);
+            # autocast's bfloat16 cast of the float32 K materialises all a heads.
+            k_heads = a if w.autocast else 1
+            add("K after RoPE (fused kernel)", "attention", t * k_heads * d * e, L,
+                "e·b·s·a·d" if k_heads == a else "e·b·s·d")
+            add("V (fused kernel, not repeated)", "attention", t * d * e, L, "e·b·s·d")
+        else:
+            add("K after RoPE, V (fused kernel, repeated)", "attention", 2 * t * qd * e, L,
+                "2·e·b·s·a·d")
+    if w.cuda and e == f:
+        padded = -(-s // CUDA_EFFICIENT_LSE_ALIGN) * CUDA_EFFICIENT_LSE_ALIGN
+        add("log-sum-exp (fused kernel)", "attention", a * b * padded * f, L,
+            "4·a·b·⌈s/32⌉·32")
+    else:
+        add("log-sum-exp (fused kernel)", "attention", a * b * s * f, L, "4·a·b·s")
 
 
 # ---------------------------------------------------------------------------------
 # The estimate
 # ---------------------------------------------------------------------------------
-def estimate_from_spec(spec: ModelSpec, *, batch_size: int, seq_len: int, dtype: str = "float32",
-                       optimizer: str = "adamw", recompute: str = "none") -> dict[str, Any]:
+def estimate_from_spec(spec: ModelSpec, *, batch_size: int, seq_len: int,
+                       precision: str = "fp32", optimizer: str = "adamw",
+                       recompute: str = "none", device: str = "cpu",
+                       dtype: str | None = None) -> dict[str, Any]:
     """``estimate_training_memory`` for a ``ModelSpec`` (what the JavaScript mirrors)."""
     _check_choice("optimizer", optimizer, OPTIMIZERS)
-    terms = activation_terms(spec, batch_size=batch_size, seq_len=seq_len, dtype=dtype,
-                             recompute=recompute)
-    e = DTYPE_BYTES[dtype]
+    precision = dtype if dtype is not None else precision
+    terms = activation_terms(spec, batch_size=batch_size, seq_len=seq_len, precision=precision,
+                             recompute=recompute, device=device)
+    p = _widths(precision, device).param
     n_params, n_tensors = parameter_count(spec)
-    parameters = n_params * e
-    gradients = n_params * e
-    # torch.optim.AdamW: exp_avg and exp_avg_sq like each parameter, and a float32
-    # scalar `step` per parameter tensor. SGD without momentum keeps nothing.
+    parameters = n_params * p
+    gradients = n_params * p
+    # torch.optim.AdamW: exp_avg and exp_avg_sq like each parameter (zeros_like: float32
+    # for autocast's float32 master weights), and a float32 scalar `step` per parameter
+    # tensor (on the GPU with the Trainer's default fused AdamW, torch/optim/adam.py
+    # 166-176). SGD without momentum keeps nothing.
     optimizer_bytes = 2 * parameters + FLOAT32_BYTES * n_tensors if optimizer == "adamw" else 0
     activations = sum(term.bytes for term in terms)
     logits = sum(term.bytes for term in terms if term.group == "logits")
@@ -557,35 +798,51 @@ def _breakdown(parameters: int, gradients: int, optimizer: int, activations: int
             "total": parameters + gradients + optimizer + activations}
 
 
-def estimate_training_memory(config, *, batch_size: int, seq_len: int, dtype: str = "float32",
-                             optimizer: str = "adamw", recompute: str = "none") -> dict[str, Any]:
+def estimate_training_memory(config, *, batch_size: int, seq_len: int, precision: str = "fp32",
+                             optimizer: str = "adamw", recompute: str = "none",
+                             device: str = "cpu", dtype: str | None = None) -> dict[str, Any]:
     """Bytes one training step of a Hugging Face causal LM needs, by category.
 
-    For ``AutoModelForCausalLM.from_config(config)`` in ``dtype``, trained with
+    For ``AutoModelForCausalLM.from_config(config)`` trained with
     ``model(input_ids=ids, labels=ids, use_cache=False)`` on a batch of ``batch_size``
-    sequences of ``seq_len`` tokens (no padding mask), on PyTorch's CPU kernels.
+    sequences of ``seq_len`` tokens (no padding mask).
 
     Args:
         config: ``GPT2Config`` or ``LlamaConfig`` (its attention implementation,
             dropout rates, head counts, intermediate size and weight tying are used),
             or a ``ModelSpec``.
         batch_size, seq_len: the batch, b sequences of s tokens.
-        dtype: ``"float32"`` or ``"bfloat16"``: the parameters, gradients and
-            activations (the loss's log-softmax is float32 either way).
-        optimizer: ``"adamw"`` (``torch.optim.AdamW`` on the model as it is: two
-            moments per parameter made by ``zeros_like``, so in the parameters'
-            dtype: float32 moments for float32 parameters, bfloat16 ones for
-            bfloat16 parameters; plus a float32 step count per parameter tensor.
-            Mixed-precision recipes with float32 moments and master weights are
-            not modelled) or ``"sgd"`` (without momentum: no state).
+        precision: the recipe.
+            ``"fp32"``: everything float32.
+            ``"bf16"``: the model in bfloat16 (parameters, gradients, AdamW moments
+            and activations; the loss's log-softmax is float32 either way).
+            ``"bf16-autocast"``: the Trainer's ``bf16=True``: a float32 model whose
+            forward accelerate runs under ``torch.autocast(dtype=torch.bfloat16)``
+            and whose outputs it converts to float32 (``convert_outputs_to_fp32``).
+            Float32 master weights, gradients and AdamW moments (16 bytes per
+            parameter); the matrix products' bfloat16 copies of the weights and of
+            their inputs, float32 embeddings, residual stream and norms, a float32
+            copy of the logits.
+            ``"float32"`` and ``"bfloat16"`` are accepted for ``"fp32"``/``"bf16"``.
+        optimizer: ``"adamw"`` (``torch.optim.AdamW``: two moments per parameter
+            made by ``zeros_like``, so in the parameters' dtype, plus a float32 step
+            count per parameter tensor) or ``"sgd"`` (without momentum: no state).
         recompute: ``"none"``, ``"full"`` (every decoder layer checkpointed) or
             ``"selective"`` (only each layer's attention core checkpointed).
+        device: ``"cpu"`` (PyTorch's CPU kernels, on which every term is measured)
+            or ``"cuda"`` (the CUDA kernels' terms, from torch's source: 1-byte
+            dropout masks, float32 LayerNorm statistics, SDPA fused even with
+            dropout, float32 ``pow`` under autocast, RNG states and Python scalars
+            in host memory; see ``CUDA_SOURCES``). The bytes are those of the
+            tensors; the CUDA caching allocator rounds each block up to 512 bytes.
+        dtype: the old name of ``precision``.
 
     Returns:
         A dict of byte counts: ``parameters``, ``gradients``, ``optimizer``,
         ``activations`` (alive when the forward pass returns, the caller holding its
         output: everything kept for backward, by autograd or by a checkpoint's
-        closure, plus the logits and the loss),
+        closure, plus the logits and the loss; under autocast also the bfloat16
+        weight copies the products saved),
         ``logits`` (the part of ``activations`` that the output layer and the loss
         hold), ``total`` (the sum of the first four), and ``terms`` (activation bytes
         by term, in the order of ``activation_terms``).
@@ -595,9 +852,14 @@ def estimate_training_memory(config, *, batch_size: int, seq_len: int, dtype: st
         >>> est = estimate_training_memory(GPT2Config(), batch_size=8, seq_len=1024)
         >>> est["parameters"] == 124_439_808 * 4
         True
+        >>> est = estimate_training_memory(GPT2Config(), batch_size=8, seq_len=1024,
+        ...                                precision="bf16-autocast", device="cuda")
+        >>> est["parameters"] + est["gradients"] + est["optimizer"] > 16 * 124_439_808
+        True
     """
     return estimate_from_spec(model_spec(config), batch_size=batch_size, seq_len=seq_len,
-                              dtype=dtype, optimizer=optimizer, recompute=recompute)
+                              precision=dtype if dtype is not None else precision,
+                              optimizer=optimizer, recompute=recompute, device=device)
 
 
 # ---------------------------------------------------------------------------------
@@ -665,50 +927,96 @@ def enable_selective_recomputation(model) -> str:
 
 
 def _enable_full_recomputation(model) -> None:
-    # transformers 5.24 renamed gradient_checkpointing_enable (now a deprecated alias).
+    # transformers 5.23 renamed gradient_checkpointing_enable (now a deprecated alias).
     enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
     enable()
 
 
-TORCH_DTYPES = {"float32": "float32", "bfloat16": "bfloat16"}
+TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "bf16-autocast": "float32"}
 
 
-def build_model(config, dtype: str = "float32", seed: int = 0):
-    """``AutoModelForCausalLM.from_config(config)`` in ``dtype``, seeded, in train mode."""
+def build_model(config, precision: str = "fp32", seed: int = 0, device: str = "cpu"):
+    """``AutoModelForCausalLM.from_config(config)`` for ``precision``, seeded, in train
+    mode, on ``device``.
+
+    ``"fp32"``/``"bf16"``: the model in that dtype. ``"bf16-autocast"``: a float32
+    model whose ``forward`` runs under ``torch.autocast(device, dtype=torch.bfloat16)``
+    and returns float32 outputs, wrapped exactly as accelerate's
+    ``Accelerator.prepare_model`` does for ``mixed_precision="bf16"`` (the Trainer's
+    ``bf16=True``): ``convert_outputs_to_fp32(autocast(forward))``.
+    """
     torch = _torch()
     from transformers import AutoModelForCausalLM
 
-    _check_choice("dtype", dtype, tuple(DTYPE_BYTES))
+    precision = _check_precision(precision)
+    _check_choice("device", device, DEVICES)
     impl = _config_attn_implementation(config)
     torch.manual_seed(seed)
     # A copy: switching the attention implementation later changes the model's config.
     model = AutoModelForCausalLM.from_config(copy.deepcopy(config), attn_implementation=impl)
-    model.to(getattr(torch, TORCH_DTYPES[dtype]))
+    model.to(device=device, dtype=getattr(torch, TORCH_DTYPES[precision]))
     model.train()
+    if precision == "bf16-autocast":
+        from types import MethodType
+
+        from accelerate.utils import convert_outputs_to_fp32
+
+        # accelerate/accelerator.py, prepare_model (native_amp): the same two wraps.
+        autocast = torch.autocast(device_type=device, dtype=torch.bfloat16)
+        model.forward = MethodType(autocast(model.forward.__func__), model)
+        model.forward = MethodType(convert_outputs_to_fp32(model.forward.__func__), model)
     return model
 
 
-def _model_and_batch(config, batch_size: int, seq_len: int, dtype: str, recompute: str,
-                     seed: int):
+def _model_and_batch(config, batch_size: int, seq_len: int, precision: str, recompute: str,
+                     seed: int, device: str = "cpu"):
     """The model of ``build_model`` with ``recompute`` switched on, and a seeded batch of
     token ids for it."""
     torch = _torch()
     _check_choice("recompute", recompute, RECOMPUTE)
     b = _check_positive("batch_size", batch_size)
     s = _check_positive("seq_len", seq_len)
-    model = build_model(config, dtype, seed)
+    model = build_model(config, precision, seed, device)
     if recompute == "full":
         _enable_full_recomputation(model)
     elif recompute == "selective":
         enable_selective_recomputation(model)
     generator = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, model.config.vocab_size, (b, s), generator=generator)
+    ids = torch.randint(0, model.config.vocab_size, (b, s), generator=generator).to(device)
     return model, ids
 
 
-def measure_training_memory(config, *, batch_size: int, seq_len: int, dtype: str = "float32",
+def measure_cuda_activations(config, *, batch_size: int, seq_len: int, precision: str = "fp32",
+                             recompute: str = "none", seed: int = 0) -> int:
+    """The CUDA allocator's bytes alive when the forward pass returns (the caller
+    holding the output), less what was allocated before it: ``activations`` of
+    ``estimate_training_memory(..., device="cuda")`` without the token ids, with each
+    block rounded up to 512 bytes by the caching allocator. Needs a GPU."""
+    torch = _torch()
+    if not torch.cuda.is_available():
+        raise RuntimeError("measure_cuda_activations needs a CUDA device")
+    model, ids = _model_and_batch(config, batch_size, seq_len, precision, recompute, seed,
+                                  device="cuda")
+    # A first forward pass makes what persists across steps (cuBLAS's workspace,
+    # kernels' scratch): not activations.
+    warmup = model(input_ids=ids, labels=ids, use_cache=False)
+    del warmup
+    gc.collect()
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    out = model(input_ids=ids, labels=ids, use_cache=False)
+    gc.collect()
+    torch.cuda.synchronize()
+    held = torch.cuda.memory_allocated() - before
+    del out, model, ids
+    gc.collect()
+    torch.cuda.empty_cache()
+    return held
+
+
+def measure_training_memory(config, *, batch_size: int, seq_len: int, precision: str = "fp32",
                             optimizer: str = "adamw", recompute: str = "none",
-                            seed: int = 0) -> dict[str, int]:
+                            seed: int = 0, dtype: str | None = None) -> dict[str, int]:
     """Run one training step and measure what ``estimate_training_memory`` estimates.
 
     Builds the model (``build_model``), runs ``model(input_ids=ids, labels=ids,
@@ -725,9 +1033,13 @@ def measure_training_memory(config, *, batch_size: int, seq_len: int, dtype: str
     from bookkit.torchmem import ForwardMemoryMeter
 
     _check_choice("optimizer", optimizer, OPTIMIZERS)
-    model, ids = _model_and_batch(config, batch_size, seq_len, dtype, recompute, seed)
+    precision = dtype if dtype is not None else precision
+    model, ids = _model_and_batch(config, batch_size, seq_len, precision, recompute, seed)
     head = model.get_output_embeddings()
     handle = head.register_forward_pre_hook(lambda *_: meter.phase("head"))
+    # Garbage of earlier models freed by a collection during the forward would make the
+    # profiler warn about blocks it never saw allocated: collect it first.
+    gc.collect()
     try:
         with ForwardMemoryMeter(exclude=[model], inputs=[ids]) as meter:
             out = model(input_ids=ids, labels=ids, use_cache=False)
@@ -744,8 +1056,9 @@ def measure_training_memory(config, *, batch_size: int, seq_len: int, dtype: str
     return _breakdown(tensor_bytes(params), gradients, optimizer_state_bytes(opt), activations, logits)
 
 
-def alive_bytes_three_ways(config, *, batch_size: int, seq_len: int, dtype: str = "float32",
-                           recompute: str = "none", seed: int = 0) -> dict[str, int]:
+def alive_bytes_three_ways(config, *, batch_size: int, seq_len: int, precision: str = "fp32",
+                           recompute: str = "none", seed: int = 0,
+                           dtype: str | None = None) -> dict[str, int]:
     """The activations of one forward pass by three meters that know nothing of the formula.
 
     Each runs ``model(input_ids=ids, labels=ids, use_cache=False)`` on a fresh model
@@ -776,8 +1089,9 @@ def alive_bytes_three_ways(config, *, batch_size: int, seq_len: int, dtype: str 
     def step(model, ids):
         return model(input_ids=ids, labels=ids, use_cache=False)
 
+    precision = dtype if dtype is not None else precision
     readings = {}
-    model, ids = _model_and_batch(config, batch_size, seq_len, dtype, recompute, seed)
+    model, ids = _model_and_batch(config, batch_size, seq_len, precision, recompute, seed)
     gc.collect()
     profiler = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
     with _quiet_native_stderr():
@@ -789,7 +1103,7 @@ def alive_bytes_three_ways(config, *, batch_size: int, seq_len: int, dtype: str 
     readings["allocator"] = sum(nbytes for nbytes, _ in _cpu_allocations_alive(profiler).values())
     del out, model
 
-    model, ids = _model_and_batch(config, batch_size, seq_len, dtype, recompute, seed)
+    model, ids = _model_and_batch(config, batch_size, seq_len, precision, recompute, seed)
     tracker = MemTracker()
     tracker.track_external(model, ids)
     with tracker:
@@ -800,7 +1114,7 @@ def alive_bytes_three_ways(config, *, batch_size: int, seq_len: int, dtype: str 
     readings["MemTracker"] = by_kind["Activation"] + by_kind["Temp"]
     del out, model
 
-    model, ids = _model_and_batch(config, batch_size, seq_len, dtype, recompute, seed)
+    model, ids = _model_and_batch(config, batch_size, seq_len, precision, recompute, seed)
     with SavedTensorMeter(params=model) as saved:
         out = step(model, ids)
     gc.collect()
@@ -853,7 +1167,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--model", choices=MODELS, required=True)
     p.add_argument("--batch-size", type=int, default=1)
     p.add_argument("--seq-len", type=int, default=1024)
-    p.add_argument("--dtype", choices=tuple(DTYPE_BYTES), default="float32")
+    p.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                   help="bf16-autocast: the Trainer's bf16=True (float32 model under autocast)")
+    p.add_argument("--dtype", choices=tuple(DTYPE_BYTES), help="old name: float32 = "
+                   "--precision fp32, bfloat16 = --precision bf16")
+    p.add_argument("--device", choices=DEVICES, default="cpu",
+                   help="whose kernels: cpu (measured) or cuda (read from torch's source)")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw")
     p.add_argument("--recompute", choices=RECOMPUTE, default="none")
     p.add_argument("--attn-implementation", choices=ATTENTION_IMPLEMENTATIONS, default="sdpa")
@@ -910,10 +1229,13 @@ def _config_from_args(args):
 def main(argv=None) -> int:
     """Command line: print the breakdown of one configuration as a table."""
     args = _parser().parse_args(argv)
+    if args.dtype is not None:
+        args.precision = PRECISION_ALIASES[args.dtype]
     try:
         config = _config_from_args(args)
         est = estimate_training_memory(config, batch_size=args.batch_size, seq_len=args.seq_len,
-                                       dtype=args.dtype, optimizer=args.optimizer,
+                                       precision=args.precision, optimizer=args.optimizer,
+                                       device=args.device,
                                        recompute=args.recompute)
     except (ValueError, TypeError) as err:
         print(f"error: {err}", file=sys.stderr)
@@ -921,13 +1243,15 @@ def main(argv=None) -> int:
     spec = model_spec(config)
     n_params, _ = parameter_count(spec)
     print(f"{spec.model}: {spec.n_layers} layers, hidden {spec.hidden}, {spec.n_heads} heads"
-          f" ({spec.n_kv_heads} key/value), head dim {spec.head_dim}, intermediate {spec.intermediate},"
-          f" vocabulary {spec.vocab}, {n_params:,} parameters")
-    print(f"batch {args.batch_size} x {args.seq_len} tokens, {args.dtype}, {args.optimizer}, "
-          f"recompute {args.recompute}, attention {spec.attn_implementation}"
+          f" ({spec.n_kv_heads} key/value), head dim {spec.head_dim},")
+    print(f"  intermediate {spec.intermediate}, vocabulary {spec.vocab}, {n_params:,} parameters")
+    print(f"batch {args.batch_size} x {args.seq_len} tokens, {args.precision} on {args.device}, "
+          f"{args.optimizer},")
+    print(f"  recompute {args.recompute}, attention {spec.attn_implementation}"
           f" (dropout {spec.attention_dropout:g})")
     terms = None if args.no_terms else activation_terms(
-        config, batch_size=args.batch_size, seq_len=args.seq_len, dtype=args.dtype,
+        config, batch_size=args.batch_size, seq_len=args.seq_len, precision=args.precision,
+        device=args.device,
         recompute=args.recompute)
     print(format_table(est, terms))
     return 0

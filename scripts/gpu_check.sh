@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # GPU check: run every notebook with GPU cells (ch00, ch09-ch14, ch15, ch16, ch19,
-# ch20, those that exist) on a GPU with BOOK_MEASUREMENTS set, then compare each CUDA
+# ch20, those that exist) on a GPU with BOOK_MEASUREMENTS set, measure the calculator's
+# CUDA figures (every recipe of estimate_training_memory(device="cuda") against the
+# CUDA allocator: `gpu_report.py calculator`), then compare each CUDA
 # allocator figure the notebooks record with the CPU figure that predicts it, and write
 # reports/gpu_check.md with the date, the GPU model, its compute capability and the
 # attention kernel it runs.
@@ -55,6 +57,9 @@ echo "gpu_check: $GPU_NAME; ${#notebooks[@]} notebooks; $PYTHON; work folder $wo
 
 status=0
 "$PYTHON" scripts/gpu_report.py execute "$work/executed" "${notebooks[@]}" || status=1
+# The calculator row: estimate_training_memory(device="cuda") against the CUDA allocator,
+# every precision x attention x dropout x recomputation (records keyed calc_*).
+"$PYTHON" scripts/gpu_report.py calculator || status=1
 mkdir -p reports
 "$PYTHON" scripts/gpu_report.py compare "$BOOK_MEASUREMENTS" "$work/executed/runs.json" \
     reports/gpu_check.md --gpu "$GPU_NAME" || status=1

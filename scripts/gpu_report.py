@@ -17,6 +17,14 @@ Used by ``scripts/gpu_check.sh``; three subcommands:
     The notebooks' ``bookkit.torchmem.record`` calls append their figures to the file
     named by ``BOOK_MEASUREMENTS``.
 
+``calculator``
+    The calculator row: for every recipe (``precision`` × attention × dropout ×
+    recomputation, GPT-2 and Llama; `calculator_cases`), runs one forward pass on the
+    GPU and records ``predicted_held`` (``estimate_training_memory(...,
+    device="cuda")``'s activations less the token ids, which exist before the
+    forward) and ``cuda_held`` (``measure_cuda_activations``: the CUDA allocator's
+    bytes alive after the forward, the output held) under ``calc_<case>``.
+
 ``compare MEASUREMENTS RUNS_JSON REPORT_MD --gpu NAME``
     Pairs every CUDA figure with the CPU figure that predicts it, checks each pair
     against the tolerances below, and writes a Markdown report that also records the
@@ -36,6 +44,11 @@ Tolerances: ``|cuda - cpu| <= max(rel * cpu, floor)``, with two pairs of values.
   512 bytes and the loss is one such block; nothing else should differ, and the
   smallest activation these figures contain is 8 KiB, so a missing or extra tensor
   fails.
+- **The calculator row** (keys ``calc_``): 4 KiB, no relative part. Its cases have
+  b·s = 512 tokens and widths that make every activation tensor a multiple of 512
+  bytes, so the allocator's rounding adds only the loss's two scalars and a dropout
+  seed (under 2 KiB); a CUDA term of the wrong width (a LayerNorm statistic, a
+  dropout mask) shifts the figure by more.
 - **Peaks over a step** (every other pair): 10 % or 64 KiB. Besides the rounding,
   cuBLAS, cuDNN and the fused attention kernels allocate workspaces of their own, a
   GPU's kernels keep small tensors (random seeds, softmax statistics) in other shapes
@@ -61,6 +74,7 @@ ABS_TOL = 64 * 1024
 HELD_REL_TOL = 0.01
 HELD_ABS_TOL = 4 * 1024
 HELD_FIGURES = ("cuda_held", "cuda_after_forward")
+CALC_PREFIX = "calc_"          # the calculator row: estimate vs CUDA allocator, 4 KiB
 
 # (key prefix, reference figure, CUDA figure) for records that do not follow the
 # cpu_<name> / cuda_<name> convention.
@@ -69,6 +83,7 @@ RULES = [
     ("ch11_layer_", "gpu_terms", "cuda_held"),    # GPU element sizes (1-byte dropout masks)
     ("ch09_step_", "cpu_saved", "cuda_after_forward"),  # held after forward vs saved-tensor meter
     ("ch10_checkpoint_sequential_", "cpu_saved", "cuda_held"),
+    (CALC_PREFIX, "predicted_held", "cuda_held"),  # estimate_training_memory(device="cuda")
 ]
 
 # What the notebooks import, by import name -> distribution name in requirements.txt.
@@ -102,6 +117,8 @@ class Pair:
 
     @property
     def allowed(self) -> float:
+        if self.key.startswith(CALC_PREFIX):
+            return HELD_ABS_TOL
         if self.held:
             return max(HELD_REL_TOL * abs(self.reference), HELD_ABS_TOL)
         return max(REL_TOL * abs(self.reference), ABS_TOL)
@@ -213,6 +230,67 @@ def device_info() -> list[str]:
     return lines
 
 
+def calculator_cases() -> list[tuple[str, object, dict]]:
+    """(key, config, keyword arguments) of the calculator row: GPT-2 and Llama (grouped
+    keys) with eager and sdpa attention, dropout 0 and 0.1, every precision and every
+    recomputation mode, b = 2 sequences of s = 256 tokens. Widths are multiples of 128
+    so that each activation tensor is a multiple of the allocator's 512-byte block."""
+    from transformers import GPT2Config, LlamaConfig
+
+    cases = []
+    for model in ("gpt2", "llama"):
+        for attn in ("eager", "sdpa"):
+            for p in (0.0, 0.1):
+                if model == "gpt2":
+                    config = GPT2Config(n_layer=2, n_embd=256, n_head=4, vocab_size=2048,
+                                        n_positions=256, attn_pdrop=p, resid_pdrop=p, embd_pdrop=p)
+                else:
+                    config = LlamaConfig(num_hidden_layers=2, hidden_size=256, num_attention_heads=4,
+                                         num_key_value_heads=2, intermediate_size=512,
+                                         vocab_size=2048, attention_dropout=p)
+                config._attn_implementation = attn
+                for precision in ("fp32", "bf16", "bf16-autocast"):
+                    for recompute in ("none", "selective", "full"):
+                        key = f"{CALC_PREFIX}{model}_{attn}_p{p}_{precision}_{recompute}"
+                        cases.append((key, config, dict(batch_size=2, seq_len=256,
+                                                        precision=precision, recompute=recompute)))
+    return cases
+
+
+def calculator_record(key: str, config, kwargs: dict, cuda_held) -> dict:
+    """The figures of one calculator case: the estimate's prediction (activations on
+    CUDA less the token ids) and what the GPU held (None where it was not measured)."""
+    from bookkit.calculator import estimate_training_memory
+
+    est = estimate_training_memory(config, device="cuda", **kwargs)
+    predicted = est["activations"] - est["terms"]["token ids (embedding)"]
+    return dict(predicted_held=predicted, cuda_held=cuda_held, precision=kwargs["precision"],
+                recompute=kwargs["recompute"])
+
+
+def run_calculator() -> int:
+    """Measure every `calculator_cases` case on the GPU and record it; 2 without a GPU."""
+    import torch
+
+    from bookkit.calculator import measure_cuda_activations
+    from bookkit.torchmem import record
+
+    if not torch.cuda.is_available():
+        print("gpu_report calculator: no CUDA device; nothing measured", file=sys.stderr)
+        return 2
+    failures = 0
+    for key, config, kwargs in calculator_cases():
+        try:
+            held = measure_cuda_activations(config, **kwargs)
+        except Exception as exc:  # report the case, measure the rest
+            print(f"{key}: {type(exc).__name__}: {exc}"[:300], file=sys.stderr)
+            held, failures = None, failures + 1
+        figures = calculator_record(key, config, kwargs, held)
+        record(key, **figures)
+        print(f"{key}: predicted {figures['predicted_held']:,} cuda {held}", flush=True)
+    return 1 if failures else 0
+
+
 def missing_packages(requirements: Path) -> list[str]:
     """Pinned requirements (``name==version``) for what this interpreter lacks.
 
@@ -312,6 +390,7 @@ def main(argv: list[str]) -> int:
     ex = sub.add_parser("execute")
     ex.add_argument("out_dir", type=Path)
     ex.add_argument("notebooks", nargs="+")
+    sub.add_parser("calculator")
     cmp_ = sub.add_parser("compare")
     cmp_.add_argument("measurements", type=Path)
     cmp_.add_argument("runs", type=Path)
@@ -322,6 +401,8 @@ def main(argv: list[str]) -> int:
     if args.command == "setup":
         setup(args.requirements, args.dry_run)
         return 0
+    if args.command == "calculator":
+        return run_calculator()
     if args.command == "execute":
         runs = execute(args.out_dir, args.notebooks)
         return 1 if any(r["error"] for r in runs.values()) else 0

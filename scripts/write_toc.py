@@ -38,7 +38,9 @@ PARTS = [
         "notebooks/ch19_related_techniques",
         "notebooks/ch20_applications",
         "notebooks/ch21_jax",
-        "notebooks/ch22_memory_calculator",
+        "notebooks/ch22_memory_formula",
+        "notebooks/ch23_formula_vs_measurement",
+        "notebooks/ch24_memory_calculator",
         "book/playbook",
     ]),
     ("Assignments", [

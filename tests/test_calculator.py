@@ -79,7 +79,7 @@ GRID = [(make, attn, dropout, recompute)
 def test_estimate_equals_measurement_on_grid(make, attn, dropout, recompute):
     # Alternate dtype, batch and optimizer across the grid so each appears with each mode.
     index = GRID.index((make, attn, dropout, recompute))
-    dtype = ("float32", "bfloat16")[index % 2]
+    dtype = ("float32", "bfloat16", "bf16-autocast")[index % 3]
     assert_exact(make(attn, dropout), batch_size=1 + index % 3, seq_len=48 + 8 * (index % 4),
                  dtype=dtype, optimizer=("adamw", "sgd")[index // 2 % 2], recompute=recompute)
 
@@ -114,7 +114,8 @@ def configs(draw):
 
 @settings(max_examples=30, deadline=None)
 @given(config=configs(), batch=st.integers(1, 4), seq=st.integers(32, 128),
-       dtype=st.sampled_from(["float32", "bfloat16"]), optimizer=st.sampled_from(["adamw", "sgd"]),
+       dtype=st.sampled_from(["float32", "bfloat16", "bf16-autocast"]),
+       optimizer=st.sampled_from(["adamw", "sgd"]),
        recompute=st.sampled_from(["none", "full", "selective"]))
 def test_estimate_equals_measurement_on_random_configs(config, batch, seq, dtype, optimizer, recompute):
     assert_exact(config, batch_size=batch, seq_len=seq, dtype=dtype, optimizer=optimizer,
@@ -138,6 +139,8 @@ def test_published_parameter_counts():
     assert counts["GPT-2 XL (1.5B)"] == 1_557_611_200
     assert counts["Llama 2 7B"] == 6_738_415_616
     assert counts["Llama 3 8B"] == 8_030_261_248
+    assert counts["Llama 3.2 1B"] == 1_235_814_400     # as published: 1.24B
+    assert counts["Llama 3.2 3B"] == 3_212_749_824     # as published: 3.21B
 
 
 def test_adamw_state_is_two_moments_and_a_step_per_tensor():
@@ -239,7 +242,8 @@ def test_selective_drops_the_score_matrices():
     selective = activation_terms(config, recompute="selective", **kw)
     def s2(terms):
         return [t.name for t in terms if "s²" in t.formula]
-    assert s2(none) == ["softmax output", "attention dropout mask and output"]
+    assert s2(none) == ["softmax output", "attention dropout mask",
+                        "attention dropout output (matmul operand)"]
     assert s2(selective) == ["causal mask (checkpoint input)"]   # the core's input, once
     # sdpa without dropout already recomputes its core: selective only drops the
     # log-sum-exp, and each layer's checkpoint stashes the CPU generator's state.
@@ -267,7 +271,7 @@ def test_full_recomputation_keeps_one_input_per_layer():
 # -- bad input -------------------------------------------------------------------------
 @pytest.mark.parametrize("kw,message", [
     (dict(batch_size=0, seq_len=8), "batch_size"),
-    (dict(batch_size=1, seq_len=8, dtype="float16"), "dtype"),
+    (dict(batch_size=1, seq_len=8, dtype="float16"), "precision"),
     (dict(batch_size=1, seq_len=8, optimizer="adam"), "optimizer"),
     (dict(batch_size=1, seq_len=8, recompute="some"), "recompute"),
     (dict(batch_size=1, seq_len=4096), "n_positions"),

@@ -1,9 +1,10 @@
 """The HTML book's calculator (_static/memory_calculator.js) against bookkit.calculator.
 
 Headless Chromium (Debian's, through Playwright, as tests/test_browser.py drives it)
-runs the JavaScript on random configurations and the byte counts must equal Python's,
-to the byte; then the form of chapter 22 is used over http (an ephemeral port) and
-from file://, in a page built from the notebook's raw HTML and in the built book.
+runs the JavaScript on random configurations and on every combination of the switches
+(precision, device, recomputation) and the byte counts must equal Python's, to the
+byte; then the form of chapter 24 is used over http (an ephemeral port) and from
+file://, in a page built from the notebook's raw HTML and in the built book.
 """
 from __future__ import annotations
 
@@ -29,8 +30,8 @@ from bookkit.calculator import ModelSpec, estimate_from_spec, model_spec  # noqa
 pytestmark = pytest.mark.book
 
 STATIC = ROOT / "_static"
-NOTEBOOK = ROOT / "notebooks" / "ch22_memory_calculator.ipynb"
-PAGE = HTML / "notebooks" / "ch22_memory_calculator.html"
+NOTEBOOK = ROOT / "notebooks" / "ch24_memory_calculator.ipynb"
+PAGE = HTML / "notebooks" / "ch24_memory_calculator.html"
 N_RANDOM = 300
 KEYS = ("parameters", "gradients", "optimizer", "activations", "logits", "total")
 
@@ -98,7 +99,8 @@ def random_case(rng: random.Random):
         spec[rng.choice(["n_heads", "n_kv_heads", "hidden", "attention_dropout", "activation"])] = \
             rng.choice([0, 3, 7, 1.5, "gelu_fast"])
     opts = dict(batch_size=rng.choice([1, 1, 2, 3, 8, 64]), seq_len=rng.choice([1, 7, 128, 1024, 4096, 32768]),
-                dtype=rng.choice(["float32", "bfloat16"]), optimizer=rng.choice(["adamw", "sgd"]),
+                precision=rng.choice(["fp32", "bf16", "bf16-autocast"]),
+                device=rng.choice(["cpu", "cuda"]), optimizer=rng.choice(["adamw", "sgd"]),
                 recompute=rng.choice(["none", "full", "selective"]))
     if model == "gpt2" and rng.random() < 0.9:
         spec["max_positions"] = max(spec["max_positions"], opts["seq_len"])
@@ -124,16 +126,21 @@ JS_ESTIMATES = """cases => cases.map(c => {
 def test_javascript_equals_python_on_random_configurations(browser, standalone):  # noqa: F811
     rng = random.Random(18)
     cases = [random_case(rng) for _ in range(N_RANDOM)]
-    # The published configurations, in every mode, as read from transformers' configs.
-    for make in calculator.PRESETS.values():
-        for recompute in calculator.RECOMPUTE:
-            cases.append((model_spec(make()).as_dict(),
-                          dict(batch_size=4, seq_len=1024, dtype="bfloat16", optimizer="adamw",
-                               recompute=recompute)))
+    # The published configurations, with every combination of the switches, as read from
+    # transformers' configs (and GPT-2 XL with eager attention: its dropout terms).
+    specs = [model_spec(make()).as_dict() for make in calculator.PRESETS.values()]
+    specs.append(dict(specs[3], attn_implementation="eager"))
+    for spec in specs:
+        for precision in calculator.PRECISIONS:
+            for device in calculator.DEVICES:
+                for recompute in calculator.RECOMPUTE:
+                    cases.append((spec, dict(batch_size=4, seq_len=1024, precision=precision,
+                                             device=device, optimizer="adamw",
+                                             recompute=recompute)))
     # And one beyond 2**53 bytes, where JavaScript's Numbers would round (BigInt does not).
     huge = dict(model_spec(calculator.PRESETS["Llama 2 7B"]()).as_dict(), n_layers=128,
                 attn_implementation="eager", attention_dropout=0.1)
-    cases.append((huge, dict(batch_size=256, seq_len=32768, dtype="float32", optimizer="adamw",
+    cases.append((huge, dict(batch_size=256, seq_len=32768, precision="fp32", optimizer="adamw",
                              recompute="none")))
     page = browser.new_page()
     with serve(standalone) as url:
@@ -158,7 +165,8 @@ def test_javascript_presets_are_the_python_presets(browser, standalone):  # noqa
 
 # -- the form ----------------------------------------------------------------------------
 def table_value(page, key: str) -> int:
-    text = page.locator(f'.memcalc tr[data-key="{key}"] td').nth(1).inner_text()
+    # The term table sits in a closed dropdown: read its text, rendered or not.
+    text = page.locator(f'.memcalc tr[data-key="{key}"] td').nth(1).text_content()
     return int(text.replace(",", ""))
 
 
@@ -167,28 +175,69 @@ def python_estimate(preset: str, **opts) -> dict:
     return estimate_from_spec(spec, **opts)
 
 
+def fits_text(total: int) -> str:
+    return " · ".join(f"{g} GB {'✓' if total <= g * 2 ** 30 else '✗'}" for g in (24, 40, 80))
+
+
 def check_form(page):
     """Use the form as a reader would and compare every figure with Python's."""
     page.wait_for_selector('.memcalc[data-ready="true"]', timeout=20_000)
-    default = dict(batch_size=1, seq_len=1024, dtype="bfloat16", optimizer="adamw")
-    expected = python_estimate("GPT-2 XL (1.5B)", recompute="none", **default)
+    # The defaults: the common GPU recipe, the Trainer's bf16=True on CUDA.
+    assert page.locator('.memcalc select[name="precision"]').input_value() == "bf16-autocast"
+    assert page.locator('.memcalc select[name="device"]').input_value() == "cuda"
+    default = dict(batch_size=1, seq_len=1024, precision="bf16-autocast", device="cuda",
+                   optimizer="adamw")
+    expected = python_estimate("Llama 3.2 1B", recompute="none", **default)
     for key in KEYS:
         assert table_value(page, key) == expected[key], key
     assert page.locator(".memcalc tr.memcalc-term").count() == len(expected["terms"])
+    # The payoff first: the total and the "fits on" line, then the bars, then the terms
+    # in a closed dropdown.
+    headline = page.locator('.memcalc [data-key="headline-total"]')
+    assert int(headline.get_attribute("data-bytes")) == expected["total"]
+    fits = page.locator('.memcalc [data-key="fits"]').inner_text()
+    assert fits == "Fits on: " + fits_text(expected["total"])
+    order = page.evaluate("""() => {
+        const r = document.querySelector('.memcalc');
+        const y = s => r.querySelector(s).getBoundingClientRect().top;
+        return [y('.memcalc-summary'), y('svg.memcalc-chart'), y('.memcalc-details')];
+    }""")
+    assert order == sorted(order)
+    assert page.locator(".memcalc details.memcalc-details").get_attribute("open") is None
     # The chart: one stacked bar per recomputation mode, five segments each.
     assert page.locator(".memcalc svg rect[data-mode]").count() == 3 * 5
     page.select_option('.memcalc select[name="recompute"]', "full")
-    assert table_value(page, "total") == python_estimate("GPT-2 XL (1.5B)", recompute="full",
+    assert table_value(page, "total") == python_estimate("Llama 3.2 1B", recompute="full",
                                                          **default)["total"]
+    # Every switch combination, through the form.
+    for precision in calculator.PRECISIONS:
+        for device in calculator.DEVICES:
+            page.select_option('.memcalc select[name="precision"]', precision)
+            page.select_option('.memcalc select[name="device"]', device)
+            opts = dict(default, precision=precision, device=device)
+            assert table_value(page, "total") == python_estimate(
+                "Llama 3.2 1B", recompute="full", **opts)["total"], (precision, device)
+    page.select_option('.memcalc select[name="precision"]', "bf16")
+    page.select_option('.memcalc select[name="device"]', "cpu")
+    bf16 = dict(default, precision="bf16", device="cpu")
     page.select_option('.memcalc select[name="preset"]', "Llama 3 8B")
     page.fill('.memcalc input[name="seq_len"]', "8192")
-    expected = python_estimate("Llama 3 8B", recompute="full", **{**default, "seq_len": 8192})
+    expected = python_estimate("Llama 3 8B", recompute="full", **{**bf16, "seq_len": 8192})
     assert table_value(page, "activations") == expected["activations"]
     assert table_value(page, "total") == expected["total"]
+    assert page.locator('.memcalc select[name="preset"]').input_value() == "Llama 3 8B"
+    # Editing the model makes the preset "custom"; a step option does not.
+    page.fill('.memcalc input[name="n_layers"]', "16")
+    assert page.locator('.memcalc select[name="preset"]').input_value() == ""
     # Bad input gets a message, not a wrong number.
     page.fill('.memcalc input[name="n_kv_heads"]', "7")
     error = page.locator(".memcalc .memcalc-error")
     assert error.is_visible() and "n_kv_heads" in error.inner_text()
+    assert not page.locator(".memcalc .memcalc-summary").is_visible()
+    # GPT-2's head width is hidden / heads: an indivisible pair is named, not divided.
+    page.select_option('.memcalc select[name="preset"]', "GPT-2 XL (1.5B)")
+    page.fill('.memcalc input[name="n_heads"]', "7")
+    assert error.is_visible() and "1600 is not divisible by 7" in error.inner_text()
 
 
 def hosts_of(requests) -> set:

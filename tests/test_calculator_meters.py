@@ -99,6 +99,10 @@ CASES = [
     (llama("eager", 0.1), 2, 64, "bfloat16", "none"),
     (llama("sdpa"), 2, 96, "float32", "selective"),
     (gpt2("eager"), 2, 48, "bfloat16", "selective"),
+    # The Trainer's bf16=True: a float32 model under autocast (bfloat16 weight copies).
+    (gpt2("eager", 0.1), 2, 48, "bf16-autocast", "none"),
+    (llama("sdpa", 0.1), 2, 64, "bf16-autocast", "selective"),
+    (llama("eager", num_hidden_layers=4), 1, 64, "bf16-autocast", "full"),
 ]
 
 
@@ -131,7 +135,8 @@ def issue_configs(draw):
 
 @settings(max_examples=12, deadline=None)
 @given(config=issue_configs(), batch_size=st.integers(1, 4), seq_len=st.integers(32, 128),
-       dtype=st.sampled_from(["float32", "bfloat16"]), recompute=st.sampled_from(["none", "full"]))
+       dtype=st.sampled_from(["float32", "bfloat16", "bf16-autocast"]),
+       recompute=st.sampled_from(["none", "full"]))
 def test_three_independent_meters_on_random_configs(config, batch_size, seq_len, dtype, recompute):
     activations, measured = check_meters(config, batch_size, seq_len, dtype, recompute)
     # What the issue asks (within 10 %) holds for the allocator, the direct measurement

@@ -183,3 +183,46 @@ def test_gpu_check_refuses_without_a_gpu(tmp_path):
     assert "needs an NVIDIA GPU" in out.stderr and "nvidia-smi not found" in out.stderr
     after = (ROOT / "reports" / "gpu_check.md").read_text() if (ROOT / "reports" / "gpu_check.md").exists() else None
     assert before == after
+
+
+# -- the calculator row ----------------------------------------------------------------------
+def test_calculator_row_pairs_the_estimate_with_the_allocator():
+    pytest.importorskip("transformers")
+    cases = gpu_report.calculator_cases()
+    keys = [key for key, _, _ in cases]
+    assert len(keys) == len(set(keys)) == 2 * 2 * 2 * 3 * 3
+    key, config, kwargs = cases[0]
+    # A fake GPU record, as run_calculator writes it: the allocator's rounding of the
+    # loss scalars (+1 KiB) agrees; two LayerNorms without their float32 statistics
+    # (2 x 2 x 4 x 512 B) do not.
+    figures = gpu_report.calculator_record(key, config, kwargs, cuda_held=None)
+    predicted = figures["predicted_held"]
+    from bookkit.calculator import estimate_training_memory
+    est = estimate_training_memory(config, device="cuda", **kwargs)
+    assert predicted == est["activations"] - est["terms"]["token ids (embedding)"]
+    records = [rec(key, **{**figures, "cuda_held": predicted + 1024}),
+               rec(key + "_x", **{**figures, "cuda_held": predicted - 2 * 2 * 4 * 512}),
+               rec(key + "_y", **{**figures, "cuda_held": None})]
+    pairs, unpaired = gpu_report.pair_figures(records)
+    assert [(p.key, p.reference_name, p.cuda_name, p.ok) for p in pairs] == [
+        (key, "predicted_held", "cuda_held", True),
+        (key + "_x", "predicted_held", "cuda_held", False)]
+    assert (key + "_y", "cuda_held", None) in unpaired
+    # Every case's activation tensors are multiples of the allocator's 512-byte block,
+    # but for the loss's two float32 scalars: the 4 KiB tolerance is for those alone.
+    for key, config, kwargs in cases:
+        terms = estimate_training_memory(config, device="cuda", **kwargs)["terms"]
+        odd = {name: v for name, v in terms.items() if v % 512}
+        assert set(odd) <= {"loss and its total weight"}, (key, odd)
+
+
+def test_calculator_row_without_a_gpu():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    assert gpu_report.main(["calculator"]) == 2
+
+
+def test_gpu_check_runs_the_calculator_row():
+    script = (ROOT / "scripts" / "gpu_check.sh").read_text()
+    assert "gpu_report.py calculator" in script

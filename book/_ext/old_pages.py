@@ -28,6 +28,7 @@ OLD_PAGES = {
     "notebooks/ch16_applications": "notebooks/ch20_applications",
     "notebooks/ch17_jax": "notebooks/ch21_jax",
     "notebooks/ch18_memory_calculator": "notebooks/ch22_memory_formula",
+    "notebooks/ch22_memory_calculator": "notebooks/ch22_memory_formula",
 }
 """Old page (docname) -> the page that holds its content now."""
 
