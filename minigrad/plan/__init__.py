@@ -12,8 +12,10 @@ Modules, by idea:
   (Chen et al.'s rule), `explicit`; `SegmentPlan`.
 * `chain` — the model: `ChainProfile`, `predict_peak`, `recompute_cost`.
 * `profile` — `profile_chain`: a profile measured from real layers.
-* `optimal` — the optimal one-level plan: `optimal_segments` (fast), the readable
-  `optimal_segments_reference` (its recurrence), `min_peak_for_each_last_start`.
+* `optimal` — the optimal segment plan (contiguous segments, every one checkpointed but
+  the last): `optimal_segments` (fast), the readable `optimal_segments_reference` (its
+  recurrence), `min_peak_for_each_last_start`; and `optimal_one_level`, the optimal
+  schedule of depth 1 (segments checkpointed or layers taped and kept).
 * `revolve` — the binomial multi-level schedule (Griewank–Walther): `revolve`.
 * `rotor` — the optimal multi-level (nested) schedule of a heterogeneous chain
   (Beaumont et al.'s rotor, under the byte ledger): `rotor`, `NestedSchedule`;
@@ -25,8 +27,9 @@ Example:
     >>> y = checkpoint_sequential(layers, p, x)
 """
 from minigrad.plan.chain import ChainProfile, predict_peak, recompute_cost
-from minigrad.plan.optimal import (min_peak_for_each_last_start, optimal_segments,
-                                   optimal_segments_from_profile, optimal_segments_reference)
+from minigrad.plan.optimal import (min_peak_for_each_last_start, optimal_one_level,
+                                   optimal_segments, optimal_segments_from_profile,
+                                   optimal_segments_reference)
 from minigrad.plan.profile import profile_chain
 from minigrad.plan.revolve import (RevolvePlan, beta, binomial_split, repetition_number, revolve,
                                    revolve_actions, untaped_forward_steps)
@@ -37,7 +40,7 @@ __all__ = [
     "SegmentPlan", "uniform", "balanced", "sqrt_segments", "explicit",
     "ChainProfile", "predict_peak", "recompute_cost", "profile_chain",
     "optimal_segments", "optimal_segments_from_profile", "optimal_segments_reference",
-    "min_peak_for_each_last_start",
+    "min_peak_for_each_last_start", "optimal_one_level",
     "RevolvePlan", "revolve", "revolve_actions", "beta", "repetition_number",
     "untaped_forward_steps", "binomial_split",
     "rotor", "rotor_frontier", "NestedSchedule", "Taped", "Checkpointed",
