@@ -6,9 +6,9 @@ hook-based checkpoint). Each chapter gives a stub that raises ``NotImplementedEr
 and one call to a checker here. A checker runs the reader's function on several cases
 and compares it with the library's on what the book measures: gradients bit for bit,
 the ledger's peak of saved activations to the byte, recomputed FLOPs exactly, or a
-planner's peak and work. It prints one line and returns True when every case agrees;
-while the stub still raises ``NotImplementedError`` it prints one line saying the check
-was skipped and returns False, so a notebook runs top to bottom; a disagreement raises
+planner's peak and work. It prints one line when every case agrees; while the stub still raises
+``NotImplementedError`` it prints one line saying the check was skipped, so a notebook
+runs top to bottom (both return None, so a cell shows only that line); a disagreement raises
 ``AssertionError`` naming the case.
 
 Example:
@@ -17,7 +17,6 @@ Example:
     ...     raise NotImplementedError
     >>> check_sqrt_starts(my_sqrt_starts)
     my_sqrt_starts: not written yet (the stub raises NotImplementedError); check skipped
-    False
 """
 from __future__ import annotations
 
@@ -49,9 +48,9 @@ def _checker(name):
             except NotImplementedError:
                 print(f"{name}: not written yet (the stub raises NotImplementedError); "
                       "check skipped")
-                return False
+                return None
             print(f"{name}: all {cases} cases agree with minigrad")
-            return True
+            return None
         return run
     return wrap
 

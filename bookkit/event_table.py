@@ -13,7 +13,7 @@ from bookkit import fmt_bytes
 from minigrad import memory
 from minigrad.tensor import register_hooks
 
-__all__ = ["LayerTags", "EventRow", "event_rows", "format_event_table"]
+__all__ = ["LayerTags", "EventRow", "event_rows", "format_event_table", "show_event_table"]
 
 
 class LayerTags:
@@ -131,3 +131,17 @@ def format_event_table(rows, unit: str = "KiB") -> str:
         lines.append(f"{r.index:>3}  {r.phase:<9}  {r.layer:<6}  {r.op:<15}  {r.saved_delta / div:>+9.1f}  "
                      f"{r.saved_live / div:>7.1f}  {r.total_live / div:>7.1f}  {r.note}")
     return "\n".join(lines)
+
+
+def show_event_table(rows, unit: str = "KiB") -> None:
+    """Display `EventRow` s as an HTML table (`bookkit.show_table`), bytes in ``unit``
+    ("B", "KiB" or "MiB"). Shown in chapter 2; the HTML form fits any page width."""
+    from bookkit.tables import show_table
+    div = {"B": 1, "KiB": 1024, "MiB": 1024**2}.get(unit)
+    if div is None:
+        raise ValueError(f"show_event_table: unit must be 'B', 'KiB' or 'MiB', got {unit!r}")
+    header = ["#", "phase", "layer", "op", f"saved +/- ({unit})", f"saved ({unit})",
+              f"all ({unit})", "what happened"]
+    show_table(header, [[r.index, r.phase, r.layer, r.op, f"{r.saved_delta / div:+.1f}",
+                         f"{r.saved_live / div:.1f}", f"{r.total_live / div:.1f}", r.note]
+                        for r in rows])

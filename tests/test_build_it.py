@@ -137,10 +137,10 @@ CASES = [
 
 @pytest.mark.parametrize("check, good, bad", CASES, ids=[c[0].__name__ for c in CASES])
 def test_checker(check, good, bad, capsys):
-    assert check(*good) is True
+    check(*good)
     assert "agree with minigrad" in capsys.readouterr().out
     stubbed = (StubCheckpoint if isinstance(good[0], type) else stub,) + good[1:]
-    assert check(*stubbed) is False
+    check(*stubbed)
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and "check skipped" in out
     with pytest.raises(AssertionError):
