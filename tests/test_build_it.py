@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from bookkit import build_it as B
+from bookkit.yours import HandCheckpoint
+from bookkit.yours import my_checkpoint_sequential as my_cs
 from minigrad import Function, Tensor, enable_grad, memory, no_grad, plan, saved_tensors_hooks
 from minigrad.checkpoint import checkpoint, checkpoint_sequential
 from minigrad.plan.rotor import Checkpointed, NestedSchedule, Taped
@@ -25,26 +27,6 @@ class StubCheckpoint(Function):
     @staticmethod
     def backward(ctx, g):
         raise NotImplementedError
-
-
-class HandCheckpoint(Function):
-    @staticmethod
-    def forward(ctx, x, fn):
-        with no_grad():
-            out = fn(Tensor(x)).data
-        ctx.save_for_backward(x)
-        ctx.run = fn
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        xr = Tensor(x, requires_grad=True)
-        with enable_grad(), memory.phase("recompute"):
-            y = ctx.run(xr)
-        y.backward(g)
-        gx, xr.grad = xr.grad, None
-        return gx, None
 
 
 class NoPhase(HandCheckpoint):
@@ -67,21 +49,6 @@ def sqrt_starts(n):
         starts.append(s)
         s += q + (1 if j < r else 0)
     return starts
-
-
-def my_cs(layers, starts, x, checkpoint_fn):
-    bounds = list(starts) + [len(layers)]
-
-    def segment(a, b):
-        def run(h):
-            for layer in layers[a:b]:
-                h = layer(h)
-            return h
-        return run
-    h = x
-    for a, b in zip(bounds[:-2], bounds[1:-1]):
-        h = checkpoint_fn(segment(a, b), h)
-    return segment(bounds[-2], bounds[-1])(h)
 
 
 def run_schedule(layers, schedule, x):
