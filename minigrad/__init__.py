@@ -19,10 +19,12 @@ registry), `memory` (the ledger, registered on tensor's hooks), `random`, `ops`,
 explicitly, it needs matplotlib). minigrad depends on NumPy only.
 """
 from minigrad import tensor
+from minigrad import autograd
 from minigrad import memory
 from minigrad import random
 from minigrad import ops
 from minigrad import checkpoint
+from minigrad import schedules
 from minigrad import nn
 from minigrad import optim
 from minigrad import plan
@@ -32,7 +34,8 @@ from minigrad.ops import (
     layer_norm, dropout, batch_norm, embedding, scaled_dot_product_attention, cross_entropy,
     mse_loss, reshape, transpose, permute, sum, mean, pow,
 )
-from minigrad.tensor import (Context, Function, Tensor, enable_grad, grad, graph_nodes,
-                             is_grad_enabled, no_grad, saved_tensors_hooks, set_grad_enabled)
+from minigrad.autograd import grad, saved_tensors_hooks
+from minigrad.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from minigrad.tensor import Context, Function, Tensor, graph_nodes
 
 __version__ = "0.1.0"

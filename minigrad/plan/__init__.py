@@ -18,13 +18,16 @@ Modules, by idea:
   schedule of depth 1 (segments checkpointed or layers taped and kept).
 * `revolve` — the binomial multi-level schedule (Griewank–Walther): `revolve`.
 * `rotor` — the optimal multi-level (nested) schedule of a heterogeneous chain
-  (Beaumont et al.'s rotor, under the byte ledger): `rotor`, `NestedSchedule`;
-  `rotor_published` restates the published solver's model for comparison.
+  (Beaumont et al.'s rotor, under the byte ledger): `rotor`, `NestedSchedule`
+  (``tests/rotor_published.py`` restates the published solver's model for comparison).
 
 Example:
-    >>> from minigrad import plan
-    >>> p = plan.optimal_segments(layers, x, budget_bytes=64 * 1024)
-    >>> y = checkpoint_sequential(layers, p, x)
+    >>> from minigrad import Tensor, nn, plan
+    >>> from minigrad.checkpoint import checkpoint_sequential
+    >>> layers = [nn.Sequential(nn.Linear(8, 8), nn.Tanh()) for _ in range(6)]
+    >>> x = Tensor(np.ones((4, 8), np.float32), requires_grad=True)
+    >>> p = plan.optimal_segments(layers, x, budget_bytes=2048)
+    >>> checkpoint_sequential(layers, p, x).sum().backward()
 """
 from minigrad.plan.chain import ChainProfile, predict_peak, recompute_cost
 from minigrad.plan.optimal import (min_peak_for_each_last_start, optimal_one_level,

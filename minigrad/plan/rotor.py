@@ -102,11 +102,10 @@ from typing import Sequence
 import numpy as np
 
 from minigrad._validation import check_int
-from minigrad.plan.chain import ChainProfile, predict_peak, recompute_cost
-from minigrad.plan.optimal import min_peak_for_each_last_start
+from minigrad.plan.chain import ChainProfile
 from minigrad.plan.profile import check_cost_name, profile_chain
-from minigrad.plan.revolve import binomial_split, revolve
-from minigrad.plan.segments import explicit, sqrt_segments
+from minigrad.plan.revolve import binomial_split
+from minigrad.plan.segments import explicit
 
 __all__ = [
     "Taped",
@@ -123,7 +122,6 @@ __all__ = [
     "rotor_from_profile",
     "rotor_frontier",
     "rotor_reference",
-    "frontier_families",
 ]
 
 
@@ -710,28 +708,3 @@ def rotor_frontier(profile: ChainProfile, cost=None) -> list:
         assert (s.predicted_peak_activations, s.recompute_cost) == (m, _number(w)), (s, m, w)
         out.append((s.recompute_cost, m, s))
     return sorted(out, key=lambda t: t[0])
-
-
-def frontier_families(profile: ChainProfile) -> dict:
-    """Every kind of plan the book compares, as points of one memory–compute plane.
-
-    Returns ``{name: [(recompute_cost, peak_bytes, plan), ...]}`` for ``"store all"``,
-    ``"sqrt(n)"`` (`sqrt_segments`), ``"one-level DP"`` (the smallest peak for each last
-    segment start, `min_peak_for_each_last_start`), ``"Revolve"`` (every slot count
-    ``1 .. n-1``) and ``"rotor"`` (`rotor_frontier`), in the profile's cost unit. Peaks
-    and work are those ``checkpoint_sequential`` measures for each plan (`predict_peak`,
-    `recompute_cost`), and every plan can be passed to it. Draw them with
-    ``minigrad.viz.frontier_families``."""
-    n = profile.n
-
-    def point(p):
-        return (recompute_cost(profile, p), predict_peak(profile, p), p)
-    one_level = sorted((point(explicit(n, starts)) for _, _, starts in min_peak_for_each_last_start(profile)),
-                       key=lambda t: t[:2])
-    return {
-        "store all": [point(explicit(n, [0]))],
-        "sqrt(n)": [point(sqrt_segments(n))],
-        "one-level DP": one_level,
-        "Revolve": [point(revolve(n, s)) for s in range(1, n)],
-        "rotor": rotor_frontier(profile),
-    }
