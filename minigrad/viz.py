@@ -347,7 +347,7 @@ def nested_schedule_diagram(schedule, ax=None, title=None):
 FAMILY_STYLES = {
     "store all": ("D", "#2f2f2f"),
     "sqrt(n)": ("s", "#8c8c8c"),
-    "one-level DP": ("o", "#4c72b0"),
+    "segment plans": ("o", "#4c72b0"),
     "Revolve": ("^", "#dd8452"),
     "rotor": ("*", "#55a868"),
 }
