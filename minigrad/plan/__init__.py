@@ -16,8 +16,8 @@ Modules, by idea:
   the last): `optimal_segments` (fast), the readable `optimal_segments_reference` (its
   recurrence), `min_peak_for_each_last_start`; and `optimal_one_level`, the optimal
   schedule of depth 1 (segments checkpointed or layers taped and kept).
-* `revolve` — the binomial multi-level schedule (Griewank–Walther): `revolve`.
-* `rotor` — the optimal multi-level (nested) schedule of a heterogeneous chain
+* `revolve` — the binomial nested schedule (Griewank–Walther): `revolve`.
+* `rotor` — the optimal nested schedule of a heterogeneous chain
   (Beaumont et al.'s rotor, under the byte ledger): `rotor`, `NestedSchedule`
   (``tests/rotor_published.py`` restates the published solver's model for comparison).
 

@@ -1,7 +1,7 @@
-"""Optimal multi-level checkpointing of a heterogeneous chain: the rotor algorithm.
+"""Optimal nested checkpointing of a heterogeneous chain: the rotor algorithm.
 
 A one-level plan (`minigrad.plan.optimal_segments`) keeps a few segment inputs and
-recomputes each segment once. Multi-level checkpointing goes further: while a
+recomputes each segment once. Nested checkpointing goes further: while a
 checkpointed segment is recomputed during backward, parts of it may be checkpointed
 *again*, and so on. Beaumont, Eyraud-Dubois, Herrmann, Joly and Shilova (2019,
 "Optimal checkpointing for heterogeneous chains: how to train deep neural networks
@@ -153,7 +153,7 @@ class Checkpointed:
 
 @dataclass(frozen=True)
 class NestedSchedule:
-    """A multi-level checkpointing schedule for a chain of ``n`` layers.
+    """A nested checkpointing schedule for a chain of ``n`` layers.
 
     Attributes:
         n: number of layers.
@@ -630,7 +630,7 @@ class _Fronts:
 
 
 def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flops") -> NestedSchedule:
-    """The optimal multi-level (nested) checkpointing schedule of a chain.
+    """The optimal nested checkpointing schedule of a chain.
 
     Minimises the forward work recomputed in backward among all nested schedules whose
     peak of saved activations (the ledger's ``m.peak["activations"]`` over forward, loss
