@@ -119,8 +119,8 @@ def event_rows(m, tags: LayerTags | None = None) -> list[EventRow]:
 
 
 def format_event_table(rows, unit: str = "KiB") -> str:
-    """A fixed-width text table of `EventRow` s, bytes in ``unit`` ("B", "KiB" or "MiB").
-    Shown in chapter 2."""
+    """A fixed-width text table of `EventRow` s, bytes in ``unit`` ("B", "KiB" or "MiB"):
+    the console form of `show_event_table`. Shown in chapter 2."""
     div = BYTE_UNITS.get(unit) if unit != "GiB" else None
     if div is None:
         raise ValueError(f"format_event_table: unit must be 'B', 'KiB' or 'MiB', got {unit!r}")

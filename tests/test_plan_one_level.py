@@ -16,7 +16,7 @@ import minigrad.ops as F
 from minigrad import memory
 from minigrad import plan as P
 from minigrad.checkpoint import checkpoint_sequential
-from minigrad.plan.optimal import optimal_one_level
+from minigrad.plan.rotor import optimal_one_level
 from minigrad.plan.rotor import (NestedSchedule, enumerate_schedules, schedule_peak,
                                  schedule_recompute_cost)
 

@@ -14,11 +14,12 @@ Modules, by idea:
 * `profile` — `profile_chain`: a profile measured from real layers.
 * `optimal` — the optimal segment plan (contiguous segments, every one checkpointed but
   the last): `optimal_segments` (fast), the readable `optimal_segments_reference` (its
-  recurrence), `min_peak_for_each_last_start`; and `optimal_one_level`, the optimal
-  schedule of depth 1 (segments checkpointed or layers taped and kept).
+  recurrence), `min_peak_for_each_last_start`.
 * `revolve` — the binomial nested schedule (Griewank–Walther): `revolve`.
 * `rotor` — the optimal nested schedule of a heterogeneous chain
-  (Beaumont et al.'s rotor, under the byte ledger): `rotor`, `NestedSchedule`
+  (Beaumont et al.'s rotor, under the byte ledger): `rotor`, `NestedSchedule`, and
+  `optimal_one_level`, rotor restricted to depth 1 (segments checkpointed or layers taped
+  and kept), never worse than `optimal_segments`
   (``tests/rotor_published.py`` restates the published solver's model for comparison).
 
 Example:
@@ -30,14 +31,14 @@ Example:
     >>> checkpoint_sequential(layers, p, x).sum().backward()
 """
 from minigrad.plan.chain import ChainProfile, predict_peak, recompute_cost
-from minigrad.plan.optimal import (min_peak_for_each_last_start, optimal_one_level,
-                                   optimal_segments, optimal_segments_from_profile,
-                                   optimal_segments_reference)
+from minigrad.plan.optimal import (min_peak_for_each_last_start, optimal_segments,
+                                   optimal_segments_from_profile, optimal_segments_reference)
 from minigrad.plan.profile import profile_chain
 from minigrad.plan.revolve import (RevolvePlan, beta, binomial_split, repetition_number, revolve,
                                    revolve_actions, untaped_forward_steps)
 from minigrad.plan.segments import SegmentPlan, balanced, explicit, sqrt_segments, uniform
-from minigrad.plan.rotor import Checkpointed, NestedSchedule, Taped, rotor, rotor_frontier
+from minigrad.plan.rotor import (Checkpointed, NestedSchedule, Taped, optimal_one_level, rotor,
+                                 rotor_frontier)
 
 __all__ = [
     "SegmentPlan", "uniform", "balanced", "sqrt_segments", "explicit",
