@@ -633,7 +633,11 @@ class _Fronts:
 def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flops") -> NestedSchedule:
     """The optimal nested checkpointing schedule of a chain.
 
-    Minimises the forward work recomputed in backward among all nested schedules whose
+    Model and scope: optimal among *persistent* nested schedules of a chain (a checkpoint
+    is held from its first forward until the backward pass has gone through its segment;
+    a layer's saved arrays are all kept or all dropped), under the byte ledger's model;
+    it does not move arrays elsewhere and does not plan graphs. Within that scope it
+    minimises the forward work recomputed in backward among all nested schedules whose
     peak of saved activations (the ledger's ``m.peak["activations"]`` over forward, loss
     and backward) fits ``budget_bytes``; ties go to the smaller peak. Without a budget,
     returns the schedule with the smallest peak (and the least work among those). This
