@@ -41,7 +41,7 @@ it is given, and everything else in the layer is kept. ``enable_selective_recomp
 turns it on for a model.
 
 Also here: ``measure_training_memory`` (the same breakdown, measured by running a
-step), ``ForwardMemoryMeter`` (the meter it uses), ``alive_bytes_three_ways`` (three
+step), ``bookkit.torchmem.ForwardMemoryMeter`` (the meter it uses), ``alive_bytes_three_ways`` (three
 independent meters and their blind spots), ``activation_terms`` (the formula, term by
 term) and a command line::
 
@@ -59,13 +59,12 @@ import dataclasses
 import functools
 import gc
 import sys
-import weakref
 from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
     "ModelSpec", "Term", "model_spec", "activation_terms", "estimate_training_memory",
-    "estimate_from_spec", "parameter_count", "ForwardMemoryMeter", "measure_training_memory",
+    "estimate_from_spec", "parameter_count", "measure_training_memory",
     "alive_bytes_three_ways",
     "enable_selective_recomputation", "build_model", "DTYPE_BYTES", "OPTIMIZERS",
     "RECOMPUTE", "ACTIVATIONS", "PRESETS", "format_table", "main",
@@ -609,202 +608,14 @@ def _torch():
     return torch
 
 
-class _Packed:
-    """What autograd stores for a saved tensor while the meter is on: a detached alias
-    (holding the tensor itself would make a reference cycle through its grad_fn when
-    an operation saves its own output); its finalizer tells the meter when autograd
-    lets go of the saved tensor."""
-
-    __slots__ = ("tensor", "__weakref__")
-
-    def __init__(self, tensor):
-        self.tensor = tensor
-
-
-class ForwardMemoryMeter:
-    """Context manager: which storages are alive when a forward pass returns.
-
-    While it is on, it records (1) every storage an ATen operation creates (a
-    ``TorchDispatchMode``, which also sees what ``torch.utils.checkpoint`` keeps and
-    what fused kernels create), (2) every storage autograd saves for backward
-    (``saved_tensors_hooks``) and (3), with ``allocations=True`` (the default), every
-    allocation of the CPU allocator (``torch.profiler`` with ``profile_memory``), for
-    the memory no ATen operation creates: ``torch.utils.checkpoint``'s stash of the
-    RNG state (``torch.get_rng_state()``) and the Python numbers autograd saves as 0-d
-    tensors. A storage counts once, whole, however many views of it exist; storages of
-    ``exclude`` (the model: its parameters and buffers) never count.
-
-    ``alive_bytes()`` is the bytes of the recorded storages that are alive now, after a
-    garbage collection: a storage the forward created counts while anything holds it
-    (the autograd graph, a checkpoint, the caller); one made before the forward (the
-    token ids, given as ``inputs``) counts only while autograd holds it as saved.
-    Allocations only the allocator saw (3) are counted as they were when the block
-    ended: alive then, and not allocated by a recorded storage. ``phase("head")`` tags
-    what is recorded from then on, and ``alive_bytes("head")`` counts only those.
-    ``alive()`` lists (bytes, shape, dtype, op) of what is alive.
-
-    Example:
-        >>> with ForwardMemoryMeter(exclude=[model], inputs=[ids]) as meter:
-        ...     out = model(input_ids=ids, labels=ids)
-        >>> meter.alive_bytes()     # activations, logits and loss included
-    """
-
-    def __init__(self, exclude=(), inputs=(), allocations: bool = True):
-        torch = _torch()
-        from torch.utils._python_dispatch import TorchDispatchMode
-
-        meter = self
-
-        class _Mode(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                out = func(*args, **(kwargs or {}))
-                meter._record_outputs(func, out)
-                return out
-
-        self._mode = _Mode()
-        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
-        self._skip = {self._key(t) for t in self._tensors(exclude)}
-        self._inputs = {self._key(t) for t in self._tensors(inputs)}
-        self._phase = "body"
-        # storage key -> [weak reference to the storage, bytes, shape, dtype, op, phase,
-        #                 created by the forward?, saved references autograd holds]
-        self._seen: dict[int, list] = {}
-        self._allocations = allocations
-        self._profiler = None
-        # (bytes, phase) of allocations alive at the end that no recorded storage owns
-        self._unrecorded: list[tuple[int, str]] = []
-
-    @staticmethod
-    def _tensors(objs):
-        torch = _torch()
-        out = []
-        for obj in objs:
-            if isinstance(obj, torch.nn.Module):
-                out.extend(obj.parameters())
-                out.extend(obj.buffers())
-            elif isinstance(obj, torch.Tensor):
-                out.append(obj)
-            else:
-                out.extend(ForwardMemoryMeter._tensors(obj))
-        return out
-
-    @staticmethod
-    def _key(t) -> int:
-        return t.untyped_storage().data_ptr()
-
-    def _note(self, t, op: str, created: bool) -> list | None:
-        st = t.untyped_storage()
-        key = st.data_ptr()
-        if key == 0 or key in self._skip:
-            return None
-        entry = self._seen.get(key)
-        if entry is None or entry[0]() is None:   # new, or an old storage's address reused
-            entry = [weakref.ref(st), st.nbytes(), tuple(t.shape),
-                     str(t.dtype).replace("torch.", ""), op, self._phase, created, 0]
-            self._seen[key] = entry
-        entry[6] = entry[6] or created
-        return entry
-
-    def _record_outputs(self, func, out) -> None:
-        torch = _torch()
-        from torch.utils._pytree import tree_flatten
-
-        for t in tree_flatten(out)[0]:
-            if isinstance(t, torch.Tensor) and self._key(t) not in self._inputs:
-                self._note(t, str(func), created=True)
-
-    def _pack(self, t):
-        entry = self._note(t, "saved", created=False)
-        if entry is None:
-            return t          # a parameter: autograd keeps it as usual
-        packed = _Packed(t.detach())
-        entry[7] += 1
-        weakref.finalize(packed, self._release, entry)
-        return packed
-
-    @staticmethod
-    def _release(entry) -> None:
-        entry[7] -= 1
-
-    @staticmethod
-    def _unpack(packed):
-        return packed.tensor if isinstance(packed, _Packed) else packed
-
-    def phase(self, name: str) -> None:
-        """Tag storages recorded from now on with ``name`` (e.g. ``"head"``)."""
-        self._phase = name
-        if self._profiler is not None:      # a mark in the allocator's timeline
-            with _torch().profiler.record_function(_PHASE_MARK + name):
-                pass
-
-    def __enter__(self) -> "ForwardMemoryMeter":
-        if self._allocations:
-            from torch.profiler import ProfilerActivity, profile
-
-            from bookkit.torchmem import _quiet_native_stderr
-
-            self._profiler = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
-            with _quiet_native_stderr():     # Kineto prints a line at start and stop
-                self._profiler.start()
-        self._hooks.__enter__()
-        self._mode.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._mode.__exit__(*exc)
-        self._hooks.__exit__(*exc)
-        if self._profiler is not None:
-            from bookkit.torchmem import _quiet_native_stderr
-
-            gc.collect()                     # garbage is not alive
-            with _quiet_native_stderr():
-                self._profiler.stop()
-            self._unrecorded = self._allocations_nobody_recorded()
-            self._profiler = None
-
-    def _allocations_nobody_recorded(self) -> list[tuple[int, str]]:
-        """(bytes, phase) of the CPU allocations made in the block and alive at its end
-        that are not the storage of a recorded tensor (matched by address)."""
-        recorded = {key for key, entry in self._seen.items() if entry[0]() is not None}
-        return [value for ptr, value in _cpu_allocations_alive(self._profiler).items()
-                if ptr not in recorded]
-
-    def alive(self, phase: str | None = None) -> list[tuple[int, tuple, str, str]]:
-        """(bytes, shape, dtype, op) of each recorded storage alive now, largest first
-        (an allocation only the allocator saw has shape ``()``, dtype ``"?"``)."""
-        gc.collect()
-        rows = [(nbytes, shape, dtype, op)
-                for ref, nbytes, shape, dtype, op, ph, created, n_saved in self._seen.values()
-                if ref() is not None and (created or n_saved > 0)
-                and (phase is None or ph == phase)]
-        rows += [(nbytes, (), "?", "allocated outside ATen operations")
-                 for nbytes, ph in self._unrecorded if phase is None or ph == phase]
-        return sorted(rows, key=lambda r: (-r[0], r[1], r[2], r[3]))
-
-    def alive_bytes(self, phase: str | None = None) -> int:
-        """Bytes of recorded storages alive now (only those tagged ``phase`` if given)."""
-        return sum(r[0] for r in self.alive(phase))
-
-
-_PHASE_MARK = "bookkit.ForwardMemoryMeter.phase:"
-
-
-def _cpu_allocations_alive(profiler) -> dict[int, tuple[int, str]]:
-    """Address -> (bytes, phase) of every CPU allocation made while ``profiler`` (a
-    stopped ``torch.profiler.profile(profile_memory=True)``) ran and not released
-    before it stopped. Releases of blocks allocated earlier are ignored; the phase is
-    the name of the last ``ForwardMemoryMeter.phase`` mark before the allocation."""
-    from bookkit.torchmem import _cpu_allocator_records
-
-    alive, phase = {}, "body"
-    for kind, what, nbytes in _cpu_allocator_records(profiler, _PHASE_MARK):
-        if kind == "mark":
-            phase = what
-        elif nbytes > 0:
-            alive[what] = (nbytes, phase)
-        else:
-            alive.pop(what, None)
-    return alive
+def __getattr__(name):
+    # The torch meter lives in bookkit.torchmem (with the other torch meters); this keeps
+    # `from bookkit.calculator import ForwardMemoryMeter` working without importing torch
+    # when only the formula is used.
+    if name in ("ForwardMemoryMeter", "_cpu_allocations_alive"):
+        from bookkit import torchmem
+        return getattr(torchmem, name)
+    raise AttributeError(f"module 'bookkit.calculator' has no attribute {name!r}")
 
 
 def _checkpointed_core(implementation: str):
@@ -910,7 +721,8 @@ def measure_training_memory(config, *, batch_size: int, seq_len: int, dtype: str
     the same keys as the estimate, without ``terms``.
     """
     torch = _torch()
-    from bookkit.applications import optimizer_state_bytes, tensor_bytes
+    from bookkit.step_memory import optimizer_state_bytes, tensor_bytes
+    from bookkit.torchmem import ForwardMemoryMeter
 
     _check_choice("optimizer", optimizer, OPTIMIZERS)
     model, ids = _model_and_batch(config, batch_size, seq_len, dtype, recompute, seed)
@@ -959,7 +771,7 @@ def alive_bytes_three_ways(config, *, batch_size: int, seq_len: int, dtype: str 
     from torch.distributed._tools.mem_tracker import MemTracker
     from torch.profiler import ProfilerActivity, profile
 
-    from bookkit.torchmem import SavedTensorMeter, _quiet_native_stderr
+    from bookkit.torchmem import SavedTensorMeter, _cpu_allocations_alive, _quiet_native_stderr
 
     def step(model, ids):
         return model(input_ids=ids, labels=ids, use_cache=False)

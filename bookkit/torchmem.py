@@ -1,6 +1,6 @@
 """Measuring what a PyTorch training step keeps in memory, with or without a GPU.
 
-Part II of the book measures torch the way Part I measured minigrad. Four meters,
+Part II of the book measures torch the way Part I measured minigrad. Five meters,
 from the narrowest to the broadest:
 
 ``SavedTensorMeter`` / ``saved_bytes``
@@ -27,6 +27,11 @@ from the narrowest to the broadest:
     the profiler's allocation events, on a GPU from the CUDA caching allocator: every
     byte, scratch memory allocated and freed inside one operator included (which
     MemTracker cannot see), split into phases with ``mark``.
+
+``ForwardMemoryMeter``
+    Which storages are alive when a forward pass returns (every ATen output, what
+    autograd saves, and the CPU allocations nobody recorded): the meter of the memory
+    calculator's measurements (``bookkit.calculator.measure_training_memory``).
 
 ``cuda_peak_bytes``
     The CUDA caching allocator's ``max_memory_allocated`` over a call, minus what was
@@ -64,6 +69,7 @@ __all__ = [
     "record",
     "step_time",
     "storage_key",
+    "ForwardMemoryMeter",
 ]
 
 # MemTracker's category names (the values of its private ``_MemRefType`` enum, copied
@@ -502,6 +508,186 @@ def cuda_peak_bytes(fn: Callable[[], Any], device=None) -> int | None:
     fn()
     torch.cuda.synchronize(device)
     return int(torch.cuda.max_memory_allocated(device) - base)
+
+
+# --- the forward meter of the memory calculator (chapter 23) ---------------------------
+class ForwardMemoryMeter:
+    """Context manager: which storages are alive when a forward pass returns.
+
+    While it is on, it records (1) every storage an ATen operation creates (a
+    ``TorchDispatchMode``, which also sees what ``torch.utils.checkpoint`` keeps and
+    what fused kernels create), (2) every storage autograd saves for backward
+    (``saved_tensors_hooks``) and (3), with ``allocations=True`` (the default), every
+    allocation of the CPU allocator (``torch.profiler`` with ``profile_memory``), for
+    the memory no ATen operation creates: ``torch.utils.checkpoint``'s stash of the
+    RNG state (``torch.get_rng_state()``) and the Python numbers autograd saves as 0-d
+    tensors. A storage counts once, whole, however many views of it exist; storages of
+    ``exclude`` (the model: its parameters and buffers) never count.
+
+    ``alive_bytes()`` is the bytes of the recorded storages that are alive now, after a
+    garbage collection: a storage the forward created counts while anything holds it
+    (the autograd graph, a checkpoint, the caller); one made before the forward (the
+    token ids, given as ``inputs``) counts only while autograd holds it as saved.
+    Allocations only the allocator saw (3) are counted as they were when the block
+    ended: alive then, and not allocated by a recorded storage. ``phase("head")`` tags
+    what is recorded from then on, and ``alive_bytes("head")`` counts only those.
+    ``alive()`` lists (bytes, shape, dtype, op) of what is alive.
+
+    Example:
+        >>> with ForwardMemoryMeter(exclude=[model], inputs=[ids]) as meter:
+        ...     out = model(input_ids=ids, labels=ids)
+        >>> meter.alive_bytes()     # activations, logits and loss included
+
+    Shown in chapter 22.
+    """
+
+    def __init__(self, exclude=(), inputs=(), allocations: bool = True):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        meter = self
+
+        class _Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                meter._record_outputs(func, out)
+                return out
+
+        self._mode = _Mode()
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+        self._skip = {self._key(t) for t in self._tensors(exclude)}
+        self._inputs = {self._key(t) for t in self._tensors(inputs)}
+        self._phase = "body"
+        # storage key -> [weak reference to the storage, bytes, shape, dtype, op, phase,
+        #                 created by the forward?, saved references autograd holds]
+        self._seen: dict[int, list] = {}
+        self._allocations = allocations
+        self._profiler = None
+        # (bytes, phase) of allocations alive at the end that no recorded storage owns
+        self._unrecorded: list[tuple[int, str]] = []
+
+    @staticmethod
+    def _tensors(objs):
+        out = []
+        for obj in objs:
+            if isinstance(obj, torch.nn.Module):
+                out.extend(obj.parameters())
+                out.extend(obj.buffers())
+            elif isinstance(obj, torch.Tensor):
+                out.append(obj)
+            else:
+                out.extend(ForwardMemoryMeter._tensors(obj))
+        return out
+
+    @staticmethod
+    def _key(t) -> int:
+        return t.untyped_storage().data_ptr()
+
+    def _note(self, t, op: str, created: bool) -> list | None:
+        st = t.untyped_storage()
+        key = st.data_ptr()
+        if key == 0 or key in self._skip:
+            return None
+        entry = self._seen.get(key)
+        if entry is None or entry[0]() is None:   # new, or an old storage's address reused
+            entry = [weakref.ref(st), st.nbytes(), tuple(t.shape),
+                     str(t.dtype).replace("torch.", ""), op, self._phase, created, 0]
+            self._seen[key] = entry
+        entry[6] = entry[6] or created
+        return entry
+
+    def _record_outputs(self, func, out) -> None:
+        from torch.utils._pytree import tree_flatten
+
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor) and self._key(t) not in self._inputs:
+                self._note(t, str(func), created=True)
+
+    def _pack(self, t):
+        entry = self._note(t, "saved", created=False)
+        if entry is None:
+            return t          # a parameter: autograd keeps it as usual
+        packed = _Packed(t.detach())
+        entry[7] += 1
+        weakref.finalize(packed, self._release, entry)
+        return packed
+
+    @staticmethod
+    def _release(entry) -> None:
+        entry[7] -= 1
+
+    @staticmethod
+    def _unpack(packed):
+        return packed.tensor if isinstance(packed, _Packed) else packed
+
+    def phase(self, name: str) -> None:
+        """Tag storages recorded from now on with ``name`` (e.g. ``"head"``)."""
+        self._phase = name
+        if self._profiler is not None:      # a mark in the allocator's timeline
+            with torch.profiler.record_function(_PHASE_MARK + name):
+                pass
+
+    def __enter__(self) -> "ForwardMemoryMeter":
+        if self._allocations:
+            from torch.profiler import ProfilerActivity, profile
+
+            self._profiler = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+            with _quiet_native_stderr():     # Kineto prints a line at start and stop
+                self._profiler.start()
+        self._hooks.__enter__()
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._mode.__exit__(*exc)
+        self._hooks.__exit__(*exc)
+        if self._profiler is not None:
+            gc.collect()                     # garbage is not alive
+            with _quiet_native_stderr():
+                self._profiler.stop()
+            self._unrecorded = self._allocations_nobody_recorded()
+            self._profiler = None
+
+    def _allocations_nobody_recorded(self) -> list[tuple[int, str]]:
+        """(bytes, phase) of the CPU allocations made in the block and alive at its end
+        that are not the storage of a recorded tensor (matched by address)."""
+        recorded = {key for key, entry in self._seen.items() if entry[0]() is not None}
+        return [value for ptr, value in _cpu_allocations_alive(self._profiler).items()
+                if ptr not in recorded]
+
+    def alive(self, phase: str | None = None) -> list[tuple[int, tuple, str, str]]:
+        """(bytes, shape, dtype, op) of each recorded storage alive now, largest first
+        (an allocation only the allocator saw has shape ``()``, dtype ``"?"``)."""
+        gc.collect()
+        rows = [(nbytes, shape, dtype, op)
+                for ref, nbytes, shape, dtype, op, ph, created, n_saved in self._seen.values()
+                if ref() is not None and (created or n_saved > 0)
+                and (phase is None or ph == phase)]
+        rows += [(nbytes, (), "?", "allocated outside ATen operations")
+                 for nbytes, ph in self._unrecorded if phase is None or ph == phase]
+        return sorted(rows, key=lambda r: (-r[0], r[1], r[2], r[3]))
+
+    def alive_bytes(self, phase: str | None = None) -> int:
+        """Bytes of recorded storages alive now (only those tagged ``phase`` if given)."""
+        return sum(r[0] for r in self.alive(phase))
+
+
+_PHASE_MARK = "bookkit.ForwardMemoryMeter.phase:"
+
+
+def _cpu_allocations_alive(profiler) -> dict[int, tuple[int, str]]:
+    """Address -> (bytes, phase) of every CPU allocation made while ``profiler`` (a
+    stopped ``torch.profiler.profile(profile_memory=True)``) ran and not released
+    before it stopped. Releases of blocks allocated earlier are ignored; the phase is
+    the name of the last ``ForwardMemoryMeter.phase`` mark before the allocation."""
+    alive, phase = {}, "body"
+    for kind, what, nbytes in _cpu_allocator_records(profiler, _PHASE_MARK):
+        if kind == "mark":
+            phase = what
+        elif nbytes > 0:
+            alive[what] = (nbytes, phase)
+        else:
+            alive.pop(what, None)
+    return alive
 
 
 def _jsonable(key: str, name: str, value):

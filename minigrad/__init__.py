@@ -5,16 +5,20 @@ The book's reference implementation of gradient checkpointing. Names follow PyTo
     import minigrad
     from minigrad import nn, optim
     import minigrad.ops as F                      # the functional ops (like torch.nn.functional)
-    from minigrad.checkpoint import checkpoint, checkpoint_sequential
+    from minigrad.checkpoint import checkpoint
+    from minigrad.schedules import checkpoint_sequential
 
     with minigrad.memory.track() as m:            # the byte ledger and FLOP counter
         loss = F.mse_loss(model(x), y)
         loss.backward()
     m.peak["activations"], m.flops["backward"]
 
-Modules, each importing only those listed before it: `tensor` (the engine and its hook
-registry), `memory` (the ledger, registered on tensor's hooks), `random`, `ops`,
-`checkpoint` (checkpoint, checkpoint_sequential and the plan executors), `nn`, `optim`,
+Modules, each importing only those listed before it (README's "How minigrad is built"
+draws them; ``tests/test_imports.py`` checks it): `hooks` (the hook registry),
+`grad_mode`, `tensor` (the engine ch02 shows whole), `memory` (the ledger, an observer
+of the hooks), `random`, `autograd` (torch-parity extras: ``saved_tensors_hooks``,
+``grad``, ``backward(inputs=)``, ``retain_grad``), `ops`, `checkpoint`, `schedules`
+(the executors of plans: ``checkpoint_sequential``, ``run_schedule``), `nn`, `optim`,
 `plan` (where to checkpoint: plain data and arithmetic), and `viz` (plots; imported
 explicitly, it needs matplotlib). minigrad depends on NumPy only.
 """

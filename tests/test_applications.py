@@ -1,5 +1,6 @@
-"""bookkit.applications: the step meter by category, the segmentation network, the
-budget search and the AutoBatch-style choice, against counts made by hand."""
+"""bookkit.step_memory (the step meter by category), bookkit.segmentation (the
+segmentation network) and bookkit.budget_search (the budget search and the
+AutoBatch-style choice), against counts made by hand."""
 from __future__ import annotations
 
 import pytest
@@ -9,11 +10,10 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from torch import nn  # noqa: E402
 
-from bookkit.applications import (  # noqa: E402
-    SegmentationNet,
+from bookkit.budget_search import autobatch, largest_fitting  # noqa: E402
+from bookkit.segmentation import SegmentationNet  # noqa: E402
+from bookkit.step_memory import (  # noqa: E402
     StepMemory,
-    autobatch,
-    largest_fitting,
     optimizer_state_bytes,
     tensor_bytes,
     training_step,
@@ -228,7 +228,7 @@ def test_step_without_meter_computes_the_same_gradient():
 
 
 def test_step_peak_is_exactly_linear_in_the_batch_and_smaller_with_checkpointing():
-    from bookkit.applications import step_peak
+    from bookkit.step_memory import step_peak
     net = seg("none")
     peaks = {}
     for mode in ("none", "backbone"):

@@ -14,8 +14,8 @@ from bookpaths import ROOT, cell_source, load_notebook
 
 pytest.importorskip("torch")
 
-MODULES = ["torchmem", "crosscheck", "losses", "torchmodels", "timing", "flops", "applications",
-           "hfmodels"]
+MODULES = ["torchmem", "crosscheck", "losses", "torchmodels", "timing", "flops", "step_memory",
+           "segmentation", "budget_search", "hfmodels"]
 
 # (notebook prefix, file, pyobject): code a chapter shows in full.
 ON_THE_PAGE = [

@@ -18,8 +18,8 @@ from hypothesis import strategies as st  # noqa: E402
 from transformers import GPT2Config, LlamaConfig  # noqa: E402
 
 from bookkit import calculator  # noqa: E402
+from bookkit.torchmem import ForwardMemoryMeter  # noqa: E402
 from bookkit.calculator import (  # noqa: E402
-    ForwardMemoryMeter,
     ModelSpec,
     activation_terms,
     build_model,

@@ -36,8 +36,8 @@ from hypothesis import strategies as st  # noqa: E402
 from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig  # noqa: E402
 
 from bookkit import calculator  # noqa: E402
+from bookkit.torchmem import ForwardMemoryMeter  # noqa: E402
 from bookkit.calculator import (  # noqa: E402
-    ForwardMemoryMeter,
     activation_terms,
     alive_bytes_three_ways,
 )

@@ -1,6 +1,20 @@
-"""minigrad's modules import one way (down the layers of ARCHITECTURE.md), all at the top."""
+"""ARCHITECTURE.md's rules, checked on minigrad's source: imports go one way (down the
+layers), all at the top; torch is never imported; SciPy only by the graph planner;
+``import minigrad`` loads neither matplotlib nor ``minigrad.viz``; the plan package knows
+nothing about arrays (only its profile adapter imports the engine); and only the
+ledger's public API is used, by the modules that measure with it.
+
+The layers, bottom first, as the code is (README's "How minigrad is built" draws them):
+the engine's switches (hooks, grad mode, argument checks), the engine (tensor), the
+ledger and the random streams, autograd's torch-parity extras, the ops, checkpoint,
+the executors of plans (schedules), the modules and optimizers (nn's GPT checkpoints
+its blocks, so nn sits above checkpoint and schedules), the planners (plain arithmetic
+on profiles), and the drawings (viz).
+"""
 import ast
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -19,7 +33,9 @@ LAYERS = [
     {"minigrad.plan.profile"},
     {"minigrad.plan.optimal"},
     {"minigrad.plan.rotor"},
+    {"minigrad.plan.graph"},  # the graph planner (Checkmate's integer program)
     {"minigrad.plan"},
+    {"minigrad.dtr", "minigrad.remat"},  # run-time rematerialization, graph schedules
     {"minigrad.viz"},
 ]
 LEVEL = {m: i for i, layer in enumerate(LAYERS) for m in layer}
@@ -57,13 +73,47 @@ def test_imports_go_down_and_stay_at_the_top(name, path):
 
 
 def test_every_module_has_a_layer():
-    assert {n for n, _ in modules()} - {"minigrad"} == set(LEVEL)
+    # (a layer may be declared before its module lands: dtr, remat and plan.graph)
+    assert {n for n, _ in modules()} - {"minigrad"} <= set(LEVEL)
 
 
-# Who may use the ledger's public API (memory.phase, track, category, constants): the
-# checkpoint executors (the "recompute" phase), the profiler and the drawings. The engine,
-# the ops, the modules and the optimizers reach it only through tensor's hook registry.
-LEDGER_READERS = {"minigrad", "minigrad.checkpoint", "minigrad.plan.profile", "minigrad.viz"}
+def _imports_of(name, path):
+    return {target for _, target in imported(ast.parse(path.read_text()))}
+
+
+@pytest.mark.parametrize("name, path", list(modules()))
+def test_torch_is_never_imported_and_scipy_only_by_the_graph_planner(name, path):
+    roots = {t.split(".")[0] for t in _imports_of(name, path)}
+    assert "torch" not in roots, f"{name} imports torch (minigrad depends on NumPy only)"
+    assert "scipy" not in roots or name == "minigrad.plan.graph", f"{name} imports scipy"
+    assert "matplotlib" not in roots or name == "minigrad.viz", f"{name} imports matplotlib"
+
+
+@pytest.mark.parametrize("name, path", [(n, p) for n, p in modules() if n.startswith("minigrad.plan")])
+def test_the_planners_know_nothing_about_arrays(name, path):
+    """Plans are plain data: a planner imports only other planners and the argument
+    checks; the profile adapter (a dry run of real layers) is the one exception."""
+    engine = {t for t in _imports_of(name, path)
+              if t.startswith("minigrad") and not t.startswith("minigrad.plan")
+              and t not in ("minigrad", "minigrad._validation")}
+    assert not engine or name == "minigrad.plan.profile", f"{name} imports {sorted(engine)}"
+
+
+def test_import_minigrad_loads_no_torch_scipy_matplotlib_or_viz():
+    code = ("import sys, minigrad, minigrad.plan, minigrad.plan.revolve, minigrad.plan.rotor\n"
+            "from minigrad import tensor, autograd, ops, memory, nn, optim, checkpoint, schedules\n"
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'scipy', 'matplotlib')"
+            " or m == 'minigrad.viz')\n"
+            "print(','.join(bad))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", f"imported by `import minigrad`: {out.stdout.strip()}"
+
+
+# Who may use the ledger's public API (track, category, constants): the profiler (it
+# measures a chain by a dry run) and the drawings. Everything else, the engine, the
+# ops, checkpointing (its "recompute" phase goes through hooks.in_phase), the modules and
+# the optimizers, reaches the ledger only through the hook registry (minigrad.hooks).
+LEDGER_READERS = {"minigrad", "minigrad.plan.profile", "minigrad.viz"}
 
 
 @pytest.mark.parametrize("name, path", list(modules()))
@@ -74,4 +124,4 @@ def test_only_the_ledger_owns_its_state(name, path):
     tree = ast.parse(source)
     uses_memory = any(target == "minigrad.memory" for _, target in imported(tree))
     assert not uses_memory or name in LEDGER_READERS, \
-        f"{name} imports minigrad.memory; declare roles with minigrad.hooks.hold_role instead"
+        f"{name} imports minigrad.memory; tell the ledger through minigrad.hooks instead"
