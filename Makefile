@@ -8,7 +8,7 @@ TEST_JOBS ?= 2
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 PHASE  := $(BIN)/python scripts/timed.py
 
-.PHONY: book test notebooks unit compat clean venv benchmark chromium
+.PHONY: book test notebooks unit compat clean venv benchmark chromium screens metrics
 
 venv: $(STAMP)
 
@@ -48,6 +48,18 @@ test: $(STAMP) chromium
 		$(BIN)/python -m pytest -n $(TEST_JOBS) -q -m book tests
 	@cat _build/test-phases.txt
 	@! grep -q FAILED _build/test-phases.txt && echo "make test: every phase passed"
+
+# A screenshot tour of the built book for layout review (not committed): every page's
+# first screen and one mid-page screen at 1280 px and its first screen at 390 px, in
+# _build/screens/ (open index.html there). Builds the book from the stored outputs first.
+screens: $(STAMP) chromium
+	$(BIN)/python scripts/build_book.py --stored-outputs
+	$(BIN)/python scripts/screens.py
+
+# What a reader sees of each notebook: visible plumbing lines, clipped lines, figures by
+# format, words per chapter (scripts/reading_metrics.py; exit 1 over the goals).
+metrics: $(STAMP)
+	$(BIN)/python scripts/reading_metrics.py
 
 # Chromium for the browser test (scripts/ensure_chromium.sh).
 chromium:

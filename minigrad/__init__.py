@@ -19,7 +19,10 @@ draws them; ``tests/test_imports.py`` checks it): `hooks` (the hook registry),
 of the hooks), `random`, `autograd` (torch-parity extras: ``saved_tensors_hooks``,
 ``grad``, ``backward(inputs=)``, ``retain_grad``), `ops`, `checkpoint`, `schedules`
 (the executors of plans: ``checkpoint_sequential``, ``run_schedule``), `nn`, `optim`,
-`plan` (where to checkpoint: plain data and arithmetic), and `viz` (plots; imported
+`plan` (where to checkpoint: plain data and arithmetic; for a step's DAG, Checkmate's
+integer program, which loads SciPy when it runs), `remat` (runs a graph schedule),
+`dtr` (a byte budget kept at run time by evicting and rebuilding saved arrays), and
+`viz` (plots; imported
 explicitly, it needs matplotlib). minigrad depends on NumPy only.
 """
 from minigrad import tensor
@@ -32,6 +35,8 @@ from minigrad import schedules
 from minigrad import nn
 from minigrad import optim
 from minigrad import plan
+from minigrad import remat
+from minigrad import dtr
 from minigrad.checkpoint import CheckpointError
 from minigrad.ops import (
     add, sub, mul, div, neg, matmul, linear, exp, log, tanh, relu, gelu, softmax, log_softmax,

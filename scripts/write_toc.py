@@ -20,6 +20,7 @@ PARTS = [
         "notebooks/ch04_sqrt_trick",
         "notebooks/ch05_choosing_checkpoints",
         "notebooks/ch06_beyond_one_level",
+        "notebooks/ch07_beyond_chains",
         "notebooks/ch08_when_recomputation_lies",
     ]),
     ("Part II: the same results in PyTorch", [

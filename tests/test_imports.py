@@ -26,12 +26,13 @@ LAYERS = [
     {"minigrad.memory", "minigrad.random"},
     {"minigrad.autograd"},
     {"minigrad.ops"},
+    {"minigrad._steprecord"},
     {"minigrad.checkpoint"},
     {"minigrad.schedules"},
     {"minigrad.nn", "minigrad.optim"},
     {"minigrad.plan.segments", "minigrad.plan.chain", "minigrad.plan.revolve"},
-    {"minigrad.plan.profile"},
-    {"minigrad.plan.optimal"},
+    {"minigrad.plan.profile", "minigrad.plan.graph"},
+    {"minigrad.plan.optimal", "minigrad.plan.checkmate"},
     {"minigrad.plan.rotor"},
     {"minigrad.plan.graph"},  # the graph planner (Checkmate's integer program)
     {"minigrad.plan"},
@@ -65,7 +66,10 @@ def test_imports_go_down_and_stay_at_the_top(name, path):
     tree = ast.parse(path.read_text())
     top = {id(n) for n in tree.body}
     for node, target in imported(tree):
-        assert id(node) in top, f"{name}: import of {target} inside a function or class (line {node.lineno})"
+        # SciPy loads only when the graph planner runs (ARCHITECTURE.md): its one lazy import
+        lazy = target.startswith("scipy") and name == "minigrad.plan.checkmate"
+        assert id(node) in top or lazy, \
+            f"{name}: import of {target} inside a function or class (line {node.lineno})"
         if name == "minigrad" or not target.startswith("minigrad"):
             continue  # the package imports everything, in order
         assert target in LEVEL, f"{name} imports {target}, which has no layer"

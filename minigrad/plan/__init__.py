@@ -21,6 +21,10 @@ Modules, by idea:
   `optimal_one_level`, rotor restricted to depth 1 (segments checkpointed or layers taped
   and kept), never worse than `optimal_segments`
   (``tests/rotor_published.py`` restates the published solver's model for comparison).
+* `graph` — a step as a DAG: `trace_graph` (one dry run), `GraphProfile`, `chain_graph`.
+* `checkmate` — optimal rematerialization of the DAG (Checkmate's integer program,
+  solved with SciPy's HiGHS, imported only when it runs): `remat`, `GraphSchedule`,
+  `lower_bound`, `store_all`, `keeping`; `minigrad.remat.run` executes a schedule.
 
 Example:
     >>> from minigrad import Tensor, nn, plan
@@ -39,6 +43,8 @@ from minigrad.plan.revolve import (RevolvePlan, beta, binomial_split, repetition
 from minigrad.plan.segments import SegmentPlan, balanced, explicit, sqrt_segments, uniform
 from minigrad.plan.rotor import (Checkpointed, NestedSchedule, Taped, optimal_one_level, rotor,
                                  rotor_frontier)
+from minigrad.plan.graph import GraphProfile, chain_graph, trace_graph
+from minigrad.plan.checkmate import GraphSchedule, keeping, lower_bound, remat, store_all
 
 __all__ = [
     "SegmentPlan", "uniform", "balanced", "sqrt_segments", "explicit",
@@ -48,4 +54,6 @@ __all__ = [
     "RevolvePlan", "revolve", "revolve_actions", "beta", "repetition_number",
     "untaped_forward_steps", "binomial_split",
     "rotor", "rotor_frontier", "NestedSchedule", "Taped", "Checkpointed",
+    "GraphProfile", "trace_graph", "chain_graph", "GraphSchedule", "remat", "lower_bound",
+    "store_all", "keeping",
 ]
