@@ -14,7 +14,7 @@ from minigrad import memory
 from minigrad.hooks import register_hooks
 from minigrad.memory import BYTE_UNITS
 
-__all__ = ["LayerTags", "EventRow", "event_rows", "format_event_table"]
+__all__ = ["LayerTags", "EventRow", "event_rows", "format_event_table", "show_event_table"]
 
 
 class LayerTags:
@@ -119,8 +119,8 @@ def event_rows(m, tags: LayerTags | None = None) -> list[EventRow]:
 
 
 def format_event_table(rows, unit: str = "KiB") -> str:
-    """A fixed-width text table of `EventRow` s, bytes in ``unit`` ("B", "KiB" or "MiB").
-    Shown in chapter 2."""
+    """A fixed-width text table of `EventRow` s, bytes in ``unit`` ("B", "KiB" or "MiB"):
+    the console form of `show_event_table`. Shown in chapter 2."""
     div = BYTE_UNITS.get(unit) if unit != "GiB" else None
     if div is None:
         raise ValueError(f"format_event_table: unit must be 'B', 'KiB' or 'MiB', got {unit!r}")
@@ -132,3 +132,17 @@ def format_event_table(rows, unit: str = "KiB") -> str:
         lines.append(f"{r.index:>3}  {r.phase:<9}  {r.layer:<6}  {r.op:<15}  {r.saved_delta / div:>+9.1f}  "
                      f"{r.saved_live / div:>7.1f}  {r.total_live / div:>7.1f}  {r.note}")
     return "\n".join(lines)
+
+
+def show_event_table(rows, unit: str = "KiB") -> None:
+    """Display `EventRow` s as an HTML table (`bookkit.show_table`), bytes in ``unit``
+    ("B", "KiB" or "MiB"). Shown in chapter 2; the HTML form fits any page width."""
+    from bookkit.tables import show_table
+    div = {"B": 1, "KiB": 1024, "MiB": 1024**2}.get(unit)
+    if div is None:
+        raise ValueError(f"show_event_table: unit must be 'B', 'KiB' or 'MiB', got {unit!r}")
+    header = ["#", "phase", "layer", "op", f"saved +/- ({unit})", f"saved ({unit})",
+              f"all ({unit})", "what happened"]
+    show_table(header, [[r.index, r.phase, r.layer, r.op, f"{r.saved_delta / div:+.1f}",
+                         f"{r.saved_live / div:.1f}", f"{r.total_live / div:.1f}", r.note]
+                        for r in rows])

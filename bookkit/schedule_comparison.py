@@ -68,7 +68,7 @@ def plan_families(profile) -> dict:
     (a book experiment, shown in chapter 6; it was ``minigrad.plan.rotor.frontier_families``).
 
     Returns ``{name: [(recompute_cost, peak_bytes, plan), ...]}`` for ``"store all"``,
-    ``"sqrt(n)"`` (`sqrt_segments`), ``"one-level DP"`` (the smallest peak for each last
+    ``"sqrt(n)"`` (`sqrt_segments`), ``"segment plans"`` (the smallest peak for each last
     segment start, `min_peak_for_each_last_start`), ``"Revolve"`` (every slot count
     ``1 .. n-1``) and ``"rotor"`` (`rotor_frontier`), in the profile's cost unit. Peaks
     and work are those ``checkpoint_sequential`` measures for each plan (`predict_peak`,
@@ -84,7 +84,7 @@ def plan_families(profile) -> dict:
     return {
         "store all": [point(plan.explicit(n, [0]))],
         "sqrt(n)": [point(plan.sqrt_segments(n))],
-        "one-level DP": one_level,
+        "segment plans": one_level,
         "Revolve": [point(plan.revolve(n, s)) for s in range(1, n)],
         "rotor": rotor_frontier(profile),
     }

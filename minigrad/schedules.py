@@ -77,7 +77,7 @@ def checkpoint_sequential(functions, segments, input, use_reentrant: bool = Fals
             a last one with the rest, torch's split; ``k = 1`` checkpoints nothing); a sorted
             list of segment starts beginning with 0 (``[0, 3, 7]`` on 10 layers: layers 0-2,
             3-6, 7-9); a plan with ``starts`` (``minigrad.plan.optimal_segments``); or a
-            schedule with ``n`` and ``actions`` (``minigrad.plan.revolve``, a multi-level
+            schedule with ``n`` and ``actions`` (``minigrad.plan.revolve``, a nested
             schedule), which `run_schedule` executes.
         input: the chain's input Tensor.
         use_reentrant, preserve_rng_state, determinism_check: passed to `checkpoint`.
@@ -312,7 +312,7 @@ def run_schedule(functions, plan, input, preserve_rng_state: bool = True, determ
     Args:
         functions: the layers (callables Tensor -> Tensor), ``len == plan.n``.
         plan: an object with ``n`` and ``actions`` (``plan.revolve(n, slots)``, a
-            ``SegmentPlan``, a multi-level schedule).
+            ``SegmentPlan``, a nested schedule).
         input: the chain's input Tensor.
 
     Returns:

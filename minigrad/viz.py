@@ -5,7 +5,7 @@
 * `schedule_diagram` — which activations are alive at each step of a plan
   (one-level segments or the binomial "revolve" schedule);
 * `frontier` — the memory–compute trade-off: peak bytes against recomputed work;
-* `nested_schedule_diagram` — a multi-level schedule (`minigrad.plan.rotor`) against
+* `nested_schedule_diagram` — a nested schedule (`minigrad.plan.rotor`) against
   time, each checkpoint's recomputation framed by nesting level;
 * `frontier_families` — several families of plans (store all, sqrt(n), one-level,
   Revolve, rotor) on one memory–compute plane, with their Pareto front.
@@ -210,7 +210,7 @@ def schedule_diagram(plan, ax=None, title=None):
         elif hasattr(plan, "slots"):
             title = f"Binomial schedule: {plan.n} layers, {plan.slots} slots"
         else:
-            title = f"{plan.n} layers, multi-level schedule"
+            title = f"{plan.n} layers, nested schedule"
     ax.set_title(title)
     handles = [Patch(color="#c44e52", label="saved activations"),
                Patch(color="#4c72b0", label="checkpointed input"),
@@ -279,7 +279,7 @@ def pareto_front(points):
     return front
 
 
-# --- nested (multi-level) schedules ---------------------------------------------------
+# --- nested (nested) schedules ---------------------------------------------------
 LEVEL_COLORS = ("#2a6f97", "#e07a1f", "#6a994e", "#9c4f96", "#bc4749", "#577590")
 
 
@@ -347,7 +347,7 @@ def nested_schedule_diagram(schedule, ax=None, title=None):
 FAMILY_STYLES = {
     "store all": ("D", "#2f2f2f"),
     "sqrt(n)": ("s", "#8c8c8c"),
-    "one-level DP": ("o", "#4c72b0"),
+    "segment plans": ("o", "#4c72b0"),
     "Revolve": ("^", "#dd8452"),
     "rotor": ("*", "#55a868"),
 }

@@ -18,7 +18,7 @@ OPTIONS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 # Modules whose examples were being rewritten on other branches while this test was added
 # (issue 18: the DP's taped branch in plan/optimal.py). Their
 # failures are reported as xfail, not hidden; remove a name once its examples run.
-PENDING = {"minigrad.plan.optimal"}
+PENDING = set()
 
 
 def module_names():

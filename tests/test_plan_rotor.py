@@ -360,7 +360,7 @@ def test_frontier_families_share_one_plane():
     layers, x = chain(31, 10)
     profile = P.profile_chain(layers, x)
     families = plan_families(profile)
-    assert list(families) == ["store all", "sqrt(n)", "one-level DP", "Revolve", "rotor"]
+    assert list(families) == ["store all", "sqrt(n)", "segment plans", "Revolve", "rotor"]
     assert families["store all"][0][:2] == (0, P.predict_peak(profile, [0]))
     for name, points in families.items():
         for work, peak, plan in points:

@@ -65,7 +65,7 @@ def test_frontier_families_plot():
               nn.Linear(12, 4), nn.ReLU()]
     x = minigrad.Tensor(np.ones((2, 4), np.float32), requires_grad=True)
     families = plan_families(P.profile_chain(layers, x, cost="ops"))
-    assert set(families) == {"store all", "sqrt(n)", "one-level DP", "Revolve", "rotor"}
+    assert set(families) == {"store all", "sqrt(n)", "segment plans", "Revolve", "rotor"}
     assert len(families["Revolve"]) == len(layers) - 1
     # rotor's front is never above any other family's point of no more work
     for name, pts in families.items():
@@ -73,7 +73,7 @@ def test_frontier_families_plot():
             assert min(p for c, p, _ in families["rotor"] if c <= cost) <= peak, name
     ax = viz.frontier_families(families, xlabel="recomputed ops")
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert labels == ["store all", "sqrt(n)", "one-level DP", "Revolve", "rotor", "Pareto front (all plans)"]
+    assert labels == ["store all", "sqrt(n)", "segment plans", "Revolve", "rotor", "Pareto front (all plans)"]
     assert ax.get_xlabel() == "recomputed ops"
     with pytest.raises(ValueError, match="at least one"):
         viz.frontier_families({"rotor": []})

@@ -12,11 +12,14 @@ Modules, by idea:
   (Chen et al.'s rule), `explicit`; `SegmentPlan`.
 * `chain` — the model: `ChainProfile`, `predict_peak`, `recompute_cost`.
 * `profile` — `profile_chain`: a profile measured from real layers.
-* `optimal` — the optimal one-level plan: `optimal_segments` (fast), the readable
-  `optimal_segments_reference` (its recurrence), `min_peak_for_each_last_start`.
-* `revolve` — the binomial multi-level schedule (Griewank–Walther): `revolve`.
-* `rotor` — the optimal multi-level (nested) schedule of a heterogeneous chain
-  (Beaumont et al.'s rotor, under the byte ledger): `rotor`, `NestedSchedule`
+* `optimal` — the optimal segment plan (contiguous segments, every one checkpointed but
+  the last): `optimal_segments` (fast), the readable `optimal_segments_reference` (its
+  recurrence), `min_peak_for_each_last_start`.
+* `revolve` — the binomial nested schedule (Griewank–Walther): `revolve`.
+* `rotor` — the optimal nested schedule of a heterogeneous chain
+  (Beaumont et al.'s rotor, under the byte ledger): `rotor`, `NestedSchedule`, and
+  `optimal_one_level`, rotor restricted to depth 1 (segments checkpointed or layers taped
+  and kept), never worse than `optimal_segments`
   (``tests/rotor_published.py`` restates the published solver's model for comparison).
 * `graph` — a step as a DAG: `trace_graph` (one dry run), `GraphProfile`, `chain_graph`.
 * `checkmate` — optimal rematerialization of the DAG (Checkmate's integer program,
@@ -38,7 +41,8 @@ from minigrad.plan.profile import profile_chain
 from minigrad.plan.revolve import (RevolvePlan, beta, binomial_split, repetition_number, revolve,
                                    revolve_actions, untaped_forward_steps)
 from minigrad.plan.segments import SegmentPlan, balanced, explicit, sqrt_segments, uniform
-from minigrad.plan.rotor import Checkpointed, NestedSchedule, Taped, rotor, rotor_frontier
+from minigrad.plan.rotor import (Checkpointed, NestedSchedule, Taped, optimal_one_level, rotor,
+                                 rotor_frontier)
 from minigrad.plan.graph import GraphProfile, chain_graph, trace_graph
 from minigrad.plan.checkmate import GraphSchedule, keeping, lower_bound, remat, store_all
 
@@ -46,7 +50,7 @@ __all__ = [
     "SegmentPlan", "uniform", "balanced", "sqrt_segments", "explicit",
     "ChainProfile", "predict_peak", "recompute_cost", "profile_chain",
     "optimal_segments", "optimal_segments_from_profile", "optimal_segments_reference",
-    "min_peak_for_each_last_start",
+    "min_peak_for_each_last_start", "optimal_one_level",
     "RevolvePlan", "revolve", "revolve_actions", "beta", "repetition_number",
     "untaped_forward_steps", "binomial_split",
     "rotor", "rotor_frontier", "NestedSchedule", "Taped", "Checkpointed",

@@ -30,7 +30,7 @@ a plan's recomputed work is the summed cost of the layers of its checkpointed se
 (`recompute_cost`). Costs may be floats (seconds, say); sums are then exact (rational)
 and returned as floats.
 
-Schedules given as actions (``plan.revolve``, multi-level schedules) are predicted by
+Schedules given as actions (``plan.revolve``, nested schedules) are predicted by
 replaying their actions: at every moment, the snapshots held plus what the taped layers
 save (plus the loss at the end of the forward pass).
 """

@@ -1,4 +1,11 @@
-"""The optimal one-level plan: a readable reference dynamic program and a fast solver.
+"""The optimal segment plan: a readable reference dynamic program and a fast solver; and
+the optimal one-level schedule, which may also tape a layer and keep it.
+
+Scope: `optimal_segments` is optimal among *segment plans* (contiguous segments, every
+one checkpointed except the last, as ``checkpoint_sequential`` runs a list of starts). It
+excludes keeping a costly layer taped between two checkpoints;
+`minigrad.plan.rotor.optimal_one_level` includes that branch (rotor's ``Taped`` at depth
+1, returning a nested schedule) and is never worse.
 
 Notation of `minigrad.plan.chain`: ``U(p, q)`` the bytes layers ``p .. q-1`` save (the
 loss's bytes added when ``q = n``), ``V(p, q) = |{x_p} ∪ U(p, q)|``, ``a_b = |x_b|``,
@@ -60,10 +67,14 @@ def optimal_segments_reference(profile: ChainProfile, budget_bytes: int | None =
         ValueError: an infeasible budget (the smallest feasible one is named).
 
     Example:
+        >>> from minigrad.plan.chain import ChainProfile
+        >>> profile = ChainProfile(input_bytes=(64, 8, 64, 8), output_bytes=8,
+        ...                        saves_input=(True,) * 4, saves_output=(False,) * 4,
+        ...                        own_bytes=(256, 32, 256, 32), cost=(10, 1, 10, 1))
         >>> ref = optimal_segments_reference(profile)
         >>> fast = optimal_segments(profile)
-        >>> (ref.predicted_peak_activations, ref.recompute_cost) == \
-        ...     (fast.predicted_peak_activations, fast.recompute_cost)
+        >>> (ref.predicted_peak_activations, ref.recompute_cost) == (
+        ...     fast.predicted_peak_activations, fast.recompute_cost)
         True
     """
     U, V, a = profile.tables()
@@ -225,7 +236,12 @@ def optimal_segments_from_profile(profile: ChainProfile, budget_bytes: int | Non
     """The optimal one-level plan for ``profile`` (see `optimal_segments`).
 
     Example:
-        >>> optimal_segments_from_profile(profile, budget_bytes=64 * 1024).starts
+        >>> from minigrad.plan.chain import ChainProfile
+        >>> profile = ChainProfile(input_bytes=(64, 8, 64, 8), output_bytes=8,
+        ...                        saves_input=(True,) * 4, saves_output=(False,) * 4,
+        ...                        own_bytes=(256, 32, 256, 32), cost=(10, 1, 10, 1))
+        >>> optimal_segments_from_profile(profile, budget_bytes=430).starts
+        (0, 2)
     """
     solver = _Solver(profile)
     floor = 0  # a known lower bound on every plan's peak
@@ -273,7 +289,12 @@ def min_peak_for_each_last_start(profile: ChainProfile) -> list[tuple]:
     One binary search per ``p``: meant for chains of up to a few hundred layers.
 
     Example:
-        >>> points = min_peak_for_each_last_start(profile_chain(layers, x))
+        >>> from minigrad.plan.chain import ChainProfile
+        >>> profile = ChainProfile(input_bytes=(64, 8, 64, 8), output_bytes=8,
+        ...                        saves_input=(True,) * 4, saves_output=(False,) * 4,
+        ...                        own_bytes=(256, 32, 256, 32), cost=(10, 1, 10, 1))
+        >>> min_peak_for_each_last_start(profile)[:2]
+        [(0, 720, (0,)), (10, 464, (0, 1))]
     """
     solver = _Solver(profile)
     out = []
@@ -311,8 +332,16 @@ def optimal_segments(layers, x=None, budget_bytes: int | None = None, loss=None,
             it), ``x`` missing, or ``loss`` given with a profile (profile with it instead).
 
     Example:
-        >>> plan = optimal_segments(layers, x, loss=lambda y: F.mse_loss(y, target))
-        >>> y = checkpoint_sequential(layers, plan, x)
+        >>> from minigrad import Tensor, nn
+        >>> from minigrad.schedules import checkpoint_sequential
+        >>> _ = minigrad.random.manual_seed(0)
+        >>> layers = [nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 4), nn.Tanh()]
+        >>> x = Tensor(minigrad.random.randn(2, 4), requires_grad=True)
+        >>> plan = optimal_segments(layers, x)
+        >>> plan.starts, plan.predicted_peak_activations
+        ((0, 3), 160)
+        >>> checkpoint_sequential(layers, plan, x).shape
+        (2, 4)
     """
     if isinstance(layers, ChainProfile):
         if loss is not None:

@@ -1,4 +1,4 @@
-"""Multi-level recomputation: the Griewank–Walther binomial schedule ("Revolve").
+"""Nested recomputation: the Griewank–Walther binomial schedule ("Revolve").
 
 One-level checkpointing (`minigrad.plan.optimal_segments`) stores a few segment
 inputs and recomputes each segment once. With very few memory slots that is
@@ -192,7 +192,7 @@ def revolve_actions(n: int, slots: int) -> list[tuple]:
 
 @dataclass(frozen=True)
 class RevolvePlan:
-    """A binomial (multi-level) checkpointing schedule for a chain of ``n`` layers: plain data.
+    """A binomial (nested) checkpointing schedule for a chain of ``n`` layers: plain data.
 
     Accepted by ``minigrad.schedules.checkpoint_sequential(layers, plan, x)``, which walks
     its ``actions`` with ``run_schedule``.

@@ -1,7 +1,7 @@
-"""Optimal multi-level checkpointing of a heterogeneous chain: the rotor algorithm.
+"""Optimal nested checkpointing of a heterogeneous chain: the rotor algorithm.
 
 A one-level plan (`minigrad.plan.optimal_segments`) keeps a few segment inputs and
-recomputes each segment once. Multi-level checkpointing goes further: while a
+recomputes each segment once. Nested checkpointing goes further: while a
 checkpointed segment is recomputed during backward, parts of it may be checkpointed
 *again*, and so on. Beaumont, Eyraud-Dubois, Herrmann, Joly and Shilova (2019,
 "Optimal checkpointing for heterogeneous chains: how to train deep neural networks
@@ -134,6 +134,7 @@ from minigrad.plan.revolve import binomial_split
 from minigrad.plan.segments import explicit
 
 __all__ = [
+    "optimal_one_level",
     "Taped",
     "Checkpointed",
     "NestedSchedule",
@@ -179,7 +180,7 @@ class Checkpointed:
 
 @dataclass(frozen=True)
 class NestedSchedule:
-    """A multi-level checkpointing schedule for a chain of ``n`` layers.
+    """A nested checkpointing schedule for a chain of ``n`` layers.
 
     Attributes:
         n: number of layers.
@@ -797,9 +798,13 @@ def _min_peak(profile: ChainProfile) -> int:
 
 def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flops",
           slots: int | None = None) -> NestedSchedule:
-    """The optimal multi-level (nested) checkpointing schedule of a chain.
+    """The optimal nested checkpointing schedule of a chain.
 
-    Minimises the forward work recomputed in backward among all nested schedules whose
+    Model and scope: optimal among *persistent* nested schedules of a chain (a checkpoint
+    is held from its first forward until the backward pass has gone through its segment;
+    a layer's saved arrays are all kept or all dropped), under the byte ledger's model;
+    it does not move arrays elsewhere and does not plan graphs. Within that scope it
+    minimises the forward work recomputed in backward among all nested schedules whose
     peak of saved activations (the ledger's ``m.peak["activations"]`` over forward, loss
     and backward) fits ``budget_bytes``; ties go to the smaller peak. Without a budget,
     returns the schedule with the smallest peak (and the least work among those). This
@@ -958,3 +963,198 @@ def rotor_frontier(profile: ChainProfile, cost=None) -> list:
         assert (s.predicted_peak_activations, s.recompute_cost) == (m, _number(w)), (s, m, w)
         out.append((s.recompute_cost, m, s))
     return sorted(out, key=lambda t: t[0])
+
+
+# --- one-level schedules: segments checkpointed or taped ------------------------------------
+def optimal_one_level(layers, x=None, budget_bytes: int | None = None, loss=None,
+                      cost="flops"):
+    """The optimal one-level (depth <= 1) schedule: segment plans plus the "tape this
+    layer and keep it" branch.
+
+    Model and scope: a schedule of depth 1 covers the chain with items that are either
+    a layer run taped (``Taped(i)``: its saved arrays stay until its backward, never
+    recomputed) or a checkpointed segment (``Checkpointed(s, j)``: runs untaped, keeps
+    ``x_s``, and in backward reruns ``s .. j-1`` taped, with no checkpoint inside). The
+    peak is `minigrad.plan.rotor.schedule_peak`'s (rotor's byte model; the segment-plan
+    refinement for outputs that need no grad is not used). Among these schedules this
+    returns the least recomputed work whose peak fits ``budget_bytes`` (ties: the smaller
+    peak), or without a budget the smallest peak (and the least work at it). Every
+    segment plan (`optimal_segments`) is such a schedule, so it never does worse; it is
+    `rotor` restricted to depth 1.
+
+    The dynamic program walks the chain once: at layer ``s``, with ``K`` bytes held by
+    the items before it and ``h`` telling whether ``x_s`` is already held (saved as
+    layer ``s-1``'s output), either tape ``s`` (``K`` grows by what it saves) or
+    checkpoint ``[s, j)`` (``K`` grows by ``|x_s|`` if not held; feasible when ``K`` plus
+    the taped rerun of ``s .. j-1`` fits the budget) at the cost of ``s .. j-1``'s
+    forward. It keeps, for each ``(s, h)``, the Pareto front of ``(K, work)``.
+    ``O(n^2 F)`` for fronts of ``F`` points: meant for chains of up to a few hundred
+    layers.
+
+    Args:
+        layers: callables (profiled on ``x``), or a `ChainProfile`.
+        x: the chain's input Tensor (needed with layers).
+        budget_bytes: optional peak budget in bytes.
+        loss: optional loss callable (with layers only).
+        cost: ``"flops"`` (default), ``"ops"``, or one number per layer.
+
+    Returns:
+        A `minigrad.plan.NestedSchedule` of depth <= 1 with
+        ``predicted_peak_activations`` and ``recompute_cost``; run it with
+        ``checkpoint_sequential(layers, schedule, x)``.
+
+    Raises:
+        ValueError: ``budget_bytes`` below the smallest peak of any such schedule (the
+            message names it).
+
+    Example:
+        >>> from minigrad.plan.chain import ChainProfile
+        >>> pr = ChainProfile(input_bytes=(8, 8, 8), output_bytes=8,
+        ...                   saves_input=(True, True, True),
+        ...                   saves_output=(False, False, False),
+        ...                   own_bytes=(0, 64, 0), cost=(100, 1, 100))
+        >>> s = optimal_one_level(pr, budget_bytes=80)
+        >>> s.nested, s.predicted_peak_activations, s.recompute_cost
+        ([0, (1, 2, [1]), 2], 80, 1)
+    """
+    if isinstance(layers, ChainProfile):
+        if loss is not None:
+            raise ValueError("optimal_one_level: a ChainProfile already includes its loss; "
+                             "pass loss to profile_chain(layers, x, loss) instead")
+        profile = layers
+        check_cost_name(cost, "optimal_one_level", profile.n)
+        costs = _costs(profile, None if isinstance(cost, str) else cost, "optimal_one_level")
+    else:
+        if x is None:
+            raise ValueError("optimal_one_level(layers, x): x (the chain's input Tensor) "
+                             "is required")
+        profile = profile_chain(layers, x, loss=loss, cost=cost)
+        costs = _costs(profile, None if isinstance(cost, str) else cost, "optimal_one_level")
+    solver = _OneLevel(profile, costs)
+    if budget_bytes is None:
+        budget = solver.min_peak()
+    else:
+        budget = check_int("budget_bytes", budget_bytes, 0, where="optimal_one_level")
+    found = solver.solve(budget)
+    if found is None:
+        smallest = solver.min_peak()
+        raise ValueError(
+            f"optimal_one_level: budget_bytes={budget} is infeasible: the smallest peak of "
+            f"saved activations of any one-level schedule on this chain is {smallest} "
+            f"bytes; allowed: budget_bytes >= {smallest}")
+    # among the least-work schedules, the smallest peak: the smallest budget that still
+    # allows that work (feasibility at a given work is monotone in the budget too)
+    work, items = found
+    lo, hi = 0, budget
+    while lo < hi:
+        mid = (lo + hi) // 2
+        at = solver.solve(mid)
+        if at is not None and at[0] == work:
+            hi, items = mid, at[1]
+        else:
+            lo = mid + 1
+    sched = NestedSchedule(n=profile.n, items=items)
+    return NestedSchedule(n=profile.n, items=items,
+                          predicted_peak_activations=schedule_peak(profile, sched),
+                          recompute_cost=_number(schedule_recompute_cost(profile, sched,
+                                                                         costs)))
+
+
+class _OneLevel:
+    """The depth-1 dynamic program of `optimal_one_level` on one profile."""
+
+    def __init__(self, profile, costs):
+        self.n = profile.n
+        self.a, self.si, self.so, self.own = _chain_arrays(profile)
+        self.costs = costs
+        self.prefix = [0]
+        for c in costs:
+            self.prefix.append(self.prefix[-1] + c)
+
+    def tape_bytes(self, i, held):
+        """Bytes layer ``i`` (``n``: the loss) adds when taped; ``held``: ``x_i`` already
+        held."""
+        a, si, so, own = self.a, self.si, self.so, self.own
+        return own[i] + (a[i + 1] if so[i] else 0) + (a[i] if si[i] and not held else 0)
+
+    def solve(self, M):
+        """``(work, items)`` of a least-work schedule with peak <= ``M``, or None."""
+        n = self.n
+        # fronts[s][h]: {K: (work, back-pointer)} of the Pareto points reaching layer s
+        fronts = [[{}, {}] for _ in range(n + 2)]
+        fronts[0][0][0] = (0, None)
+        for s in range(n + 1):
+            for h in (0, 1):
+                pts = _pareto_points(fronts[s][h])
+                for K, (w, _) in pts.items():
+                    # taped s (s == n: the loss, always taped)
+                    K2 = K + self.tape_bytes(s, h)
+                    if K2 <= M:
+                        _offer_point(fronts[s + 1][int(self.so[s])], K2, w, (s, h, K, None))
+                    if s == n:
+                        continue
+                    # checkpointed [s, j): keeps x_s; rerun taped with x_s held
+                    Kc = K + (0 if h else self.a[s])
+                    rerun, held = Kc, 1
+                    for j in range(s + 1, n + 1):
+                        rerun += self.tape_bytes(j - 1, held)
+                        held = int(self.so[j - 1])
+                        if rerun > M:
+                            break
+                        wj = w + self.prefix[j] - self.prefix[s]
+                        _offer_point(fronts[j][0], Kc, wj, (s, h, K, j))
+        end = {}
+        for h in (0, 1):
+            for K, (w, bp) in fronts[n + 1][h].items():
+                end[(w, K, h)] = bp
+        if not end:
+            return None
+        w, K, h = min(end)
+        return w, self._items(fronts, n + 1, h, K)
+
+    def _items(self, fronts, s, h, K):
+        out = []
+        while s > 0:
+            _, bp = fronts[s][h][K]
+            ps, ph, pK, j = bp
+            if j is None:
+                if ps < self.n:
+                    out.append(Taped(ps))
+            else:
+                out.append(Checkpointed(ps, j, tuple(Taped(i) for i in range(ps, j))))
+            s, h, K = ps, ph, pK
+        return tuple(reversed(out))
+
+    def min_peak(self):
+        """The smallest peak (bytes) of any one-level schedule: a binary search over the
+        budget (feasibility is monotone in it)."""
+        hi = sum(self.tape_bytes(i, False) for i in range(self.n + 1))  # tape everything
+        lo = 0
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.solve(mid) is None:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+
+def _offer_point(front, K, w, bp):
+    """Keep ``(K, w)`` in ``front`` if no kept point has both ``K`` and ``w`` as small."""
+    old = front.get(K)
+    if old is None or w < old[0]:
+        front[K] = (w, bp)
+
+
+def _pareto_points(front):
+    """The points of ``front`` not dominated by one with smaller ``K`` and no more work
+    (pruned in place, returned sorted by ``K``)."""
+    keep, best = {}, None
+    for K in sorted(front):
+        w, bp = front[K]
+        if best is None or w < best:
+            keep[K] = (w, bp)
+            best = w
+    front.clear()
+    front.update(keep)
+    return keep
