@@ -24,9 +24,12 @@ Experiments (module: what it measures):
     its two triggers and both fixes.
 ``sharding`` (`bookkit.distributed.sharding`)
     The same model under DDP, FSDP1 and FSDP2, each without checkpointing, with the
-    wrapper's own activation-checkpointing integration and with the generic
-    model-level switch: parameter and saved-activation bytes per rank, collectives
-    per step, losses.
+    wrapper's own activation-checkpointing integration and with a hand-written
+    checkpoint around the wrapped module: parameter and saved-activation bytes per
+    rank, collectives per step, losses.
+``hf_sharding`` (`bookkit.distributed.sharding`)
+    A tiny ``transformers`` GPT-2 under FSDP1 and FSDP2 with the model's own switch
+    (``activation_checkpointing_enable``), reentrant and not: the same figures.
 ``deepspeed`` (`bookkit.distributed.deepspeed_checkpoint`)
     DeepSpeed's activation checkpointing and ``deepspeed.initialize`` (ZeRO 0 and 1).
 """
@@ -47,6 +50,7 @@ __all__ = ["EXPERIMENTS", "LaunchResult", "launch", "torchrun_command"]
 EXPERIMENTS = {
     "ddp_reentrant": "bookkit.distributed.ddp_checkpoint:ddp_reentrant_cases",
     "sharding": "bookkit.distributed.sharding:compare_wrappers",
+    "hf_sharding": "bookkit.distributed.sharding:compare_hf_switch",
     "deepspeed": "bookkit.distributed.deepspeed_checkpoint:deepspeed_cases",
 }
 
