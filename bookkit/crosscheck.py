@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bookkit.tables import Table
+
 __all__ = ["build_mlps", "copy_weights", "StepRecord", "minigrad_step", "torch_step",
            "minigrad_saved_arrays", "TrainRun", "train", "batches", "category_table",
            "saved_table", "CATEGORY_ROWS", "max_abs_diff"]
@@ -455,24 +457,21 @@ def _label(r: StepRecord) -> str:
     return f"{r.framework} {'ckpt' if r.checkpointed else 'plain'}"
 
 
-def category_table(records, unit: int = 1024) -> str:
+def category_table(records, unit: int = 1024) -> Table:
     """Bytes per category (rows of `CATEGORY_ROWS`) for each `StepRecord` (columns), in
-    units of ``unit`` bytes (KiB by default), as aligned plain text. Shown in chapter 9."""
+    units of ``unit`` bytes (KiB by default), as a `bookkit.tables.Table` (HTML in the
+    book, text in a console). Shown in chapter 9."""
     records = list(records)
     if not records:
         raise ValueError("category_table: no records given")
     if unit <= 0:
         raise ValueError(f"category_table: unit must be > 0 bytes, got {unit}")
-    width = max(len(lbl) for _, lbl in CATEGORY_ROWS)
-    head = f"{'bytes / ' + _unit_name(unit):{width}s}" + "".join(f"{_label(r):>16s}" for r in records)
-    lines = [head]
+    header = ["bytes / " + _unit_name(unit)] + [_label(r) for r in records]
+    rows = []
     for key, lbl in CATEGORY_ROWS:
-        cells = []
-        for r in records:
-            v = r.categories.get(key)
-            cells.append(f"{'-' if v is None else _fmt(v / unit):>16s}")
-        lines.append(f"{lbl:{width}s}" + "".join(cells))
-    return "\n".join(lines)
+        values = [r.categories.get(key) for r in records]
+        rows.append([lbl] + ["-" if v is None else _fmt(v / unit) for v in values])
+    return Table(header, rows)
 
 
 def _unit_name(unit: int) -> str:
@@ -483,10 +482,10 @@ def _fmt(v: float) -> str:
     return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.2f}"
 
 
-def saved_table(records) -> str:
-    """The buffers each `StepRecord` saved for backward, by (shape, dtype): one line per
-    shape, one column per record, ``count x KiB`` (``.`` where a run saved none).
-    Shown in chapter 9."""
+def saved_table(records) -> Table:
+    """The buffers each `StepRecord` saved for backward, by (shape, dtype): one row per
+    shape, one column per record, ``count x KiB`` (``.`` where a run saved none), as a
+    `bookkit.tables.Table`. Shown in chapter 9."""
     records = list(records)
     if not records:
         raise ValueError("saved_table: no records given")
@@ -495,13 +494,13 @@ def saved_table(records) -> str:
         for k in r.saved_tensors:
             if k not in keys:
                 keys.append(k)
-    lines = [f"{'saved buffer':20s}" + "".join(f"{_label(r):>16s}" for r in records)]
+    rows = []
     for shape, dtype in keys:
         cells = []
         for r in records:
             c = r.saved_tensors.get((shape, dtype))
-            cells.append(f"{'.' if c is None else f'{c[0]} x {c[1] / c[0] / 1024:,.0f} KiB':>16s}")
-        lines.append(f"{str(shape) + ' ' + dtype:20s}" + "".join(cells))
+            cells.append("." if c is None else f"{c[0]} x {c[1] / c[0] / 1024:,.0f} KiB")
+        rows.append([f"{shape} {dtype}"] + cells)
     totals = [sum(b for _, b in r.saved_tensors.values()) for r in records]
-    lines.append(f"{'total':20s}" + "".join(f"{t / 1024:>12,.0f} KiB" for t in totals))
-    return "\n".join(lines)
+    rows.append(["total"] + [f"{t / 1024:,.0f} KiB" for t in totals])
+    return Table(["saved buffer"] + [_label(r) for r in records], rows)

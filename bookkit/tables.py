@@ -9,7 +9,12 @@ the table holds on every CPU like any other printed value.
 from __future__ import annotations
 
 import html
+import textwrap
 from collections.abc import Sequence
+
+
+TEXT_WIDTH = 88
+"""Widest line of the text form (the book's limit for outputs)."""
 
 
 class Table:
@@ -68,8 +73,13 @@ class Table:
             return "  ".join(c.rjust(w) if a == "r" else c.ljust(w)
                              for c, w, a in zip(cells, widths, self.align)).rstrip()
 
-        lines = ([self.caption] if self.caption else []) + [line(self.header)]
-        return "\n".join(lines + [line(r) for r in self.rows])
+        lines = [line(self.header)] + [line(r) for r in self.rows]
+        if max(len(l) for l in lines) > TEXT_WIDTH:  # too wide for a console: one block a row
+            lines = []
+            for row in self.rows:
+                pairs = "; ".join(f"{h}: {c}" for h, c in zip(self.header, row))
+                lines += textwrap.wrap(pairs, TEXT_WIDTH, subsequent_indent="    ")
+        return "\n".join(([self.caption] if self.caption else []) + lines)
 
 
 def _numeric(text: str) -> bool:

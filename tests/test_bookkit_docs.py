@@ -71,7 +71,7 @@ def test_code_is_on_the_page_and_printed_for_colab(prefix, source, pyobject):
 def _included(notebook, module: str) -> list[str]:
     """The ``:pyobject:`` names a notebook's Markdown includes from ``bookkit/<module>.py``."""
     text = "\n".join(cell_source(c) for c in load_notebook(notebook)["cells"] if c["cell_type"] == "markdown")
-    return re.findall(r"```\{literalinclude\}\s+\.\./bookkit/" + module
+    return re.findall(r"(?:```|~~~)\{literalinclude\}\s+\.\./bookkit/" + module
                       + r"\.py\s*\n(?::\w+:[^\n]*\n)*?:pyobject:\s*(\S+)", text)
 
 

@@ -198,12 +198,14 @@ def test_tables_show_the_measured_numbers():
     x = cc.batches(1, 4, 16)[0]
     recs = list(fresh_steps((16, 32, 8), x, False)) + list(fresh_steps((16, 32, 8), x, True))
     table = cc.category_table(recs, unit=1)
-    lines = table.splitlines()
-    assert len(lines) == 1 + len(cc.CATEGORY_ROWS)
-    model_row = next(line for line in lines if line.startswith("saved for backward by the MLP"))
-    assert model_row.split()[-4:] == [str(4 * 4 * 48)] * 2 + [str(4 * 4 * 16)] * 2
+    assert len(table.rows) == len(cc.CATEGORY_ROWS) and len(table.header) == 5
+    model_row = next(r for r in table.rows if r[0].startswith("saved for backward by the MLP"))
+    assert model_row[1:] == [f"{4 * 4 * 48:,}"] * 2 + [f"{4 * 4 * 16:,}"] * 2
+    assert "saved for backward by the MLP" in table._repr_html_()
     saved = cc.saved_table(recs)
-    assert "(4, 32) float32" in saved and saved.splitlines()[-1].startswith("total")
+    assert saved.rows[0][0] == "(4, 32) float32" or any(
+        r[0] == "(4, 32) float32" for r in saved.rows)
+    assert saved.rows[-1][0] == "total"
     with pytest.raises(ValueError, match="no records"):
         cc.category_table([])
     with pytest.raises(ValueError, match="unit"):

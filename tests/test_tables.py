@@ -32,3 +32,10 @@ def test_bad_input_is_named(rows, align, message):
 
 def test_show_table_returns_nothing(capsys):
     assert show_table(["a"], [["1"]]) is None
+
+
+def test_wide_tables_fall_back_to_one_block_per_row():
+    t = Table(["a long column title " * 3, "b"], [["x" * 40, "1"], ["y", "2"]])
+    text = repr(t).splitlines()
+    assert max(len(l) for l in text) <= 88
+    assert text[0].startswith("a long column title") and "xxxx" in text[0] + text[1]

@@ -1,0 +1,77 @@
+"""Format the notebooks' code cells with ruff (line length 79), or check that they are.
+
+Usage: python scripts/format_notebooks.py [--check] [notebooks/*.ipynb ...]
+
+Each code cell is passed to ``ruff format --line-length 79`` on its own. Cells holding
+IPython magics or shell escapes (the setup cell's ``%pip``) are left as written: ruff
+reads them as plain Python and would rewrap the setup cell, whose text
+tests/test_config.py keeps verbatim. ``--check`` changes nothing and exits 1, naming
+each cell that ruff would change. Without paths: every notebook in notebooks/.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+
+LINE_LENGTH = 79
+MAGIC = re.compile(r"^\s*[%!]", re.M)
+
+
+def ruff_binary() -> str:
+    here = Path(sys.executable).with_name("ruff")
+    found = str(here) if here.exists() else shutil.which("ruff")
+    if not found:
+        raise SystemExit("ruff is missing: run `pip install ruff` (requirements.txt pins it)")
+    return found
+
+
+def format_source(source: str, ruff: str) -> str:
+    """The cell's source as ruff formats it (unchanged for magic cells)."""
+    if not source.strip() or MAGIC.search(source):
+        return source
+    done = subprocess.run([ruff, "format", "--line-length", str(LINE_LENGTH),
+                           "--stdin-filename", "cell.py", "-"],
+                          input=source, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ValueError(f"ruff could not format this cell:\n{source}\n{done.stderr}")
+    return done.stdout.rstrip("\n")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("notebooks", nargs="*")
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args(argv)
+    root = Path(__file__).resolve().parents[1]
+    paths = args.notebooks or sorted(str(p) for p in (root / "notebooks").glob("*.ipynb"))
+    ruff = ruff_binary()
+    unformatted = []
+    for name in paths:
+        nb = nbformat.read(name, as_version=4)
+        changed = 0
+        for i, cell in enumerate(nb.cells):
+            if cell.cell_type != "code":
+                continue
+            new = format_source(cell.source, ruff)
+            if new != cell.source:
+                changed += 1
+                unformatted.append(f"{name}: cell {i}")
+                cell.source = new
+        if changed and not args.check:
+            nbformat.write(nb, name)
+            print(f"{changed:3d} cells formatted  {name}")
+    if args.check and unformatted:
+        print("not formatted with ruff (run scripts/format_notebooks.py):")
+        print("\n".join("  " + u for u in unformatted))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
