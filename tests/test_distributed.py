@@ -173,3 +173,26 @@ def test_transformers_switch_under_fsdp_keeps_block_inputs_only(one_rank_group, 
     for c in ("transformers reentrant", "transformers non-reentrant"):
         assert runs[c]["losses"] == pytest.approx(plain["losses"], rel=1e-6)
         assert runs[c]["saved_bytes"] * 5 < plain["saved_bytes"]
+
+
+def test_backward_timeline_sees_recomputation_before_backward_ops():
+    from torch.utils.checkpoint import checkpoint
+
+    from bookkit.distributed.meters import BackwardTimeline
+
+    torch.manual_seed(0)
+    block = nn.Sequential(nn.Linear(8, 32), nn.GELU(), nn.Linear(32, 8))
+    x = torch.randn(4, 8, requires_grad=True)
+    events = {}
+    for ckpt in (False, True):
+        y = checkpoint(block, x, use_reentrant=False) if ckpt else block(x)
+        with BackwardTimeline() as tl:
+            y.sum().backward()
+        events[ckpt] = tl.events
+    assert "recompute" not in events[False] and "backward" in events[False]
+    first_backward = events[True].index("backward")
+    # The first addmm and the GELU run again, before the first backward operation (the
+    # non-reentrant recomputation stops once backward has all it needs: not the last
+    # Linear's output).
+    assert events[True][:first_backward] == ["recompute", "recompute"]
+    assert events[True].count("backward") == events[False].count("backward")

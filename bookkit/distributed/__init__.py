@@ -30,6 +30,9 @@ Experiments (module: what it measures):
 ``hf_sharding`` (`bookkit.distributed.sharding`)
     A tiny ``transformers`` GPT-2 under FSDP1 and FSDP2 with the model's own switch
     (``activation_checkpointing_enable``), reentrant and not: the same figures.
+``timelines`` (`bookkit.distributed.sharding`)
+    The order of all-gathers, recomputation and backward operations in one backward
+    pass, for a few of those runs.
 ``deepspeed`` (`bookkit.distributed.deepspeed_checkpoint`)
     DeepSpeed's activation checkpointing and ``deepspeed.initialize`` (ZeRO 0 and 1).
 """
@@ -51,6 +54,7 @@ EXPERIMENTS = {
     "ddp_reentrant": "bookkit.distributed.ddp_checkpoint:ddp_reentrant_cases",
     "sharding": "bookkit.distributed.sharding:compare_wrappers",
     "hf_sharding": "bookkit.distributed.sharding:compare_hf_switch",
+    "timelines": "bookkit.distributed.sharding:backward_timelines",
     "deepspeed": "bookkit.distributed.deepspeed_checkpoint:deepspeed_cases",
 }
 

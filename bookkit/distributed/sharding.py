@@ -36,12 +36,13 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from bookkit.distributed.meters import (CollectiveCounter, ShardedSavedTensorMeter,
-                                        local_parameter_bytes)
+from bookkit.distributed.meters import (BackwardTimeline, CollectiveCounter,
+                                        ShardedSavedTensorMeter, local_parameter_bytes)
 from bookkit.torchmodels import GPTBlock
 
 __all__ = ["TinyGPT", "WRAPPERS", "CHECKPOINTING", "wrap", "train_steps", "compare_wrappers",
            "HF_WRAPPERS", "HF_CHECKPOINTING", "wrap_hf", "compare_hf_switch",
+           "TIMELINES", "backward_timelines",
            "HIDDEN", "N_HEADS", "N_LAYERS", "BATCH_PER_RANK", "SEQ", "STEPS"]
 
 HIDDEN, N_HEADS, N_LAYERS = 128, 4, 4
@@ -241,3 +242,32 @@ def compare_hf_switch(rank: int, world_size: int) -> dict:
             results[f"{wrapper} / {checkpointing}"] = _hf_train_steps(
                 wrap_hf(wrapper, checkpointing), rank, world_size)
     return {"transformers": transformers.__version__, "runs": results}
+
+
+# The runs whose backward pass `backward_timelines` records: (label, builder, args).
+TIMELINES = (
+    ("FSDP1, integration", "wrap", ("FSDP1", "integration")),
+    ("FSDP1, hand-written reentrant", "wrap", ("FSDP1", "hand-written reentrant")),
+    ("FSDP1, transformers reentrant", "wrap_hf", ("FSDP1", "transformers reentrant")),
+    ("FSDP2, transformers reentrant", "wrap_hf", ("FSDP2", "transformers reentrant")),
+)
+
+
+def backward_timelines(rank: int, world_size: int) -> dict:
+    """The events of one training step's backward (`BackwardTimeline`) for each run of
+    `TIMELINES`: ``{label: ["all-gather", "recompute", ..., "reduce-scatter"]}``.
+    Shows *where* each all-gather falls relative to the recomputation."""
+    out = {}
+    for label, builder, args in TIMELINES:
+        model = wrap(*args) if builder == "wrap" else wrap_hf(*args)
+        if builder == "wrap":
+            x = _global_batches(1, world_size)[0][rank * BATCH_PER_RANK:][:BATCH_PER_RANK]
+            loss = model(x.clone().requires_grad_(True))
+        else:
+            g = torch.Generator().manual_seed(1)
+            ids = torch.randint(0, 256, (BATCH_PER_RANK, SEQ), generator=g)
+            loss = model(input_ids=ids, labels=ids, use_cache=False).loss
+        with BackwardTimeline() as timeline:
+            loss.backward()
+        out[label] = timeline.events
+    return out
