@@ -8,7 +8,7 @@ TEST_JOBS ?= 2
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 PHASE  := $(BIN)/python scripts/timed.py
 
-.PHONY: book test notebooks unit compat clean venv benchmark chromium
+.PHONY: book test notebooks unit compat clean venv benchmark chromium screens metrics
 
 venv: $(STAMP)
 
@@ -49,6 +49,18 @@ test: $(STAMP) chromium
 	@cat _build/test-phases.txt
 	@! grep -q FAILED _build/test-phases.txt && echo "make test: every phase passed"
 
+# A screenshot tour of the built book for layout review (not committed): every page's
+# first screen and one mid-page screen at 1280 px and its first screen at 390 px, in
+# _build/screens/ (open index.html there). Builds the book from the stored outputs first.
+screens: $(STAMP) chromium
+	$(BIN)/python scripts/build_book.py --stored-outputs
+	$(BIN)/python scripts/screens.py
+
+# What a reader sees of each notebook: visible plumbing lines, clipped lines, figures by
+# format, words per chapter (scripts/reading_metrics.py; exit 1 over the goals).
+metrics: $(STAMP)
+	$(BIN)/python scripts/reading_metrics.py
+
 # Chromium for the browser test (scripts/ensure_chromium.sh).
 chromium:
 	@scripts/ensure_chromium.sh
@@ -77,31 +89,48 @@ clean:
 
 # --- Course assignments (assignments/, scripts/assignments.py) -----------------------------
 # otter-grader gets its own environment layered on .venv, so the book's stays without it.
+# Building and grading need minigrad, NumPy, nbformat and otter only (a5 also imports torch,
+# which .venv has): assignments/requirements.txt.
 GRADE_VENV  := .venv-grade
 GRADE_STAMP := $(GRADE_VENV)/.installed
-TIMEOUT     ?= 300
+TIMEOUT     ?= 60
 JOBS        ?= 1
+SEED        ?=
 
-.PHONY: assignments grade
+.PHONY: assignments grade bwrap
 
-$(GRADE_STAMP): $(STAMP) assignments/requirements.txt
+# With the book's .venv (make test): layered on it. Without it (an instructor's fresh clone):
+# the light set of assignments/requirements.txt and minigrad, in about a minute.
+$(GRADE_STAMP): assignments/requirements.txt
 	rm -rf $(GRADE_VENV)
-	$(PYTHON) -m venv --without-pip $(GRADE_VENV)
-	$(BIN)/python scripts/assignments.py link-venv $(GRADE_VENV) $(VENV)
+	@if [ -x $(BIN)/python ]; then \
+		$(PYTHON) -m venv --without-pip $(GRADE_VENV) && \
+		$(BIN)/python scripts/assignments.py link-venv $(GRADE_VENV) $(VENV); \
+	else \
+		$(PYTHON) -m venv $(GRADE_VENV) && \
+		$(GRADE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .; \
+	fi
 	$(GRADE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r assignments/requirements.txt
 	touch $(GRADE_STAMP)
 
-# otter assign every master: _build/assignments/<name>/{student,autograder}/, and the
-# student version copied to book/assignments/<name>/ (what the book shows and Colab opens).
-assignments: $(GRADE_STAMP)
-	$(GRADE_VENV)/bin/python scripts/assignments.py build --book
+# otter assign every master: _build/assignments/<name>/{student,autograder}/ (autograder/
+# holds grader/ and <name>-gradescope.zip), and the student version copied to
+# book/assignments/<name>/. SEED=<int> draws the hidden inputs (default: a random seed,
+# recorded in autograder/grader/payload.json); each solution is graded in the sandbox.
+assignments: $(GRADE_STAMP) bwrap
+	$(GRADE_VENV)/bin/python scripts/assignments.py build --book $(if $(SEED),--seed $(SEED))
 
-# Grade every file in SUBMISSIONS with otter run (no Docker), TIMEOUT seconds each, JOBS
-# at a time: writes SUBMISSIONS/scores.csv and SUBMISSIONS/results/.
-grade: $(GRADE_STAMP)
+# Grade every file in SUBMISSIONS, each alone in a bubblewrap sandbox (one per question),
+# TIMEOUT seconds per test, JOBS submissions at a time: writes SUBMISSIONS/scores.csv,
+# SUBMISSIONS/feedback/ (for students) and SUBMISSIONS/results/ (for you).
+grade: $(GRADE_STAMP) bwrap
 	@test -n "$(ASSIGNMENT)" -a -n "$(SUBMISSIONS)" || \
-		{ echo "usage: make grade ASSIGNMENT=<name> SUBMISSIONS=<folder> [TIMEOUT=<seconds>] [JOBS=<n>]"; exit 2; }
+		{ echo "usage: make grade ASSIGNMENT=<name> SUBMISSIONS=<folder> [TIMEOUT=<seconds per test>] [JOBS=<n>]"; exit 2; }
 	$(GRADE_VENV)/bin/python scripts/assignments.py grade $(ASSIGNMENT) $(SUBMISSIONS) --timeout $(TIMEOUT) --jobs $(JOBS)
 
-# tests/test_assignments.py runs otter from the grading environment.
-test: $(GRADE_STAMP)
+# bubblewrap for the grading sandbox (scripts/ensure_bwrap.sh).
+bwrap:
+	@scripts/ensure_bwrap.sh
+
+# tests/test_assignments.py runs otter and the sandboxed grader from the grading environment.
+test: $(GRADE_STAMP) bwrap

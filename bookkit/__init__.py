@@ -11,6 +11,7 @@ __all__ = ["glue", "rounded", "bound", "require", "device", "fmt_bytes", "show_t
 from bookkit.versions import require  # the setup cells' version check (see versions.py)
 from bookkit.quiet import quiet_import_logs as _quiet_import_logs
 from bookkit.tables import show_table  # tables as HTML on the page (see tables.py)
+from minigrad.memory import fmt_bytes  # the one byte formatter (bookkit.fmt_bytes)
 
 _quiet_import_logs()  # before any notebook imports transformers (see quiet.py)
 
@@ -124,12 +125,3 @@ def device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def fmt_bytes(n_bytes: float, digits: int = 1) -> str:
-    """Human-readable binary size: 1536 -> '1.5 KiB'. Units are powers of 1024."""
-    if n_bytes < 0:
-        return "-" + fmt_bytes(-n_bytes, digits)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n_bytes < 1024 or unit == "GiB":
-            return f"{n_bytes:.0f} {unit}" if unit == "B" else f"{n_bytes:.{digits}f} {unit}"
-        n_bytes /= 1024
-    raise AssertionError("unreachable")

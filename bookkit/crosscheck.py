@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bookkit.tables import Table
+from minigrad.memory import BYTE_UNITS
 
 __all__ = ["build_mlps", "copy_weights", "StepRecord", "minigrad_step", "torch_step",
            "minigrad_saved_arrays", "TrainRun", "train", "batches", "category_table",
@@ -182,14 +183,13 @@ def minigrad_saved_arrays(root) -> dict:
 
     Shown in chapter 9.
     """
-    from minigrad import nn
-    from minigrad import tensor as _tensor
+    from minigrad import autograd, nn, tensor
 
     param_bases, bases = set(), {}
-    for node in _tensor.graph_nodes(root):       # Contexts, and leaves that require grad
+    for node in tensor.graph_nodes(root):       # Contexts, and leaves that require grad
         if isinstance(node, nn.Parameter):
             param_bases.add(id(_base(node.data)))
-    for a in _tensor.saved_arrays(root):  # a checkpoint's kept inputs included
+    for a in autograd.saved_arrays(root):  # a checkpoint's kept inputs included
         b = _base(a)
         bases.setdefault(id(b), (b, a))
     groups: dict = {}
@@ -256,9 +256,11 @@ def minigrad_step(model, x, checkpointed: bool, optimizer=None) -> StepRecord:
         saved_tensors = minigrad_saved_arrays(loss)
         loss.backward()
         after_backward = memory.live_bytes()
-        # Drop the graph before the update, as a training loop does when it moves on:
-        # minigrad's nodes hold their parent tensors, so until then every op output
-        # would stay registered.
+        # Drop the outputs before the update, as a training loop does when it moves on.
+        # minigrad's nodes do not hold their parents' tensors (their edges point at nodes
+        # and leaves), and backward has released what they saved; what is still alive
+        # is the data of the tensors we hold, y's and the loss's (y's data would count
+        # as a temporary in after_step).
         loss_value = float(loss.item())
         del loss, y
         if optimizer is not None:
@@ -475,7 +477,7 @@ def category_table(records, unit: int = 1024) -> Table:
 
 
 def _unit_name(unit: int) -> str:
-    return {1: "B", 1024: "KiB", 2**20: "MiB"}.get(unit, f"{unit} B")
+    return {div: name for name, div in BYTE_UNITS.items()}.get(unit, f"{unit} B")
 
 
 def _fmt(v: float) -> str:

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from bookkit import fmt_bytes
 from minigrad import memory
-from minigrad.tensor import register_hooks
+from minigrad.hooks import register_hooks
+from minigrad.memory import BYTE_UNITS
 
 __all__ = ["LayerTags", "EventRow", "event_rows", "format_event_table"]
 
@@ -120,7 +121,7 @@ def event_rows(m, tags: LayerTags | None = None) -> list[EventRow]:
 def format_event_table(rows, unit: str = "KiB") -> str:
     """A fixed-width text table of `EventRow` s, bytes in ``unit`` ("B", "KiB" or "MiB").
     Shown in chapter 2."""
-    div = {"B": 1, "KiB": 1024, "MiB": 1024**2}.get(unit)
+    div = BYTE_UNITS.get(unit) if unit != "GiB" else None
     if div is None:
         raise ValueError(f"format_event_table: unit must be 'B', 'KiB' or 'MiB', got {unit!r}")
     head = (f"{'#':>3}  {'phase':<9}  {'layer':<6}  {'op':<15}  {'saved +/-':>9}  "

@@ -45,5 +45,11 @@ def use_book_style(shell=None) -> bool:
     from IPython.core.pylabtools import select_figure_formats
 
     mpl.rcParams.update(BOOK_RC)
+    try:  # the inline backend re-selects its own formats when pyplot activates it
+        from matplotlib_inline.config import InlineBackend
+
+        InlineBackend.instance(parent=shell).figure_formats = {FIGURE_FORMAT}
+    except ImportError:  # an IPython without the inline backend: formats below only
+        pass
     select_figure_formats(shell, {FIGURE_FORMAT}, bbox_inches="tight")
     return True

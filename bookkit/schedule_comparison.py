@@ -9,8 +9,9 @@ from dataclasses import dataclass
 import minigrad
 from bookkit.chains import block_chain, measure_chain_step
 from minigrad import Tensor, plan
+from minigrad.plan.rotor import rotor_frontier
 
-__all__ = ["RevolveCase", "compare_at_revolve_peak"]
+__all__ = ["RevolveCase", "compare_at_revolve_peak", "plan_families"]
 
 
 @dataclass(frozen=True)
@@ -60,3 +61,30 @@ def compare_at_revolve_peak(n_max: int = 16, width: int = 16, hidden: int = 64, 
             rot = run(plan.rotor(profile, budget_bytes=peak), peak) if nested else None
             cases.append(RevolveCase(n, s, peak, run(rev, peak), one, rot))
     return cases
+
+
+def plan_families(profile) -> dict:
+    """Every kind of plan the book compares, as points of one memory–compute plane
+    (a book experiment, shown in chapter 6; it was ``minigrad.plan.rotor.frontier_families``).
+
+    Returns ``{name: [(recompute_cost, peak_bytes, plan), ...]}`` for ``"store all"``,
+    ``"sqrt(n)"`` (`sqrt_segments`), ``"one-level DP"`` (the smallest peak for each last
+    segment start, `min_peak_for_each_last_start`), ``"Revolve"`` (every slot count
+    ``1 .. n-1``) and ``"rotor"`` (`rotor_frontier`), in the profile's cost unit. Peaks
+    and work are those ``checkpoint_sequential`` measures for each plan (`predict_peak`,
+    `recompute_cost`), and every plan can be passed to it. Draw them with
+    ``minigrad.viz.frontier_families``."""
+    n = profile.n
+
+    def point(p):
+        return (plan.recompute_cost(profile, p), plan.predict_peak(profile, p), p)
+    one_level = sorted((point(plan.explicit(n, starts))
+                        for _, _, starts in plan.min_peak_for_each_last_start(profile)),
+                       key=lambda t: t[:2])
+    return {
+        "store all": [point(plan.explicit(n, [0]))],
+        "sqrt(n)": [point(plan.sqrt_segments(n))],
+        "one-level DP": one_level,
+        "Revolve": [point(plan.revolve(n, s)) for s in range(1, n)],
+        "rotor": rotor_frontier(profile),
+    }

@@ -29,6 +29,7 @@ MINIMUM = {
     "transformers": "4.57",  # chapter 16 (the cache is `past_key_values` before 5.24)
     "peft": "0.17",
     "accelerate": "1.3",      # transformers 4.57's Trainer calls unwrap_model(keep_torch_compile=)
+    "scipy": "1.11",          # chapter 7: scipy.optimize.milp (HiGHS) solves the graph program
 }
 # Pure-Python packages a notebook installs itself when they are missing or older than
 # MINIMUM: the versions its stored outputs were made with (= requirements.txt), together,

@@ -15,24 +15,32 @@ The book's reference implementation of gradient checkpointing. Names follow PyTo
 Modules, each importing only those listed before it: `tensor` (the engine and its hook
 registry), `memory` (the ledger, registered on tensor's hooks), `random`, `ops`,
 `checkpoint` (checkpoint, checkpoint_sequential and the plan executors), `nn`, `optim`,
-`plan` (where to checkpoint: plain data and arithmetic), and `viz` (plots; imported
+`plan` (where to checkpoint: plain data and arithmetic; for a step's DAG, Checkmate's
+integer program, which loads SciPy when it runs), `remat` (runs a graph schedule),
+`dtr` (a byte budget kept at run time by evicting and rebuilding saved arrays), and
+`viz` (plots; imported
 explicitly, it needs matplotlib). minigrad depends on NumPy only.
 """
 from minigrad import tensor
+from minigrad import autograd
 from minigrad import memory
 from minigrad import random
 from minigrad import ops
 from minigrad import checkpoint
+from minigrad import schedules
 from minigrad import nn
 from minigrad import optim
 from minigrad import plan
+from minigrad import remat
+from minigrad import dtr
 from minigrad.checkpoint import CheckpointError
 from minigrad.ops import (
     add, sub, mul, div, neg, matmul, linear, exp, log, tanh, relu, gelu, softmax, log_softmax,
     layer_norm, dropout, batch_norm, embedding, scaled_dot_product_attention, cross_entropy,
     mse_loss, reshape, transpose, permute, sum, mean, pow,
 )
-from minigrad.tensor import (Context, Function, Tensor, enable_grad, grad, graph_nodes,
-                             is_grad_enabled, no_grad, saved_tensors_hooks, set_grad_enabled)
+from minigrad.autograd import grad, saved_tensors_hooks
+from minigrad.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from minigrad.tensor import Context, Function, Tensor, graph_nodes
 
 __version__ = "0.1.0"

@@ -11,7 +11,7 @@ import numbers
 
 import numpy as np
 
-__all__ = ["check_int", "check_number", "check_segment_starts"]
+__all__ = ["as_array", "check_int", "check_number", "check_segment_starts"]
 
 
 def _prefix(where: str) -> str:
@@ -123,3 +123,21 @@ def check_segment_starts(starts, n: int, where: str = "") -> tuple[int, ...]:
         raise ValueError(f"{_prefix(where)}segment starts must be < n={n} (allowed 0 .. {n - 1}), "
                          f"got {list(out)}")
     return out
+
+
+def as_array(data, dtype=None) -> np.ndarray:
+    """``data`` (a NumPy array, a Tensor, nested numbers) as a NumPy array of booleans,
+    integers or floats; an array is shared, not copied, and Python floats become float32
+    (as ``torch.tensor`` does)."""
+    arr = getattr(data, "_data", data)  # a Tensor's array
+    if not isinstance(arr, np.ndarray):
+        try:
+            arr = np.asarray(arr, dtype=dtype)
+        except ValueError as e:  # ragged nested lists, strings that are not numbers, ...
+            raise ValueError(f"Tensor: cannot make a tensor from {type(data).__name__}: {e}") from None
+        if dtype is None and arr.dtype == np.float64:
+            arr = arr.astype(np.float32)
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"Tensor: cannot make a tensor from {type(data).__name__} (got an array of "
+                        f"dtype {arr.dtype}); tensors hold booleans, integers or floats")
+    return arr if dtype is None or arr.dtype == dtype else arr.astype(dtype)

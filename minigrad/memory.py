@@ -96,10 +96,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from minigrad import hooks as _hooks
 from minigrad import tensor as _tensor
 
 __all__ = ["CATEGORIES", "ROLES", "PHASES", "Event", "Tracker", "track", "live_bytes", "register",
-           "hold", "release", "phase", "base_buffer", "category", "gc_paused"]
+           "hold", "release", "phase", "base_buffer", "category", "gc_paused", "BYTE_UNITS",
+           "byte_unit", "fmt_bytes"]
 
 #: Role categories, highest priority first; "temporaries" is the fallback.
 ROLES = ("parameters", "buffers", "optimizer", "gradients", "activations")
@@ -274,8 +276,38 @@ register = _LEDGER.register
 hold = _LEDGER.hold
 release = _LEDGER.release
 # The ledger observes the engine through its one hook registry.
-_tensor.register_hooks(array=_LEDGER.register, hold=_LEDGER.hold, release=_LEDGER.release,
-                       op=_LEDGER.op)
+_hooks.register_hooks(array=_LEDGER.register, hold=_LEDGER.hold, release=_LEDGER.release,
+                       op=_LEDGER.op, phase=lambda name: phase(name))
+
+
+BYTE_UNITS = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}  # binary units, as the book prints
+
+
+def byte_unit(max_bytes: float) -> tuple[str, float]:
+    """``(unit, divisor)`` for values up to ``max_bytes``: ``"bytes"`` below 1 KiB, then
+    KiB, MiB, GiB (powers of 1024): the unit of a plot's axis.
+
+    Example:
+        >>> byte_unit(5 * 1024 ** 2)
+        ('MiB', 1048576.0)
+    """
+    for unit in ("GiB", "MiB", "KiB"):
+        if max_bytes >= BYTE_UNITS[unit]:
+            return unit, float(BYTE_UNITS[unit])
+    return "bytes", 1.0
+
+
+def fmt_bytes(n_bytes: float, digits: int = 1) -> str:
+    """Human-readable binary size, the one byte formatter of minigrad and bookkit.
+
+    Example:
+        >>> fmt_bytes(1536), fmt_bytes(512), fmt_bytes(-3 * 2**20, 2)
+        ('1.5 KiB', '512 B', '-3.00 MiB')
+    """
+    if n_bytes < 0:
+        return "-" + fmt_bytes(-n_bytes, digits)
+    unit, div = byte_unit(n_bytes)
+    return f"{n_bytes:.0f} B" if div == 1 else f"{n_bytes / div:.{digits}f} {unit}"
 
 
 def live_bytes() -> dict:
@@ -316,8 +348,11 @@ def phase(name: str):
         ValueError: ``name`` is not one of `PHASES`.
 
     Example:
-        >>> with phase("recompute"):
-        ...     y = segment(x)        # its ops count as recomputation
+        >>> x = minigrad.Tensor(np.ones(4, np.float32), requires_grad=True)
+        >>> with track() as m, phase("recompute"):
+        ...     y = x.tanh()          # its ops count as recomputation
+        >>> dict(m.counts["recompute"])
+        {'tanh': 1}
     """
     if name not in PHASES:
         raise ValueError(f"memory.phase: unknown phase {name!r}; allowed: {list(PHASES)}")
@@ -407,10 +442,12 @@ def track(record_timeline: bool = True):
     The cyclic garbage collector is paused inside the block (rule 7).
 
     Example:
+        >>> x = minigrad.Tensor(np.ones(1024, np.float32), requires_grad=True)
         >>> with track() as m:
-        ...     loss = model(x).sum()
+        ...     loss = x.exp().sum()       # exp saves its 4 KiB output
         ...     loss.backward()
-        >>> m.peak["activations"], m.flops["backward"]
+        >>> m.peak["activations"], m.counts["forward"]["exp"]
+        (4096, 1)
     """
     with gc_paused():
         t = Tracker(record_timeline)

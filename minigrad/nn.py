@@ -16,8 +16,10 @@ import numpy as np
 from minigrad import ops as F
 from minigrad import random as _random
 from minigrad._validation import check_int, check_number
-from minigrad.checkpoint import checkpoint, checkpoint_sequential, is_recomputing
-from minigrad.tensor import Tensor, hold_role, release_role
+from minigrad.checkpoint import checkpoint, is_recomputing
+from minigrad.schedules import checkpoint_sequential
+from minigrad.hooks import hold_role, release_role
+from minigrad.tensor import Tensor
 
 __all__ = ["Parameter", "Module", "Linear", "ReLU", "GELU", "Tanh", "Dropout", "LayerNorm",
            "BatchNorm1d", "Embedding", "Sequential", "ModuleList", "CausalSelfAttention", "MLP",
@@ -217,6 +219,7 @@ class ReLU(Module):
 
     Example:
         >>> ReLU()(Tensor([-1.0, 2.0]))
+        Tensor([0. 2.], dtype=float32)
     """
     def forward(self, x):
         return F.relu(x)
@@ -227,6 +230,7 @@ class GELU(Module):
 
     Example:
         >>> GELU()(Tensor([-1.0, 2.0]))
+        Tensor([-0.1588  1.9546], dtype=float32)
     """
 
     def forward(self, x):
@@ -238,6 +242,7 @@ class Tanh(Module):
 
     Example:
         >>> Tanh()(Tensor([-1.0, 2.0]))
+        Tensor([-0.7616  0.964 ], dtype=float32)
     """
     def forward(self, x):
         return F.tanh(x)
@@ -253,7 +258,9 @@ class Dropout(Module):
         ValueError: ``p`` outside [0, 1).
 
     Example:
-        >>> Dropout(0.5)(Tensor(np.ones(4)))
+        >>> y = Dropout(0.5)(Tensor(np.ones(1000)))   # training mode: zeros and 2s
+        >>> sorted(set(y.data.tolist()))
+        [0.0, 2.0]
     """
 
     def __init__(self, p: float = 0.5):
@@ -368,6 +375,7 @@ class Sequential(Module):
     Example:
         >>> model = Sequential(Linear(4, 8), ReLU(), Linear(8, 2))
         >>> len(model), model[0]
+        (3, Linear(in_features=4, out_features=8, bias=True))
     """
 
     def __init__(self, *layers):
@@ -543,7 +551,9 @@ class GPT(Module):
 
     Example:
         >>> model = GPT(GPTConfig(vocab_size=64, d_model=32, n_heads=4, n_layers=2, seq_len=16))
-        >>> loss = model.loss(idx, targets)
+        >>> idx = np.arange(32).reshape(2, 16) % 64
+        >>> model(idx).shape
+        (2, 16, 64)
     """
 
     def __init__(self, config: GPTConfig | None = None, **overrides):

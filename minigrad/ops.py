@@ -49,31 +49,30 @@ __all__ = [
 
 
 # --- helpers -------------------------------------------------------------------------
-def _tensor(x, like=None, op="op"):
-    """Wrap a Python/NumPy number or a NumPy array as a constant tensor of ``like``'s dtype.
+def _operand(x, op, which="input", like=None, number="tensor"):
+    """The one operand coercer: ``x`` as what op ``op`` takes.
 
-    Raises TypeError naming ``op`` for anything else (None, a list, a string): never a
-    silent NaN tensor."""
+    A Tensor stays as it is. Without ``like`` (an op on one tensor), a NumPy array becomes
+    a constant Tensor and anything else raises TypeError naming the op and the operand.
+    With ``like`` (the other operand of an elementwise op or a loss), NumPy arrays and
+    real numbers are accepted and take ``like``'s float dtype; with ``number="constant"``
+    a real number next to a float tensor stays a Python float, a constant the op keeps
+    without saving an array (torch saves none for the 2.0 of ``x * 2.0`` either). None, a
+    list, a string, a bool or a complex number raise TypeError: never a silent NaN tensor."""
     if isinstance(x, Tensor):
         return x
-    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (numbers.Number, np.ndarray, np.generic)):
+    if like is None:
+        if isinstance(x, np.ndarray):
+            return Tensor(x)
+        raise TypeError(f"{op}: {which} must be a Tensor, got {type(x).__name__} "
+                        f"(wrap data with minigrad.Tensor(...))")
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (numbers.Real, np.ndarray, np.generic)):
         raise TypeError(f"{op}: unsupported operand of type {type(x).__name__}; expected a Tensor, "
-                        f"a NumPy array or a Python number")
-    if isinstance(x, numbers.Number) and not isinstance(x, numbers.Real):
-        raise TypeError(f"{op}: complex operands are not supported, got {x!r}")
-    dtype = like.dtype if isinstance(like, Tensor) and like.dtype.kind == "f" else None
-    return Tensor(np.asarray(x, dtype=dtype) if dtype is not None else x)
-
-
-def _operand(x, op, which="input"):
-    """``x`` as a Tensor (a NumPy array becomes a constant one); anything else (a list,
-    None, a number where a tensor is needed) raises TypeError naming ``op`` and the operand."""
-    if isinstance(x, Tensor):
-        return x
-    if isinstance(x, np.ndarray):
-        return Tensor(x)
-    raise TypeError(f"{op}: {which} must be a Tensor, got {type(x).__name__} "
-                    f"(wrap data with minigrad.Tensor(...))")
+                        f"a NumPy array or a real number")
+    float_like = isinstance(like, Tensor) and like.dtype.kind == "f"
+    if number == "constant" and float_like and isinstance(x, numbers.Real):
+        return float(x)
+    return Tensor(np.asarray(x, dtype=like.dtype) if float_like else x)
 
 
 def _numel(shape) -> int:
@@ -89,7 +88,7 @@ def _broadcast_shape(name, a, b):
     a, b = np.shape(a), np.shape(b)  # (a number operand has shape ())
     try:
         return np.broadcast_shapes(a, b)
-    except ValueError:
+    except ValueError:  # NumPy's message prints "(3,4) (5,)" and not the op
         raise ValueError(f"{name}: shapes {a} and {b} cannot be broadcast together") from None
 
 
@@ -274,20 +273,9 @@ class Pow(Function):
         return 3 * _numel(ctx.output_shape)  # a ** (p - 1), p * ., g * .
 
 
-def _constant(x, other, op):
-    """An operand of an elementwise op: a Python (or NumPy) number next to a float tensor
-    stays a number, a constant the op keeps without saving an array (torch's ``x * 2.0``
-    saves nothing for the 2.0 either; NumPy keeps the tensor's dtype); anything else
-    becomes a Tensor through `_tensor`."""
-    if (isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))
-            and isinstance(other, Tensor) and other.dtype.kind == "f"):
-        return float(x)
-    return _tensor(x, other, op)
-
-
 def _binary(fn, name, a, b):
     """Apply the elementwise ``fn`` to ``a`` and ``b`` after the checks all four share."""
-    a, b = _constant(a, b, name), _constant(b, a, name)
+    a, b = _operand(a, name, like=b, number="constant"), _operand(b, name, like=a, number="constant")
     _broadcast_shape(name, a, b)
     return fn.apply(a, b)
 
@@ -308,6 +296,7 @@ def add(a, b):
 
     Example:
         >>> add(Tensor([1.0, 2.0]), 3.0)
+        Tensor([4. 5.], dtype=float32)
     """
     return _binary(Add, "add", a, b)
 
@@ -317,6 +306,7 @@ def sub(a, b):
 
     Example:
         >>> sub(Tensor([1.0, 2.0]), 3.0)
+        Tensor([-2. -1.], dtype=float32)
     """
     return _binary(Sub, "sub", a, b)
 
@@ -326,6 +316,7 @@ def mul(a, b):
 
     Example:
         >>> mul(Tensor([1.0, 2.0]), 3.0)
+        Tensor([3. 6.], dtype=float32)
     """
     return _binary(Mul, "mul", a, b)
 
@@ -335,6 +326,7 @@ def div(a, b):
 
     Example:
         >>> div(Tensor([1.0, 2.0]), 4.0)
+        Tensor([0.25 0.5 ], dtype=float32)
     """
     return _binary(Div, "div", a, b)
 
@@ -344,6 +336,7 @@ def neg(a):
 
     Example:
         >>> neg(Tensor([1.0, -2.0]))
+        Tensor([-1.  2.], dtype=float32)
     """
     return Neg.apply(_operand(a, "neg"))
 
@@ -357,6 +350,7 @@ def pow(a, exponent: float):
 
     Example:
         >>> pow(Tensor([2.0, 3.0]), 2)        # [4, 9]
+        Tensor([4. 9.], dtype=float32)
     """
     if isinstance(exponent, (bool, np.bool_)) or not isinstance(exponent, numbers.Real):
         raise TypeError(f"pow: the exponent must be a Python number, got {type(exponent).__name__}")
@@ -633,6 +627,7 @@ def getitem(a, index):
 
     Example:
         >>> getitem(Tensor(np.arange(6.0)), slice(1, 3))
+        Tensor([1. 2.], dtype=float64)
     """
     a = _operand(a, "getitem")
     if isinstance(index, Tensor):
@@ -649,6 +644,7 @@ def sum(a, axis=None, keepdims=False):
 
     Example:
         >>> sum(Tensor(np.ones((2, 3))), axis=1)          # [3, 3]
+        Tensor([3. 3.], dtype=float64)
     """
     a = _operand(a, "sum")
     return Sum.apply(a, axis=_check_axis("sum", axis, a.shape), keepdims=bool(keepdims))
@@ -659,6 +655,7 @@ def mean(a, axis=None, keepdims=False):
 
     Example:
         >>> mean(Tensor(np.ones((2, 3))), axis=0)         # [1, 1, 1]
+        Tensor([1. 1. 1.], dtype=float64)
     """
     a = _operand(a, "mean")
     return Mean.apply(a, axis=_check_axis("mean", axis, a.shape), keepdims=bool(keepdims))
@@ -685,14 +682,11 @@ def reshape(a, *shape):
         raise TypeError(f"reshape: the new shape must be integers, got {shape} (a size like 2.5 is "
                         f"refused, not rounded)")
     shape = tuple(int(n) for n in shape)
-    free = [i for i, n in enumerate(shape) if n == -1]
-    known = int(np.prod([n for n in shape if n != -1]))
-    size = a.size
-    if (len(free) > 1 or any(n < -1 for n in shape)
-            or (free and (known == 0 or size % known)) or (not free and known != size)):
+    try:
+        return Reshape.apply(a, shape=shape)
+    except ValueError as e:  # NumPy's message names the size, not the tensor's shape
         raise ValueError(f"reshape: cannot reshape a tensor of shape {tuple(a.shape)} "
-                         f"(size {size}) into shape {shape}")
-    return Reshape.apply(a, shape=shape)
+                         f"(size {a.size}) into shape {shape}: {e}") from None
 
 
 def transpose(a, dim0, dim1):
@@ -851,6 +845,7 @@ def exp(a):
 
     Example:
         >>> exp(Tensor([0.0, 1.0]))
+        Tensor([1.     2.7183], dtype=float32)
     """
     return Exp.apply(_operand(a, "exp"))
 
@@ -860,6 +855,7 @@ def log(a):
 
     Example:
         >>> log(Tensor([1.0, 2.0]))
+        Tensor([0.     0.6931], dtype=float32)
     """
     return Log.apply(_operand(a, "log"))
 
@@ -869,6 +865,7 @@ def tanh(a):
 
     Example:
         >>> tanh(Tensor([0.0, 1.0]))
+        Tensor([0.     0.7616], dtype=float32)
     """
     return Tanh.apply(_operand(a, "tanh"))
 
@@ -878,6 +875,7 @@ def relu(a):
 
     Example:
         >>> relu(Tensor([-1.0, 2.0]))         # [0, 2]
+        Tensor([0. 2.], dtype=float32)
     """
     return ReLU.apply(_operand(a, "relu"))
 
@@ -887,6 +885,7 @@ def gelu(a):
 
     Example:
         >>> gelu(Tensor([-1.0, 0.0, 1.0]))
+        Tensor([-0.1588  0.      0.8412], dtype=float32)
     """
     return GELU.apply(_operand(a, "gelu"))
 
@@ -949,6 +948,7 @@ def softmax(a, dim=-1):
 
     Example:
         >>> softmax(Tensor([[1.0, 2.0, 3.0]]), dim=-1)
+        Tensor([[0.09   0.2447 0.6652]], dtype=float32)
     """
     a = _operand(a, "softmax")
     return Softmax.apply(a, dim=_check_dim("softmax", "dim", dim, a.shape))
@@ -959,6 +959,7 @@ def log_softmax(a, dim=-1):
 
     Example:
         >>> log_softmax(Tensor([[1.0, 2.0, 3.0]]), dim=-1)
+        Tensor([[-2.4076 -1.4076 -0.4076]], dtype=float32)
     """
     a = _operand(a, "log_softmax")
     return LogSoftmax.apply(a, dim=_check_dim("log_softmax", "dim", dim, a.shape))
@@ -1206,7 +1207,9 @@ def dropout(x, p=0.5, training=True, generator=None):
         ValueError: ``p`` outside [0, 1).
 
     Example:
-        >>> dropout(Tensor(np.ones(8)), p=0.5)
+        >>> y = dropout(Tensor(np.ones(1000)), p=0.5)   # kept entries scaled by 1 / (1 - p)
+        >>> sorted(set(y.data.tolist()))
+        [0.0, 2.0]
     """
     x = _operand(x, "dropout")
     if isinstance(p, (bool, np.bool_)) or not isinstance(p, numbers.Real) or not 0.0 <= p < 1.0:
@@ -1392,6 +1395,7 @@ def cross_entropy(logits, target):
 
     Example:
         >>> cross_entropy(Tensor(np.zeros((2, 3))), np.array([0, 2]))   # log(3)
+        Tensor(1.0986, dtype=float64)
     """
     logits = _operand(logits, "cross_entropy", "logits")
     ta = target.data if isinstance(target, Tensor) else np.asarray(target)
@@ -1440,9 +1444,10 @@ def mse_loss(input, target):
 
     Example:
         >>> mse_loss(Tensor([1.0, 2.0]), Tensor([1.0, 4.0]))   # 2.0
+        Tensor(2., dtype=float32)
     """
     input = _operand(input, "mse_loss", "input")
-    target = _tensor(target, input, "mse_loss")
+    target = _operand(target, "mse_loss", "target", like=input)
     if tuple(input.shape) != tuple(target.shape):
         raise ValueError(f"mse_loss: input shape {tuple(input.shape)} and target shape "
                          f"{tuple(target.shape)} differ")
@@ -1450,8 +1455,26 @@ def mse_loss(input, target):
 
 
 # --- Tensor methods and operators ------------------------------------------------------
+def _repr(t):
+    grad = f", grad_fn={t._ctx.fn.name()}" if t._ctx is not None else (
+        ", requires_grad=True" if t.requires_grad else "")
+    return f"Tensor({np.array2string(t.data, precision=4, threshold=20)}, dtype={t.dtype}{grad})"
+
+
 def _attach():
     T = Tensor
+    T.ndim = property(lambda a: a.data.ndim)
+    T.size = property(lambda a: a.data.size)
+    T.nbytes = property(lambda a: a.data.nbytes)
+    T.is_leaf = property(lambda a: a._ctx is None)
+    T.grad_fn = property(lambda a: None if a._ctx is None else a._ctx.fn)
+    T.__array__ = lambda a, dtype=None, copy=None: a.data if dtype is None else a.data.astype(dtype)
+    T.__len__ = lambda a: len(a.data)
+    T.numpy = lambda a: a.data
+    T.item = lambda a: a.data.item()
+    T.detach = lambda a: Tensor(a.data)  # a new leaf sharing the data: no copy, no graph
+    T.zero_grad = lambda a: setattr(a, "grad", None)
+    T.__repr__ = _repr
     T.__add__ = lambda a, b: add(a, b)
     T.__radd__ = lambda a, b: add(b, a)
     T.__sub__ = lambda a, b: sub(a, b)
@@ -1463,7 +1486,7 @@ def _attach():
     T.__neg__ = lambda a: neg(a)
     T.__pow__ = lambda a, e: pow(a, e)
     T.__matmul__ = lambda a, b: matmul(a, b)
-    T.__rmatmul__ = lambda a, b: matmul(_tensor(b, a, "matmul"), a)
+    T.__rmatmul__ = lambda a, b: matmul(_operand(b, "matmul", like=a), a)
     T.sum = lambda a, axis=None, keepdims=False: sum(a, axis, keepdims)
     T.mean = lambda a, axis=None, keepdims=False: mean(a, axis, keepdims)
     T.reshape = lambda a, *shape: reshape(a, *shape)

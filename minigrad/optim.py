@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from minigrad._validation import check_number
-from minigrad.tensor import hold_role
+from minigrad.hooks import hold_role
 
 __all__ = ["Optimizer", "SGD", "AdamW"]
 
@@ -62,7 +62,10 @@ class SGD(Optimizer):
     ``buf = momentum * buf + g`` after the first step, ``buf = g`` at the first).
 
     Example:
+        >>> from minigrad import Tensor, nn
+        >>> model = nn.Linear(3, 1)
         >>> opt = SGD(model.parameters(), lr=0.1, momentum=0.9)
+        >>> loss = model(Tensor(np.ones((2, 3), np.float32))).sum()
         >>> opt.zero_grad(); loss.backward(); opt.step()
     """
 
@@ -103,7 +106,10 @@ class AdamW(Optimizer):
         eps, weight_decay: finite, >= 0.
 
     Example:
+        >>> from minigrad import Tensor, nn
+        >>> model = nn.Linear(3, 1)
         >>> opt = AdamW(model.parameters(), lr=1e-3)
+        >>> loss = model(Tensor(np.ones((2, 3), np.float32))).sum()
         >>> opt.zero_grad(); loss.backward(); opt.step()
     """
 

@@ -69,7 +69,7 @@ def manual_seed(seed: int) -> Generator:
         ValueError: ``seed`` is not a non-negative integer.
 
     Example:
-        >>> manual_seed(0)
+        >>> g = manual_seed(0)      # the default generator, reseeded
     """
     return default_generator.manual_seed(seed)
 
@@ -132,7 +132,9 @@ def uniform(low, high, shape, dtype=np.float32):
     """Uniform [low, high) array of ``shape`` from the default generator.
 
     Example:
-        >>> uniform(-1.0, 1.0, (4,))
+        >>> u = uniform(-1.0, 1.0, (4,))
+        >>> u.dtype, bool(((-1.0 <= u) & (u < 1.0)).all())
+        (dtype('float32'), True)
     """
     return default_generator.uniform(low, high, shape, dtype=dtype)
 
@@ -141,6 +143,7 @@ def randint(low, high, shape):
     """Integers in [low, high) (int64) of ``shape`` from the default generator.
 
     Example:
-        >>> randint(0, 10, (2, 5))
+        >>> randint(0, 10, (2, 5)).dtype
+        dtype('int64')
     """
     return default_generator.integers(low, high, shape)

@@ -23,6 +23,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
 from minigrad import memory
+from minigrad.memory import byte_unit  # (viz.byte_unit: the name the chapters use)
 from minigrad.plan.rotor import Taped
 
 __all__ = ["timeline", "schedule_diagram", "schedule_steps", "frontier", "byte_unit", "pareto_front",
@@ -37,22 +38,6 @@ CATEGORY_COLORS = {
     "activations": "#c44e52",
     "temporaries": "#8c8c8c",
 }
-
-
-def byte_unit(max_bytes: float) -> tuple[str, float]:
-    """``(unit, divisor)`` for an axis whose largest value is ``max_bytes``:
-    bytes below 1 KiB, then KiB, then MiB, then GiB (powers of 1024).
-
-    Example:
-        >>> byte_unit(5 * 1024 ** 2)
-        ('MiB', 1048576.0)
-    """
-    for unit, div in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if max_bytes >= div:
-            return unit, float(div)
-    return "bytes", 1.0
-
-
 def _axes(ax, figsize):
     if ax is None:
         fig, ax = plt.subplots(figsize=figsize, layout="constrained")  # room for labels and legend
@@ -91,9 +76,10 @@ def timeline(m, ax=None, categories=None, title="Live memory over one step", sha
         ValueError: an empty timeline, or an unknown category (named).
 
     Example:
+        >>> x = minigrad.Tensor(np.ones(256, np.float32), requires_grad=True)
         >>> with memory.track() as m:
-        ...     model(x).sum().backward()
-        >>> timeline(m)
+        ...     x.exp().tanh().sum().backward()
+        >>> ax = timeline(m)
     """
     phases, cats, rows = _timeline_rows(m)
     if categories is not None:
@@ -143,7 +129,10 @@ def schedule_steps(plan):
         checkpoint/snapshot, else 0.
 
     Example:
+        >>> from minigrad import plan
         >>> kinds, layers, states = schedule_steps(plan.revolve(10, 3))
+        >>> len(kinds) == len(layers) == len(states)
+        True
     """
     n = plan.n
     snap: set[int] = set()
@@ -200,7 +189,8 @@ def schedule_diagram(plan, ax=None, title=None):
         The Axes.
 
     Example:
-        >>> schedule_diagram(plan.sqrt_segments(9))
+        >>> from minigrad import plan
+        >>> ax = schedule_diagram(plan.sqrt_segments(9))
     """
     kinds, layers, states = schedule_steps(plan)
     ax = _axes(ax, (max(6, min(16, len(kinds) * 0.12)), max(2.5, min(8, plan.n * 0.3))))
@@ -247,7 +237,7 @@ def frontier(points, ax=None, labels=None, xlabel="recomputed forward work (FLOP
         ValueError: no points.
 
     Example:
-        >>> frontier(plan.min_peak_for_each_last_start(profile))
+        >>> ax = frontier([(1000, 4096), (2000, 2048), (3000, 2048)])   # (FLOPs, bytes)
     """
     pts = [(float(p[0]), float(p[1])) for p in points]
     if not pts:

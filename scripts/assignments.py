@@ -1,35 +1,37 @@
-"""Build and grade the course assignments (otter-grader 7, no Docker).
+"""Build and grade the course assignments (otter-grader 7 masters, a sandboxed grader).
 
 Usage (the Makefile's `assignments` and `grade` targets call these; run it with the
 grading environment's Python, .venv-grade/bin/python):
 
-    python scripts/assignments.py build [NAME ...] [--out DIR] [--no-run-tests] [--book] [--jobs N]
+    python scripts/assignments.py build [NAME ...] [--out DIR] [--seed N] [--no-run-tests] [--book] [--jobs N]
     python scripts/assignments.py grade NAME SUBMISSIONS_DIR [--timeout SECONDS] [--out DIR] [--jobs N]
-    python scripts/assignments.py demo-class NAME DEST [--out DIR] [--pid-file PATH]
+    python scripts/assignments.py demo-class NAME DEST [--out DIR]
+    python scripts/assignments.py check-sandbox
     python scripts/assignments.py link-venv GRADE_VENV BOOK_VENV
 
-``build`` runs ``otter assign`` on ``assignments/<name>/<name>.ipynb`` (the master notebook)
-and writes otter's layout to ``<out>/<name>/student/`` (the notebook to hand out and its
-public tests) and ``<out>/<name>/autograder/`` (the solution notebook, every test and the
-autograder zip); ``--book`` also copies the student folder to
-``book/assignments/<name>/``, the page the book shows and Colab opens.
+``build`` runs ``otter assign`` on ``assignments/<name>/<name>.ipynb`` (the master) and
+writes ``<out>/<name>/student/`` (the notebook to hand out and its public tests) and
+``<out>/<name>/autograder/``: the solution notebook, every test, ``grader/`` (the payload
+the sandboxed runner reads: reference cells, tests, the seed of the hidden inputs, and a
+pinned copy of minigrad) and ``<name>-gradescope.zip`` (the same grader for Gradescope,
+with a minigrad wheel built from this checkout). ``--seed`` draws the hidden inputs
+(default: a fresh random seed, written to ``grader/payload.json``). Unless
+``--no-run-tests``, the solution is then graded in the sandbox and must score full marks.
+``--book`` copies the student folder to ``book/assignments/<name>/``.
 
-``grade`` grades every file of SUBMISSIONS_DIR (hidden files aside) with ``otter run``,
-one process per submission with a time limit, and writes SUBMISSIONS_DIR/scores.csv with
-the columns ``submission,points,max_points,reason`` (``reason`` is empty for a
-submission that was graded; otherwise it says why it scored 0: not a notebook, malformed, another
-assignment's notebook, over the time limit, or the grading process crashed). otter's
-feedback for each submission (every test's message) goes to SUBMISSIONS_DIR/results/.
-``otter run`` executes the student's code as the calling user: run it in a container or
-as an unprivileged user (see the instructor page of the book).
+``grade`` grades every file of SUBMISSIONS_DIR (hidden files aside): each notebook alone,
+one bubblewrap sandbox and one fresh interpreter per submission (``grading/driver.py``,
+``grading/runner.py``), and
+writes SUBMISSIONS_DIR/scores.csv (``submission,points,max_points,reason``; ``reason`` says
+why whenever the score is 0), ``feedback/<file>.txt`` (every test and its message: what to
+send back to the student) and ``results/<file>.json`` / ``.log`` (Gradescope-format results
+and what the submission printed, for the instructor). ``--timeout`` is the limit of one
+test (and of one notebook cell), so that a hang costs only the test it hangs.
 
-``demo-class`` writes a folder of made-up submissions (a solution, a partial one, an
-unanswered one, an infinite loop, a crash, a malformed file, a text file, another
-assignment's notebook) to try ``grade`` on; the book's sample scores.csv comes from it.
-
-``link-venv`` makes the grading environment see the book's: otter-grader and what it
-adds live in their own virtual environment, which imports minigrad, NumPy and torch from
-the book's through a ``.pth`` file (so the book's own environment stays without otter).
+``demo-class`` writes a folder of made-up submissions (correct, partial, subtly wrong,
+hanging, tampering, sabotaging, a victim graded after the saboteur, and the unreadable
+kinds); ``check-sandbox`` says whether bubblewrap works here. ``link-venv`` makes the
+grading environment see the book's through a ``.pth`` file.
 """
 from __future__ import annotations
 
@@ -38,22 +40,29 @@ import csv
 import json
 import os
 import re
+import resource
+import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MASTERS = ROOT / "assignments"
+GRADING = MASTERS / "grading"
 BUILD = ROOT / "_build" / "assignments"
 BOOK = ROOT / "book" / "assignments"
 SCORES_COLUMNS = ["submission", "points", "max_points", "reason"]
-DEFAULT_TIMEOUT_S = 300
+DEFAULT_TIMEOUT_S = 60
+MEMORY_LIMIT_BYTES = int(os.environ.get("GRADER_MEMORY_LIMIT_BYTES", 16 << 30))
+
+sys.path.insert(0, str(MASTERS))
+from grading import driver  # noqa: E402
 
 
 def assignment_names() -> list[str]:
@@ -69,21 +78,30 @@ def _check_name(name: str) -> str:
 
 
 # --- build -----------------------------------------------------------------------------
-def build(name: str, out: Path, run_tests: bool = True) -> Path:
-    """``otter assign`` the master of ``name`` into ``out/name`` (replaced); returns that folder."""
+def build(name: str, out: Path, run_tests: bool = True, seed: int | None = None) -> Path:
+    """``otter assign`` the master of ``name`` into ``out/name`` (replaced), write its grader
+    and Gradescope zip; returns that folder."""
     dest = out / name
     if dest.exists():
         shutil.rmtree(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "otter", "assign", str(MASTERS / name / f"{name}.ipynb"), str(dest)]
-    if not run_tests:
-        cmd.append("--no-run-tests")
+    master_path = MASTERS / name / f"{name}.ipynb"
+    # otter's own run of the tests is replaced by grading the solution in the sandbox below:
+    # hidden tests take the build's seed and the reference, which otter does not provide.
+    cmd = [sys.executable, "-m", "otter", "assign", "--no-run-tests", str(master_path), str(dest)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"otter assign failed for {name}:\n{proc.stdout}\n{proc.stderr}")
     for notebook in (dest / "student" / f"{name}.ipynb", dest / "autograder" / f"{name}.ipynb"):
         _finish_notebook(notebook)
     check_no_leaks(name, dest)
+    # otter's zip lists otter alone in its environment (no minigrad, no NumPy): not ours.
+    for stale in (dest / "autograder").glob("*-autograder_*.zip"):
+        stale.unlink()
+    write_grader(name, dest, secrets.randbits(32) if seed is None else seed)
+    write_gradescope_zip(name, dest)
+    if run_tests:
+        check_solution(name, dest)
     return dest
 
 
@@ -171,34 +189,190 @@ def publish(name: str, built: Path) -> Path:
     return dest
 
 
+def minigrad_version() -> str:
+    """The version students and the grader pin: pyproject's version and, in a git
+    checkout, the commit (what the setup cell installs)."""
+    text = (ROOT / "pyproject.toml").read_text()
+    return re.search(r'^version = "([^"]+)"', text, re.M).group(1)
+
+
+def write_grader(name: str, built: Path, seed: int) -> Path:
+    """``built/autograder/grader/``: payload.json (reference cells, each question's graded
+    names and tests, the seed) and lib/ (the grading package and a copy of minigrad, the
+    only code the sandbox can import besides the Python environment)."""
+    import nbformat
+
+    master = nbformat.read(MASTERS / name / f"{name}.ipynb", as_version=4)
+    solution = nbformat.read(built / "autograder" / f"{name}.ipynb", as_version=4)
+    graded = driver.graded_names(master)
+    questions = {}
+    for q in sorted(graded, key=lambda q: int(re.sub(r"\D", "", q) or 0)):
+        tests = (built / "autograder" / "tests" / f"{q}.py").read_text()
+        questions[q] = {"graded": graded[q], "tests": tests}
+    payload = {"assignment": name, "seed": seed, "minigrad": minigrad_version(),
+               "reference": driver.export_cells(solution), "questions": questions}
+    grader = built / "autograder" / "grader"
+    lib = grader / "lib"
+    lib.mkdir(parents=True)
+    (grader / "payload.json").write_text(json.dumps(payload, indent=1))
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(ROOT / "minigrad", lib / "minigrad", ignore=ignore)
+    shutil.copytree(GRADING, lib / "grading", ignore=ignore)
+    return grader
+
+
+# --- Gradescope ------------------------------------------------------------------------
+GRADESCOPE_REQUIREMENTS = """\
+# What the autograder needs (installed by setup.sh; minigrad from the wheel beside it).
+numpy>={numpy}
+otter-grader==7.0.0
+"""
+GRADESCOPE_SETUP = """\
+#!/usr/bin/env bash
+# Gradescope runs this once, when it builds the image (one container per submission).
+set -euo pipefail
+cd /autograder/source
+python3 -m pip install --quiet -r requirements.txt {extra}
+python3 -m pip install --quiet --no-index --find-links wheels minigrad=={version}
+"""
+GRADESCOPE_RUN = """\
+#!/usr/bin/env bash
+# Gradescope runs this for each submission: /autograder/submission holds the notebook.
+cd /autograder/source && exec python3 grader/lib/grading/gradescope.py \\
+    /autograder/submission /autograder/results/results.json
+"""
+
+
+@lru_cache(maxsize=1)
+def minigrad_wheel() -> Path:
+    """A wheel of minigrad built from this checkout (cached in _build/wheels/)."""
+    dest = ROOT / "_build" / "wheels"
+    dest.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "src"
+        src.mkdir()
+        for part in ("pyproject.toml", "README.md"):
+            shutil.copy(ROOT / part, src / part)
+        ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+        for pkg in ("minigrad", "bookkit"):
+            shutil.copytree(ROOT / pkg, src / pkg, ignore=ignore)
+        for old in dest.glob("minigrad-*.whl"):
+            old.unlink()
+        proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                               "--no-build-isolation", "-w", str(dest), str(src)],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SystemExit(f"building the minigrad wheel failed:\n{proc.stderr}")
+    return next(dest.glob("minigrad-*.whl"))
+
+
+def write_gradescope_zip(name: str, built: Path) -> Path:
+    """``built/autograder/<name>-gradescope.zip``: setup.sh, run_autograder,
+    requirements.txt, the minigrad wheel and the grader (the tests run exactly as under
+    ``make grade``, without bubblewrap: Gradescope's container is the sandbox)."""
+    import numpy
+
+    a5_needs_torch = "import torch" in (MASTERS / name / f"{name}.ipynb").read_text()
+    extra = ("--extra-index-url https://download.pytorch.org/whl/cpu torch" if a5_needs_torch else "")
+    wheel = minigrad_wheel()
+    zpath = built / "autograder" / f"{name}-gradescope.zip"
+    grader = built / "autograder" / "grader"
+    with zipfile.ZipFile(zpath, "w", zipfile.ZIP_DEFLATED) as z:
+        def add(arcname, text, mode=0o644):
+            info = zipfile.ZipInfo(arcname, date_time=(2020, 1, 1, 0, 0, 0))
+            info.external_attr = (0o100000 | mode) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, text)
+
+        add("setup.sh", GRADESCOPE_SETUP.format(version=minigrad_version(), extra=extra), 0o755)
+        add("run_autograder", GRADESCOPE_RUN, 0o755)
+        add("requirements.txt", GRADESCOPE_REQUIREMENTS.format(numpy=numpy.__version__.split("+")[0]))
+        add(f"wheels/{wheel.name}", wheel.read_bytes())
+        add("grader/payload.json", (grader / "payload.json").read_text())
+        for path in sorted((grader / "lib" / "grading").rglob("*.py")):
+            add(f"grader/lib/grading/{path.name}", path.read_text())
+    return zpath
+
+
 def autograder_zip(built: Path) -> Path:
-    """The autograder zip otter assign wrote into ``built/autograder`` (its name has a timestamp)."""
-    zips = sorted((built / "autograder").glob("*-autograder_*.zip"), key=lambda p: p.stat().st_mtime)
+    """The Gradescope autograder zip of a built assignment."""
+    zips = sorted((built / "autograder").glob("*-gradescope.zip"))
     if not zips:
         raise SystemExit(f"no autograder zip in {built / 'autograder'}: run `make assignments` first")
     return zips[-1]
 
 
+# --- the sandbox -----------------------------------------------------------------------
+BWRAP_MISSING = ("make grade: bubblewrap (bwrap) is not installed and this user cannot install it: "
+                 "run `apt-get install bubblewrap` as root (or grade on Gradescope, see the instructor page)")
+
+
+@lru_cache(maxsize=1)
+def _python_binds() -> tuple[str, ...]:
+    """The folders the grading Python needs (its prefix and every sys.path entry), read-only.
+    The repository itself is not among them (it holds the masters)."""
+    proc = subprocess.run([sys.executable, "-I", "-c",
+                           "import sys, json; print(json.dumps([sys.prefix, sys.base_prefix] + sys.path))"],
+                          capture_output=True, text=True, check=True)
+    paths = []
+    for p in json.loads(proc.stdout):
+        path = Path(p)
+        if not p or not path.exists() or str(path).startswith("/usr/"):
+            continue
+        if path == ROOT or (ROOT in path.parents and not any(part.startswith(".venv") for part in path.parts)):
+            continue
+        paths.append(path)
+    keep = sorted({str(p) for p in paths if not any(q in p.parents for q in paths)})
+    return tuple(keep)
+
+
+def sandbox_command(lib: Path, scratch: Path, cell_limit_s: float = DEFAULT_TIMEOUT_S) -> list[str]:
+    """bubblewrap: new user, PID, network, IPC and UTS namespaces (no network, no other
+    process visible), the system and the Python environment read-only, the grader's lib
+    read-only at /grader/lib, a private /tmp, and ``scratch`` (this submission's copy only)
+    as the one writable folder."""
+    cmd = ["bwrap", "--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534",
+           "--die-with-parent", "--new-session", "--clearenv",
+           "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/scratch",
+           "--setenv", "OMP_NUM_THREADS", "1", "--setenv", "MPLBACKEND", "Agg",
+           "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--setenv", "LANG", "C.UTF-8",
+           "--ro-bind", "/usr", "/usr"]
+    for d in ("/bin", "/lib", "/lib64", "/sbin"):
+        if os.path.islink(d):
+            cmd += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            cmd += ["--ro-bind", d, d]
+    for f in ("/etc/ld.so.cache", "/etc/localtime", "/etc/passwd", "/etc/group"):
+        cmd += ["--ro-bind-try", f, f]
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    for p in _python_binds():
+        cmd += ["--ro-bind", p, p]
+    cmd += ["--ro-bind", str(lib), "/grader/lib", "--bind", str(scratch), "/scratch", "--chdir", "/scratch",
+            sys.executable, "-I", "/grader/lib/grading/runner.py", "/scratch", f"{cell_limit_s:g}"]
+    return cmd
+
+
+def _limits() -> None:
+    """Resource limits of a runner (set in the child before bubblewrap starts)."""
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (256 << 20, 256 << 20))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def check_sandbox() -> str | None:
+    """None if bubblewrap runs here, else one line saying why not."""
+    if shutil.which("bwrap") is None:
+        return BWRAP_MISSING
+    proc = subprocess.run(["bwrap", "--unshare-all", "--unshare-user", "--ro-bind", "/usr", "/usr",
+                           "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+                           "--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev",
+                           "/usr/bin/true"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        return f"make grade: bubblewrap cannot create a sandbox here: {proc.stderr.strip()[:200]}"
+    return None
+
+
 # --- grade -----------------------------------------------------------------------------
-def points_by_question(zip_path: Path) -> dict[str, float]:
-    """Each question's points in an autograder zip (its tests' ``points``), in test order."""
-    points = {}
-    with zipfile.ZipFile(zip_path) as z:
-        for member in sorted(z.namelist()):
-            if member.startswith("tests/") and member.endswith(".py"):
-                namespace: dict = {}
-                exec(compile(z.read(member).decode(), member, "exec"), namespace)
-                if not isinstance(namespace.get("points"), (int, float)):
-                    raise SystemExit(f"{zip_path.name}: {member} has no numeric `points`")
-                points[namespace.get("name", Path(member).stem)] = namespace["points"]
-    return points
-
-
-def max_points(zip_path: Path) -> float:
-    """Total points of an autograder."""
-    return sum(points_by_question(zip_path).values())
-
-
 def _read_submission(path: Path, name: str):
     """(notebook, None) if ``path`` can be graded as a submission of ``name``, else
     (None, the reason it cannot)."""
@@ -222,89 +396,60 @@ def _read_submission(path: Path, name: str):
             return None, (f"not a notebook of {name}: neither otter's metadata nor its setup cell names "
                           f"the assignment (hand in the notebook you were given, not a new one)")
         found = named.group(1)
-        nb.metadata["otter"] = {"assignment_name": found}
     if found != name:
         return None, f"not a notebook of {name}: it is a notebook of {found!r}"
     return nb, None
 
 
-def _kill_tree(proc: subprocess.Popen) -> None:
-    """Kill ``proc`` and everything it started (the Jupyter kernel runs in its own session)."""
-    import psutil
-
+def _read_private(path: Path, limit: int = 1 << 20) -> str:
+    """A file the submission could write (its scratch folder), read without following links."""
     try:
-        parent = psutil.Process(proc.pid)
-        family = parent.children(recursive=True) + [parent]
-    except psutil.NoSuchProcess:
-        family = []
-    for p in family:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return ""
+    with os.fdopen(fd, "rb") as f:
+        return f.read(limit).decode(errors="replace")
 
 
-def _score(results_json: Path) -> tuple[float, float]:
-    """(points, max points) from otter's results.json (Gradescope's format)."""
-    tests = json.loads(results_json.read_text())["tests"]
-    scored = [t for t in tests if "score" in t]
-    return sum(t["score"] for t in scored), sum(t["max_score"] for t in scored)
-
-
-def grade_one(path: Path, name: str, zip_path: Path, timeout_s: float, results: Path) -> dict:
-    """Grade one submission in its own process; returns its row of scores.csv."""
-    import nbformat
-
-    row = {"submission": path.name, "points": 0, "max_points": max_points(zip_path), "reason": ""}
+def grade_one(path: Path, name: str, built: Path, timeout_s: float, submissions: Path) -> dict:
+    """Grade one submission (in one sandbox); returns its row of scores.csv and
+    writes its feedback and results files."""
+    payload = json.loads((built / "autograder" / "grader" / "payload.json").read_text())
+    lib = built / "autograder" / "grader" / "lib"
+    row = {"submission": path.name, "points": 0, "max_points": driver._max(payload), "reason": ""}
     nb, problem = _read_submission(path, name)
     if problem:
         row["reason"] = problem
         return row
-    # Whatever Jupyter the student used (its kernel may have another name), grade with this
-    # environment's Python kernel.
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    log_path = results / f"{path.name}.log"
-    with tempfile.TemporaryDirectory(prefix="grade-") as work:
-        work = Path(work)
-        nbformat.write(nb, work / f"{name}.ipynb")
-        out = work / "out"
-        out.mkdir()
-        cmd = [sys.executable, "-m", "otter", "run", "--no-logo", "-a", str(zip_path), "-o", str(out),
-               str(work / f"{name}.ipynb")]
-        with open(log_path, "w") as log:
-            proc = subprocess.Popen(cmd, cwd=work, stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
-            try:
-                proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                _kill_tree(proc)
-                row["reason"] = f"time limit exceeded: grading took longer than {timeout_s:g} s"
-                return row
-        result = out / "results.json"
-        if proc.returncode != 0 or not result.is_file():
-            lines = [ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
-            last = lines[-1].strip() if lines else "no output"
-            row["reason"] = f"grading failed (exit code {proc.returncode}): {last[:300]}"
-            return row
-        shutil.copy(result, results / f"{path.name}.json")
-        points, reported_max = _score(result)
-    row["points"] = points
-    if reported_max != row["max_points"]:
-        row["reason"] = f"otter reported {reported_max:g} points in all, the autograder has {row['max_points']:g}"
+    cells = driver.export_cells(nb)
+    work = Path(tempfile.mkdtemp(prefix="grade-"))
+    try:
+        scratch = work / "scratch"
+        scratch.mkdir(mode=0o700)
+        load_s = timeout_s * max(1, len(cells)) + 30
+        graded = driver.grade_export(cells, payload, scratch,
+                                     lambda: sandbox_command(lib, scratch, timeout_s),
+                                     per_test_s=timeout_s, load_s=load_s, preexec=_limits)
+        logs = [f"--- runner (stderr) ---\n{_read_private(work / 'scratch-runner.log')}"]
+        logs.append(f"--- what the submission printed while it was graded ---\n"
+                    f"{_read_private(scratch / 'log.txt')}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    (submissions / "results" / f"{path.name}.json").write_text(
+        json.dumps(dict(driver.gradescope_results(graded), detail=graded), indent=1))
+    (submissions / "results" / f"{path.name}.log").write_text("\n".join(logs))
+    (submissions / "feedback" / f"{path.name}.txt").write_text(driver.feedback_text(name, path.name, graded))
+    row["points"], row["max_points"], row["reason"] = graded["points"], graded["max_points"], graded["reason"]
     return row
 
 
-def _grade_and_report(path: Path, name: str, zip_path: Path, timeout_s: float, results: Path) -> dict:
+def _grade_and_report(path: Path, name: str, built: Path, timeout_s: float, submissions: Path) -> dict:
     start = time.monotonic()
     try:
-        row = grade_one(path, name, zip_path, timeout_s, results)
+        row = grade_one(path, name, built, timeout_s, submissions)
     except Exception as e:  # a bug of ours or a broken result file: report, go on
-        row = {"submission": path.name, "points": 0, "max_points": max_points(zip_path),
+        payload = json.loads((built / "autograder" / "grader" / "payload.json").read_text())
+        row = {"submission": path.name, "points": 0, "max_points": driver._max(payload),
                "reason": f"grader error ({type(e).__name__}: {e})"}
     note = f" ({row['reason']})" if row["reason"] else ""
     print(f"{path.name}: {row['points']:g} / {row['max_points']:g} in "
@@ -317,22 +462,22 @@ def grade(name: str, submissions: Path, timeout_s: float, out: Path, jobs: int =
     write scores.csv there (rows in file-name order)."""
     if not submissions.is_dir():
         raise SystemExit(f"SUBMISSIONS must be a folder of notebooks; {submissions} is not a folder")
+    problem = check_sandbox()
+    if problem:
+        raise SystemExit(problem)
     built = out / name
     master = MASTERS / name / f"{name}.ipynb"
-    stale = not (built / "autograder").is_dir() or \
-        master.stat().st_mtime > autograder_zip(built).stat().st_mtime
-    if stale:
+    payload = built / "autograder" / "grader" / "payload.json"
+    if not payload.is_file() or master.stat().st_mtime > payload.stat().st_mtime:
         print(f"building {name} (otter assign) ...", flush=True)
         build(name, out)
-    zip_path = autograder_zip(built)
-    results = submissions / "results"
-    results.mkdir(exist_ok=True)
+    for sub in ("results", "feedback"):
+        (submissions / sub).mkdir(exist_ok=True)
     # Hidden files (.DS_Store, editors' backups) are nobody's submission.
     files = sorted(p for p in submissions.iterdir()
                    if p.is_file() and p.name != "scores.csv" and not p.name.startswith("."))
-    # Each submission is graded by its own `otter run` process; threads only wait for them.
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        rows = list(pool.map(lambda p: _grade_and_report(p, name, zip_path, timeout_s, results), files))
+        rows = list(pool.map(lambda p: _grade_and_report(p, name, built, timeout_s, submissions), files))
     scores = submissions / "scores.csv"
     with open(scores, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=SCORES_COLUMNS)
@@ -343,24 +488,245 @@ def grade(name: str, submissions: Path, timeout_s: float, out: Path, jobs: int =
     return scores
 
 
+def check_solution(name: str, built: Path) -> None:
+    """Grade the solution notebook in the sandbox: it must score full marks."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for sub in ("results", "feedback"):
+            (folder / sub).mkdir()
+        shutil.copy(built / "autograder" / f"{name}.ipynb", folder / "solution.ipynb")
+        row = grade_one(folder / "solution.ipynb", name, built, DEFAULT_TIMEOUT_S, folder)
+        if row["points"] != row["max_points"]:
+            raise SystemExit(f"{name}: the solution scores {row['points']:g} / {row['max_points']:g} "
+                             f"({row['reason']}):\n{(folder / 'feedback' / 'solution.ipynb.txt').read_text()}")
+
+
 # --- a demonstration class ----------------------------------------------------------------
 DEMO_CLASS = {
-    "alice.ipynb": "the solution",
-    "bob.ipynb": "the solution with the first question left unanswered, from a Jupyter whose kernel has another name",
+    "alice.ipynb": "the solution (correct)",
+    "bob.ipynb": "the solution with the first question left unanswered (partial), from a Jupyter "
+                 "whose kernel has another name",
     "carol.ipynb": "the notebook as handed out, nothing answered, downloaded from Colab (no otter metadata)",
-    "dave.ipynb": "an infinite loop after the setup cell",
+    "dave.ipynb": "the solution with one function that hangs on inputs only a hidden test gives (hanging)",
     "erin.ipynb": "a truncated file that is not valid JSON",
     "frank.txt": "not a notebook",
-    "grace.ipynb": "a cell that kills the Python process",
+    "grace.ipynb": "nothing answered, and a cell that kills the Python process",
     "heidi.ipynb": "a notebook of another assignment",
+    "ivan.ipynb": "the solution with one answer subtly wrong: it passes the public tests (subtly wrong)",
+    "mallory.ipynb": "nothing answered, and a cell that replaces otter's test runner, minigrad's ledger "
+                     "and the notebook's helpers (tampering)",
+    "sybil.ipynb": "the solution, and a cell that hunts for other submissions, the autograder and the "
+                   "hidden tests, overwrites what it finds and erases itself (sabotaging)",
+    "victor.ipynb": "the solution, graded after sybil (the victim)",
 }
 
+# For each assignment: (name defined by the cell to replace, replacement) for ivan (subtly
+# wrong) and dave (hangs on what only hidden tests give).
+DEMO_VARIANTS = {
+    "a1_backward": {
+        "subtle": ("Tanh", '''class Tanh(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return np.tanh(x)
 
-def demo_class(name: str, built: Path, dest: Path, pid_file: Path | None = None) -> Path:
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * (1 - np.tanh(x) ** 2)
+'''),
+        "hang": ("MatMul", '''class MatMul(Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        while x.shape[1] == 1:
+            pass
+        ctx.save_for_backward(x, w)
+        return x @ w
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        return grad @ w.T, x.T @ grad
+'''),
+    },
+    "a3_checkpoint": {
+        "subtle": ("predicted_peak", '''def predicted_peak(n, starts, act_bytes):
+    # the end of the forward pass only: the recomputation is forgotten
+    return act_bytes * ((len(starts) - 1) + (n - starts[-1] + 1))
+'''),
+        "hang": ("my_checkpoint_sequential", '''def my_checkpoint_sequential(layers, starts, x):
+    n = len(layers)
+    if not starts or any(not isinstance(s, int) for s in starts) or starts[0] != 0 \
+            or any(b <= a for a, b in zip(starts, starts[1:])) or starts[-1] >= n:
+        raise ValueError(f"bad starts {starts!r} for {n} layers")
+    while len(starts) > 3:
+        pass
+    bounds = list(starts) + [n]
+    h = x
+    for a, b in zip(bounds[:-2], bounds[1:-1]):
+        h = Checkpoint.apply(h, lambda t, a=a, b=b: run_plain(layers[a:b], t))
+    return run_plain(layers[bounds[-2]:], h)
+'''),
+    },
+    "a4_planning": {
+        "subtle": ("optimal_plan", '''def optimal_plan(a, m, c, budget):
+    if len(m) <= 12:
+        return brute_force_plan(a, m, c, budget)
+    return (0, [0])
+'''),
+        "hang": ("segment_peak", '''def segment_peak(a, m, starts):
+    n = len(m)
+    while n > 9:
+        pass
+    bounds = list(starts) + [n]
+    held, terms = 0, []
+    for j in range(len(starts) - 1):
+        terms.append(held + a[bounds[j]] + sum(m[bounds[j]:bounds[j + 1]]))
+        held += a[bounds[j]]
+    terms.append(held + a[bounds[-2]] + sum(m[bounds[-2]:n]))
+    return max(terms)
+'''),
+    },
+
+    "a6_nested": {
+        "subtle": ("nested_peak", '''def nested_peak(a, items, held=frozenset()):
+    # each level on its own: what the outer levels hold is forgotten
+    current, peaks = set(), []
+    for item in items:
+        if item[0] == "taped":
+            current |= {item[1], item[1] + 1}
+        else:
+            _, s, t, inner = item
+            peaks.append(nested_peak(a, inner) + a[s])
+            current |= {s}
+    return max([sum(a[i] for i in current)] + peaks)
+'''),
+        "hang": ("run_nested", '''def run_nested(layers, items, x, depth=0):
+    while depth > 2:
+        pass
+    h = x
+    for item in items:
+        if item[0] == "taped":
+            h = layers[item[1]](h)
+        else:
+            _, s, t, inner = item
+            h = checkpoint(lambda u, inner=inner: run_nested(layers, inner, u, depth + 1), h, use_reentrant=True)
+    return h
+'''),
+    },
+    "a7_hooks": {
+        "subtle": ("hook_checkpoint", '''def hook_checkpoint(fn, x):
+    rng_state = minigrad.random.get_rng_state()
+    rebuilt = []
+    handles = itertools.count()
+
+    def collect(array):
+        rebuilt.append(array)
+        return len(rebuilt) - 1
+
+    def unpack(k):
+        if not rebuilt:
+            minigrad.random.set_rng_state(rng_state)   # replayed, but never put back
+            with saved_tensors_hooks(collect, lambda j: rebuilt[j]), enable_grad():
+                fn(Tensor(x.data, requires_grad=True))
+        return rebuilt[k]
+
+    with saved_tensors_hooks(lambda array: next(handles), unpack):
+        return fn(x)
+'''),
+        "hang": ("hook_checkpoint_sequential", '''def hook_checkpoint_sequential(layers, starts, x):
+    n = len(layers)
+    if not starts or any(not isinstance(s, int) for s in starts) or starts[0] != 0 \\
+            or any(b <= a for a, b in zip(starts, starts[1:])) or starts[-1] >= n:
+        raise ValueError(f"bad starts {starts!r} for {n} layers")
+    while len(starts) > 3:
+        pass
+    bounds = list(starts) + [n]
+    h = x
+    for a, b in zip(bounds[:-2], bounds[1:-1]):
+        h = hook_checkpoint(lambda t, a=a, b=b: run_plain(layers[a:b], t), h)
+    return run_plain(layers[bounds[-2]:], h)
+'''),
+    },}
+
+TAMPER_CELL = '''# Pass every test with nothing answered: replace minigrad's ledger, the notebook's
+# helpers and otter's test runner (the seven lines that gave full marks under otter run).
+import minigrad.memory
+minigrad.memory.track = lambda *a, **k: __import__("contextlib").nullcontext()
+gradients = lambda *a, **k: ([], None)
+import otter.test_files.exception_test as et
+def run(self, global_environment):
+    for tc in self.test_cases:
+        self.test_case_results.append(et.TestCaseResult(test_case=tc, message="ok", passed=True))
+et.ExceptionTestFile.run = run
+'''
+
+SABOTAGE_CELL = '''# Hunt for other submissions, the autograder and the hidden tests; overwrite and erase.
+import os, json
+TARGETS = {targets!r}
+found = {{"read": {{}}, "overwritten": [], "processes": [], "files": []}}
+for path in TARGETS:
+    try:
+        found["read"][path] = open(path, errors="replace").read()[:2000]
+    except OSError as e:
+        found["read"][path] = f"{{type(e).__name__}}"
+    try:
+        with open(path, "w") as f:
+            f.write("{{}}")
+        found["overwritten"].append(path)
+    except OSError:
+        pass
+print("SABOTAGE REPORT", json.dumps(found), flush=True)
+for pid in os.listdir("/proc"):
+    if pid.isdigit():
+        try:
+            found["processes"].append(open(f"/proc/{{pid}}/cmdline").read().replace("\\0", " "))
+        except OSError:
+            pass
+SKIP = ("/usr", "/proc", "/sys", "/dev", "/root/.pyenv")
+for top in ("/", os.path.expanduser("~"), "/tmp", ".."):
+    for root, dirs, files in os.walk(top):
+        dirs[:] = [d for d in dirs if not os.path.join(root, d).startswith(SKIP) and not d.startswith(".venv")
+                   and d not in ("site-packages", "lib-dynload")]
+        for f in files:
+            if f.endswith((".ipynb", ".zip", ".json", ".py", ".csv")):
+                p = os.path.join(root, f)
+                found["files"].append(p)
+                try:
+                    text = open(p, errors="replace").read()
+                    if "hidden" in text or "test_case" in text:
+                        found["read"][p] = text[:2000]
+                    with open(p, "a") as g:
+                        g.write(" ")
+                    found["overwritten"].append(p)
+                except (OSError, ValueError):
+                    pass
+print("SABOTAGE REPORT", json.dumps(found))
+for p in ("student.json", "/scratch/student.json"):
+    try:
+        os.remove(p)
+    except OSError:
+        pass
+'''
+
+
+def _replace_definition(nb, name: str, source: str):
+    import nbformat
+
+    nb = nbformat.from_dict(json.loads(json.dumps(nb)))
+    pattern = re.compile(rf"^(def|class) {re.escape(name)}\b", re.M)
+    for cell in nb.cells:
+        if cell.cell_type == "code" and pattern.search(cell.source):
+            cell.source = source
+            return nb
+    raise SystemExit(f"no cell defines {name}")
+
+
+def demo_class(name: str, built: Path, dest: Path, targets: list[str] | None = None) -> Path:
     """Write a folder of made-up submissions of ``name`` that takes every path of `grade`
-    (see ``DEMO_CLASS``; plus a hidden ``.DS_Store``, which gets no row). ``pid_file``:
-    the looping submission writes its process id there (tests use it to check that the
-    time limit really ends the process)."""
+    (see ``DEMO_CLASS``; plus a hidden ``.DS_Store``, which gets no row). ``targets``: files
+    the saboteur tries to read and overwrite (default: the victim, the other submissions,
+    the payload and the autograder zip, by their real paths)."""
     import nbformat
     from nbformat.v4 import new_code_cell
 
@@ -371,34 +737,48 @@ def demo_class(name: str, built: Path, dest: Path, pid_file: Path | None = None)
     def write(filename, nb):
         nbformat.write(nb, dest / filename)
 
-    def with_cell(nb, source):
-        nb = nbformat.from_dict(json.loads(json.dumps(nb)))
+    def copy(nb):
+        return nbformat.from_dict(json.loads(json.dumps(nb)))
+
+    def with_cell(nb, source, at_end=False):
+        nb = copy(nb)
         first_code = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
-        nb.cells.insert(first_code + 1, new_code_cell(source, id="demo"))
+        nb.cells.insert(len(nb.cells) if at_end else first_code + 1, new_code_cell(source, id="demo"))
         return nb
 
     write("alice.ipynb", solution)
-    partial = nbformat.from_dict(json.loads(json.dumps(solution)))
+    partial = copy(solution)
     first_answer = next(i for i, c in enumerate(student.cells) if "otter_answer_cell" in c.metadata.get("tags", []))
     partial.cells[first_answer] = student.cells[first_answer]
     partial.metadata["kernelspec"] = {"name": "conda-env-course-py", "display_name": "Python [conda env:course]",
                                       "language": "python"}
     write("bob.ipynb", partial)
-    from_colab = nbformat.from_dict(json.loads(json.dumps(student)))
+    from_colab = copy(student)
     from_colab.metadata = nbformat.from_dict({"colab": {"provenance": []},
                                               "kernelspec": {"display_name": "Python 3", "name": "python3"},
                                               "language_info": {"name": "python"}})
     write("carol.ipynb", from_colab)
-    loop = "import os, pathlib\n"
-    if pid_file is not None:
-        loop += f"pathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))\n"
-    write("dave.ipynb", with_cell(student, loop + "while True:\n    pass"))
+    variants = DEMO_VARIANTS.get(name, {})
+    if "hang" in variants:
+        write("dave.ipynb", _replace_definition(solution, *variants["hang"]))
+    else:
+        write("dave.ipynb", with_cell(solution, "while True:\n    pass", at_end=True))
     (dest / "erin.ipynb").write_text((dest / "carol.ipynb").read_text()[:200])
     (dest / "frank.txt").write_text("My answers are in the notebook I forgot to attach.\n")
     write("grace.ipynb", with_cell(student, "import os\nos._exit(1)"))
-    other = nbformat.from_dict(json.loads(json.dumps(student)))
+    other = copy(student)
     other.metadata["otter"]["assignment_name"] = "another_assignment"
     write("heidi.ipynb", other)
+    if "subtle" in variants:
+        write("ivan.ipynb", _replace_definition(solution, *variants["subtle"]))
+    write("mallory.ipynb", with_cell(student, TAMPER_CELL, at_end=True))
+    if targets is None:
+        targets = [str((dest / f).resolve()) for f in ("victor.ipynb", "alice.ipynb", "scores.csv")]
+        targets += [str((built / "autograder" / "grader" / "payload.json").resolve()),
+                    str(autograder_zip(built).resolve()),
+                    str((built / "autograder" / "tests" / "q1.py").resolve())]
+    write("sybil.ipynb", with_cell(solution, SABOTAGE_CELL.format(targets=targets), at_end=True))
+    write("victor.ipynb", solution)
     # What a folder unzipped on a Mac also holds: not a submission, so not a row.
     (dest / ".DS_Store").write_bytes(b"\x00\x00\x00\x01Bud1")
     return dest
@@ -421,24 +801,25 @@ def link_venv(grade_venv: Path, book_venv: Path) -> Path:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    b = sub.add_parser("build", help="otter assign each master notebook")
+    b = sub.add_parser("build", help="otter assign each master notebook, write its grader and Gradescope zip")
     b.add_argument("names", nargs="*", help="assignments to build (default: all)")
     b.add_argument("--out", type=Path, default=BUILD)
-    b.add_argument("--no-run-tests", action="store_true", help="skip otter's run of the solution")
+    b.add_argument("--seed", type=int, default=None, help="seed of the hidden inputs (default: a random one)")
+    b.add_argument("--no-run-tests", action="store_true", help="skip grading the solution")
     b.add_argument("--book", action="store_true", help="also copy each student folder to book/assignments/")
     b.add_argument("--jobs", type=int, default=1, help="assignments built at the same time")
-    g = sub.add_parser("grade", help="grade a folder of submissions with otter run")
+    g = sub.add_parser("grade", help="grade a folder of submissions, each in a sandbox")
     g.add_argument("name")
     g.add_argument("submissions", type=Path)
     g.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
-                   help=f"seconds per submission (default {DEFAULT_TIMEOUT_S})")
+                   help=f"seconds per test and per notebook cell (default {DEFAULT_TIMEOUT_S})")
     g.add_argument("--out", type=Path, default=BUILD, help="where the built assignments are")
     g.add_argument("--jobs", type=int, default=1, help="submissions graded at the same time")
     d = sub.add_parser("demo-class", help="write made-up submissions that take every path of grade")
     d.add_argument("name")
     d.add_argument("dest", type=Path)
     d.add_argument("--out", type=Path, default=BUILD, help="where the built assignments are")
-    d.add_argument("--pid-file", type=Path, default=None)
+    sub.add_parser("check-sandbox", help="say whether bubblewrap works here")
     v = sub.add_parser("link-venv", help="make the grading venv see the book venv's packages")
     v.add_argument("grade_venv", type=Path)
     v.add_argument("book_venv", type=Path)
@@ -449,7 +830,7 @@ def main(argv=None) -> None:
 
         def build_one(name):
             start = time.monotonic()
-            built = build(name, args.out, run_tests=not args.no_run_tests)
+            built = build(name, args.out, run_tests=not args.no_run_tests, seed=args.seed)
             if args.book:
                 publish(name, built)
             print(f"{name}: {built} ({time.monotonic() - start:.1f} s)", flush=True)
@@ -464,11 +845,17 @@ def main(argv=None) -> None:
         grade(_check_name(args.name), args.submissions, args.timeout, args.out, args.jobs)
     elif args.command == "demo-class":
         name = _check_name(args.name)
-        if not (args.out / name / "autograder").is_dir():
+        if not (args.out / name / "autograder" / "grader").is_dir():
             build(name, args.out)
-        dest = demo_class(name, args.out / name, args.dest, args.pid_file)
+        dest = demo_class(name, args.out / name, args.dest)
         for filename, what in DEMO_CLASS.items():
-            print(f"{dest / filename}: {what}")
+            if (dest / filename).exists():
+                print(f"{dest / filename}: {what}")
+    elif args.command == "check-sandbox":
+        problem = check_sandbox()
+        print(problem or "bubblewrap works")
+        if problem:
+            raise SystemExit(1)
     else:
         print(link_venv(args.grade_venv, args.book_venv))
 

@@ -37,16 +37,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 VENVS = ROOT / ".compat"
 REPORT = ROOT / "reports" / "compat.md"
-PACKAGES = ("numpy", "matplotlib", "torch", "transformers", "peft", "accelerate", "jax")
+PACKAGES = ("numpy", "matplotlib", "torch", "transformers", "peft", "accelerate", "jax",
+            "scipy")
 KERNEL = ["ipykernel", "nbclient", "nbformat"]
 STACKS = {
     # The declared minimum (bookkit/versions.py MINIMUM, pyproject.toml): oldest release
     # of each minimum minor version that has a Python 3.11 wheel.
     # jax: chapter 21's own minimum (its setup cell says jax="0.6").
     "minimum": ["numpy==1.26.4", "matplotlib==3.8.4", "torch==2.5.1", "transformers==4.57.6",
-                "peft==0.17.1", "accelerate==1.3.0", "jax==0.6.0"],
+                "peft==0.17.1", "accelerate==1.3.0", "jax==0.6.0", "scipy==1.11.4"],
     # The newest releases available here.
-    "newest": ["numpy", "matplotlib", "torch<=2.14.1", "transformers", "peft", "accelerate", "jax"],
+    "newest": ["numpy", "matplotlib", "torch<=2.14.1", "transformers", "peft", "accelerate", "jax",
+               "scipy"],
 }
 TIMEOUT_S = 900
 

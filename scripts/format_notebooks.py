@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import nbformat
@@ -31,16 +32,22 @@ def ruff_binary() -> str:
     return found
 
 
-def format_source(source: str, ruff: str) -> str:
-    """The cell's source as ruff formats it (unchanged for magic cells)."""
-    if not source.strip() or MAGIC.search(source):
-        return source
-    done = subprocess.run([ruff, "format", "--line-length", str(LINE_LENGTH),
-                           "--stdin-filename", "cell.py", "-"],
-                          input=source, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise ValueError(f"ruff could not format this cell:\n{source}\n{done.stderr}")
-    return done.stdout.rstrip("\n")
+def format_cells(sources: list[str], ruff: str) -> list[str]:
+    """The cells' sources as ruff formats them, in one ruff run (magic cells as they are)."""
+    with tempfile.TemporaryDirectory(prefix="format-notebooks-") as folder:
+        paths = {}
+        for i, source in enumerate(sources):
+            if source.strip() and not MAGIC.search(source):
+                paths[i] = Path(folder) / f"cell{i:05d}.py"
+                paths[i].write_text(source + "\n")
+        if paths:
+            done = subprocess.run([ruff, "format", "--quiet", "--no-cache", "--isolated",
+                                   "--line-length", str(LINE_LENGTH), folder],
+                                  capture_output=True, text=True)
+            if done.returncode != 0:
+                raise SystemExit(f"ruff could not format a cell:\n{done.stderr}")
+        return [paths[i].read_text().rstrip("\n") if i in paths else source
+                for i, source in enumerate(sources)]
 
 
 def main(argv: list[str]) -> int:
@@ -52,17 +59,18 @@ def main(argv: list[str]) -> int:
     paths = args.notebooks or sorted(str(p) for p in (root / "notebooks").glob("*.ipynb"))
     ruff = ruff_binary()
     unformatted = []
-    for name in paths:
-        nb = nbformat.read(name, as_version=4)
-        changed = 0
-        for i, cell in enumerate(nb.cells):
-            if cell.cell_type != "code":
-                continue
-            new = format_source(cell.source, ruff)
-            if new != cell.source:
-                changed += 1
-                unformatted.append(f"{name}: cell {i}")
-                cell.source = new
+    notebooks = {name: nbformat.read(name, as_version=4) for name in paths}
+    cells = [(name, i, cell) for name, nb in notebooks.items()
+             for i, cell in enumerate(nb.cells) if cell.cell_type == "code"]
+    formatted = format_cells([cell.source for _, _, cell in cells], ruff)
+    changed_in: dict[str, int] = {}
+    for (name, i, cell), new in zip(cells, formatted):
+        if new != cell.source:
+            changed_in[name] = changed_in.get(name, 0) + 1
+            unformatted.append(f"{name}: cell {i}")
+            cell.source = new
+    for name, nb in notebooks.items():
+        changed = changed_in.get(name, 0)
         if changed and not args.check:
             nbformat.write(nb, name)
             print(f"{changed:3d} cells formatted  {name}")

@@ -83,7 +83,8 @@ def split_source(source: str) -> tuple[str, str]:
             continue
         reads, writes = _names(stmt, ast.Load), _names(stmt, (ast.Store, ast.Del))
         later = [s for s in body[i + 1:] if not is_check(s)]
-        if any(_names(s, (ast.Store, ast.Del)) & (reads | writes)
+        if any(isinstance(s, ast.Delete)  # frees memory a meter may be counting
+               or _names(s, ast.Store) & (reads | writes)
                or _names(s, ast.Load) & writes for s in later):
             continue  # moving it after the visible statements could change a value
         start = stmt.lineno - 1

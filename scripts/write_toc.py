@@ -20,6 +20,7 @@ PARTS = [
         "notebooks/ch04_sqrt_trick",
         "notebooks/ch05_choosing_checkpoints",
         "notebooks/ch06_beyond_one_level",
+        "notebooks/ch07_beyond_chains",
         "notebooks/ch08_when_recomputation_lies",
     ]),
     ("Part II: the same results in PyTorch", [
@@ -48,6 +49,8 @@ PARTS = [
         "book/assignments/a3_checkpoint/a3_checkpoint",
         "book/assignments/a4_planning/a4_planning",
         "book/assignments/a5_selective/a5_selective",
+        "book/assignments/a6_nested/a6_nested",
+        "book/assignments/a7_hooks/a7_hooks",
     ]),
     ("Back matter", ["book/glossary", "book/coverage", "book/references"]),
 ]

@@ -9,7 +9,7 @@ run::
     ROTOR_PUBLISHED=/path/to/folder python tests/rotor_published_record.py --write  # re-record
 
 Comparing runs ``compute_table`` and ``persistent_rec`` of the published code and
-`minigrad.plan.rotor_published` on the same random chains and asserts identical
+`tests/rotor_published.py` on the same random chains and asserts identical
 tables and operation lists; ``--write`` stores the published answers on
 ``CASES`` chains in ``rotor_published_cases.json`` (the published code's
 outputs only), which ``tests/test_rotor.py`` checks without the published code.
@@ -52,7 +52,7 @@ def published_ops(sequence) -> list[tuple]:
 
 def published_answers(persistent, params, mmax):
     """``(opt at the top for m = 0..mmax, {limit: ops or None})`` from the published code."""
-    from minigrad.plan.rotor_published import RotorChain
+    from rotor_published import RotorChain
 
     chain = RotorChain(*[tuple(p) for p in params])  # rotor's attribute names: the published code reads it
     opt, what = persistent.compute_table(chain, mmax)
@@ -78,7 +78,7 @@ def load_published(folder):
 
 def compare(persistent, n_chains: int, seed: int = 0) -> dict:
     """Run both solvers on ``n_chains`` random chains; assert identical answers."""
-    from minigrad.plan import rotor_published as M
+    import rotor_published as M
 
     rng = random.Random(seed)
     counts = {"chains": 0, "tables": 0, "sequences": 0, "infeasible": 0}

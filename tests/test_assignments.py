@@ -1,27 +1,35 @@
 """The course assignments (assignments/, scripts/assignments.py, the book's Assignments part).
 
-For every assignment: `otter assign` builds it, the solution scores full marks and the
-notebook as handed out scores less, with a readable message for each failing test; no
-solution code and no hidden test reaches the student; the book shows the current student
-version. Grading survives what students hand in: an infinite loop, a crash, a malformed
-file, a text file, another assignment's notebook (the book's sample scores.csv is this
-run's). The student notebook finds its public tests when opened alone, as in Colab.
+For every assignment: `otter assign` builds it; the solution scores full marks in the
+sandbox; the notebook as handed out scores less, with a readable message for each failing
+test; a subtly wrong answer loses the points of its own question only; a submission that
+patches otter, minigrad or the notebook's helpers scores 0 with the reason; a library
+shortcut is refused. Assignment 3's demonstration class takes every path of `make grade`:
+correct, partial, unanswered, hanging (only the tests it hangs are lost), malformed, not
+a notebook, crashing, another assignment's, subtly wrong, tampering, sabotaging, and the
+victim graded after the saboteur (full marks, its file untouched, and no hidden test text
+ever readable by submission code). The Gradescope zip grades the solution at full marks
+from a clean virtual environment. No solution code and no hidden test reaches students;
+the book shows the current student version.
 
-otter-grader lives in its own environment, .venv-grade (see assignments/requirements.txt);
+The grader runs from the grading environment, .venv-grade (see assignments/requirements.txt);
 these tests run it as a subprocess. `make test` creates it; so does `make assignments`.
 """
 from __future__ import annotations
 
 import csv
+import hashlib
 import importlib.util
 import json
+import os
 import re
 import shutil
 import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import nbformat
-import psutil
 import pytest
 
 from bookpaths import HTML, ROOT, config, toc_files
@@ -33,9 +41,12 @@ SCRIPT = ROOT / "scripts" / "assignments.py"
 MASTERS = ROOT / "assignments"
 BOOK = ROOT / "book" / "assignments"
 NAMES = sorted(p.parent.name for p in MASTERS.glob("*/*.ipynb") if p.stem == p.parent.name)
-CLASS_TIMEOUT_S = 40  # the time limit of the demonstration class (and of the book's sample)
+DEMO = "a3_checkpoint"       # the assignment whose demonstration class is graded in full
+TEST_TIMEOUT_S = 5           # per test in these runs (the hanging submission's limit)
+SEED = 20261201
 
-# scripts/assignments.py, loaded by path (its module-level code needs no otter).
+# scripts/assignments.py, loaded by path.
+sys.path.insert(0, str(MASTERS))
 _spec = importlib.util.spec_from_file_location("assignments_script", SCRIPT)
 script = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(script)
@@ -58,108 +69,282 @@ def read_scores(folder: Path) -> dict[str, dict]:
     return {r["submission"]: r for r in rows}
 
 
+def results(folder: Path, submission: str) -> list[dict]:
+    return json.loads((folder / "results" / f"{submission}.json").read_text())["detail"]["tests"]
+
+
+def hidden_test_names(built: Path, name: str) -> set[str]:
+    payload = json.loads((built / name / "autograder" / "grader" / "payload.json").read_text())
+    return {c["test"] for spec in payload["questions"].values()
+            for c in script.driver.test_cases(spec["tests"]) if c["hidden"]}
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("built")
-    grade_env("build", "--out", out, "--no-run-tests", "--jobs", 2)  # the graded runs check the solutions
+    # the graded runs below check the solutions (build would grade each one once more)
+    grade_env("build", "--out", out, "--no-run-tests", "--jobs", 2, "--seed", SEED)
     return out
 
 
 @pytest.fixture(scope="module")
-def demo(built, tmp_path_factory) -> tuple[Path, Path]:
-    """The demonstration class of assignment 1, graded: (submissions folder, pid file)."""
+def demo(built, tmp_path_factory) -> Path:
+    """Assignment 3's demonstration class, graded (``make grade``'s command)."""
     folder = tmp_path_factory.mktemp("class")
-    pid_file = tmp_path_factory.mktemp("pid") / "dave.pid"
-    grade_env("demo-class", NAMES[0], folder, "--out", built, "--pid-file", pid_file)
-    grade_env("grade", NAMES[0], folder, "--out", built, "--timeout", CLASS_TIMEOUT_S, "--jobs", 2)
-    return folder, pid_file
+    grade_env("demo-class", DEMO, folder, "--out", built)
+    victim = hashlib.sha256((folder / "victor.ipynb").read_bytes()).hexdigest()
+    grade_env("grade", DEMO, folder, "--out", built, "--timeout", TEST_TIMEOUT_S, "--jobs", 2)
+    assert hashlib.sha256((folder / "victor.ipynb").read_bytes()).hexdigest() == victim, \
+        "the victim's notebook changed while the class was graded"
+    return folder
 
 
-def graded(name: str, built: Path, demo, tmp_path: Path) -> tuple[Path, str, str]:
-    """(folder, solution's file name, student's file name) of a graded pair for ``name``."""
-    if name == NAMES[0]:
-        return demo[0], "alice.ipynb", "carol.ipynb"
-    folder = tmp_path / "submissions"
-    folder.mkdir()
-    shutil.copy(built / name / "autograder" / f"{name}.ipynb", folder / "solution.ipynb")
-    shutil.copy(built / name / "student" / f"{name}.ipynb", folder / "student.ipynb")
-    grade_env("grade", name, folder, "--out", built, "--jobs", 2)
-    return folder, "solution.ipynb", "student.ipynb"
-
-
-def failed_cases(results_json: Path) -> list[str]:
-    """Every failing test case's report in otter's results (one string per case)."""
-    cases = []
-    for test in json.loads(results_json.read_text())["tests"]:
-        if "score" not in test or test["score"] == test["max_score"]:
+@pytest.fixture(scope="module")
+def graded_all(built, tmp_path_factory) -> dict[str, Path]:
+    """For every other assignment: the solution, the notebook as handed out, a subtly wrong
+    answer (where the demonstration class has one) and a tampering submission, graded."""
+    folders = {}
+    for name in NAMES:
+        if name == DEMO:
             continue
-        cases += [c for c in re.split(r"\n\s*\w+ - \d+ result:\n", test["output"]) if "Test case failed" in c]
-    return cases
+        folder = tmp_path_factory.mktemp(name)
+        demo_folder = tmp_path_factory.mktemp(f"{name}-demo")
+        grade_env("demo-class", name, demo_folder, "--out", built)
+        for kept, as_name in [("alice.ipynb", "solution.ipynb"), ("carol.ipynb", "student.ipynb"),
+                              ("ivan.ipynb", "subtle.ipynb"), ("mallory.ipynb", "tampering.ipynb")]:
+            if (demo_folder / kept).exists():
+                shutil.copy(demo_folder / kept, folder / as_name)
+        folders[name] = folder
+    # one grade run per assignment, two submissions at a time
+    for name, folder in folders.items():
+        grade_env("grade", name, folder, "--out", built, "--timeout", 60, "--jobs", 2)
+    return folders
 
 
-def test_there_are_five_assignments_with_masters_and_requirements():
-    assert len(NAMES) >= 5, f"expected at least five assignments in assignments/, found {NAMES}"
+def graded(name, demo, graded_all) -> tuple[Path, dict[str, str]]:
+    """(folder, role -> file name) of a graded assignment."""
+    if name == DEMO:
+        return demo, {"solution": "alice.ipynb", "student": "carol.ipynb", "subtle": "ivan.ipynb",
+                      "tampering": "mallory.ipynb"}
+    folder = graded_all[name]
+    return folder, {role: f"{role}.ipynb" for role in ("solution", "student", "subtle", "tampering")
+                    if (folder / f"{role}.ipynb").exists()}
+
+
+def test_there_are_seven_assignments_with_masters_and_requirements():
+    assert len(NAMES) >= 7, f"expected at least seven assignments in assignments/, found {NAMES}"
     pins = (MASTERS / "requirements.txt").read_text()
     assert re.search(r"^otter-grader==7\.0\.0$", pins, re.M), "assignments/requirements.txt must pin otter-grader==7.0.0"
+    heavy = [p for p in ("torch", "jax", "deepspeed", "transformers") if re.search(rf"^{p}\b", pins, re.M)]
+    assert not heavy, f"the instructors' requirements must stay light, found {heavy}"
+    assert not re.search(r"^torch==\S+\+cpu$", (ROOT / "requirements.txt").read_text(), re.M), \
+        "requirements.txt pins a +cpu torch without an index URL: pip cannot resolve it from PyPI"
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_solution_scores_full_marks_and_student_less_with_readable_failures(name, built, demo, tmp_path):
-    folder, solution, student = graded(name, built, demo, tmp_path)
+def test_solution_full_marks_student_less_with_readable_feedback(name, demo, graded_all):
+    folder, roles = graded(name, demo, graded_all)
     rows = read_scores(folder)
-    full = float(rows[solution]["max_points"])
-    assert full > 0
-    assert float(rows[solution]["points"]) == full and not rows[solution]["reason"], \
-        f"{name}: the solution scored {rows[solution]['points']} / {full} ({rows[solution]['reason']})"
-    assert not rows[student]["reason"], f"{name}: the student notebook was not graded: {rows[student]['reason']}"
-    assert float(rows[student]["points"]) < full, f"{name}: the unsolved student notebook scored full marks"
-    cases = failed_cases(folder / "results" / f"{student}.json")
-    assert cases, f"{name}: the student notebook lost points but no failing test case was reported"
-    for case in cases:
-        assert "Traceback" not in case, f"{name}: a failing test reports a traceback instead of a message:\n{case}"
-        last = case.strip().splitlines()[-1].strip()
-        assert re.match(r"^[A-Za-z_.]*(Error|Exception)\w*: .{10,}", last), \
-            f"{name}: a failing test ends without a readable message:\n{case}"
+    solution, student = rows[roles["solution"]], rows[roles["student"]]
+    full = float(solution["max_points"])
+    assert full > 0 and float(solution["points"]) == full and not solution["reason"], \
+        f"{name}: the solution scored {solution['points']} / {full} ({solution['reason']})"
+    assert float(student["points"]) < full, f"{name}: the unanswered notebook scored full marks"
+    assert float(student["points"]) > 0 or student["reason"].startswith("no test passed"), \
+        f"{name}: a 0 without its reason: {student}"
+    failing = [t for t in results(folder, roles["student"]) if not t["passed"]]
+    assert failing
+    for t in failing:
+        assert "Traceback" not in t["message"], f"{name}: a traceback instead of a message:\n{t['message']}"
+        assert re.match(r"^[A-Za-z_.]*(Error|Exception)\w*: .{10,}", t["message"].strip().splitlines()[-1]), \
+            f"{name} {t['test']}: a failing test ends without a readable message:\n{t['message']}"
+    feedback = (folder / "feedback" / f"{roles['student']}.txt").read_text()
+    assert all(t["test"] in feedback for t in failing), f"{name}: the feedback file misses failing tests"
 
 
-def test_grading_survives_bad_submissions_and_gives_partial_credit(demo, built):
-    folder, pid_file = demo
+@pytest.mark.parametrize("name", NAMES)
+def test_a_subtle_bug_costs_points_once(name, demo, graded_all):
+    """The subtly wrong answer passes the public tests and loses hidden points in its own
+    question only (the other questions are graded with the reference)."""
+    folder, roles = graded(name, demo, graded_all)
+    if "subtle" not in roles:
+        pytest.skip(f"{name} has no subtly wrong demonstration answer")
     rows = read_scores(folder)
-    assert (folder / ".DS_Store").is_file()  # a hidden file is in the folder, and gets no row
+    row = rows[roles["subtle"]]
+    assert 0 < float(row["points"]) < float(row["max_points"]), f"{name}: {row}"
+    lost = [t for t in results(folder, roles["subtle"]) if not t["passed"]]
+    assert all(t["hidden"] for t in lost), f"{name}: the subtle bug fails public tests: {lost}"
+    assert len({t["question"] for t in lost}) == 1, f"{name}: one bug lost points in several questions: {lost}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_tampering_scores_zero_with_the_reason(name, demo, graded_all):
+    folder, roles = graded(name, demo, graded_all)
+    row = read_scores(folder)[roles["tampering"]]
+    assert row["points"] == "0" and row["reason"].startswith("tampering detected"), row
+    assert "ExceptionTestFile.run" in row["reason"] or "minigrad.memory.track" in row["reason"], row
+
+
+def test_demo_class_fair_scores(demo, built):
+    rows = read_scores(demo)
+    assert (demo / ".DS_Store").is_file()  # a hidden file is in the folder, and gets no row
     assert sorted(rows) == sorted(script.DEMO_CLASS), f"one row per file expected, got {sorted(rows)}"
     full = float(rows["alice.ipynb"]["max_points"])
-    q1_points = sum(p for _, p, _ in _test_cases((built / NAMES[0] / "autograder" / "tests" / "q1.py").read_text()))
-    assert float(rows["bob.ipynb"]["points"]) == full - q1_points, "partial credit: bob answered all but q1"
-    expected_reason = {"dave.ipynb": f"time limit exceeded: grading took longer than {CLASS_TIMEOUT_S} s",
+    for who in ("alice.ipynb", "sybil.ipynb", "victor.ipynb"):
+        assert float(rows[who]["points"]) == full and not rows[who]["reason"], f"{who}: {rows[who]}"
+    payload = json.loads((built / DEMO / "autograder" / "grader" / "payload.json").read_text())
+    q1 = sum(c["points"] for c in script.driver.test_cases(payload["questions"]["q1"]["tests"]))
+    assert float(rows["bob.ipynb"]["points"]) == full - q1, "partial credit: bob answered all but q1"
+    # dave hangs on more than three segments: only the tests that give those are lost
+    dave = results(demo, "dave.ipynb")
+    lost = {t["test"] for t in dave if not t["passed"]}
+    assert lost == {"test_random_segmentations_are_bit_identical_and_use_checkpoint",
+                    "test_segments_save_the_memory_they_should"}, lost
+    assert all("TimeoutError" in t["message"] for t in dave if not t["passed"])
+    assert float(rows["dave.ipynb"]["points"]) == full - sum(t["points"] for t in dave if not t["passed"])
+    # ivan forgets the recomputation in the peak: only the test where it matters fails
+    ivan = {t["test"] for t in results(demo, "ivan.ipynb") if not t["passed"]}
+    assert "test_peak_reached_during_recomputation" in ivan and \
+        ivan <= {"test_peak_reached_during_recomputation", "test_peak_matches_the_ledger"}, ivan
+    expected_reason = {"carol.ipynb": "no test passed",
                        "erin.ipynb": "malformed notebook (NotJSONError",
                        "frank.txt": "not a notebook: frank.txt does not end in .ipynb",
-                       "grace.ipynb": "grading failed (exit code 1): nbclient.exceptions.DeadKernelError",
-                       "heidi.ipynb": f"not a notebook of {NAMES[0]}"}
+                       "grace.ipynb": "no test passed (first failure: q1 test_checkpoint_one_segment: Error: "
+                                      "the process running your notebook's cells ended with exit code 1",
+                       "heidi.ipynb": f"not a notebook of {DEMO}",
+                       "mallory.ipynb": "tampering detected: "}
     for submission, reason in expected_reason.items():
         row = rows[submission]
         assert row["points"] == "0" and row["max_points"] == rows["alice.ipynb"]["max_points"], row
         assert row["reason"].startswith(reason), f"{submission}: reason {row['reason']!r}, expected {reason!r}..."
-    pid = int(pid_file.read_text())
-    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, \
-        f"the looping submission's kernel (pid {pid}) still runs after its time limit"
+    for row in rows.values():
+        assert row["points"] != "0" or row["reason"], f"a 0 without a reason: {row}"
 
 
-def test_book_sample_scores_are_this_run(demo):
-    """book/assignments/sample_scores.csv came from `demo-class` + `grade`: same rows."""
-    with open(BOOK / "sample_scores.csv", newline="") as f:
-        sample = {r["submission"]: r for r in csv.DictReader(f)}
-    rows = read_scores(demo[0])
-    assert sorted(sample) == sorted(rows)
-    for name, row in rows.items():
-        got = (row["points"], row["max_points"], row["reason"].split(":")[0])
-        want = (sample[name]["points"], sample[name]["max_points"], sample[name]["reason"].split(":")[0])
-        assert got == want, f"{name}: this run gives {got}, the book's sample {want}: regenerate the sample"
+def test_the_saboteur_finds_nothing_and_harms_no_one(demo, built):
+    """sybil looked for every other submission, the payload, the zip and the hidden tests,
+    by their real paths and by walking the file system, and tried to overwrite them."""
+    log = (demo / "results" / "sybil.ipynb.log").read_text()
+    reports = [json.loads(line.split("SABOTAGE REPORT ", 1)[1]) for line in log.splitlines()
+               if line.startswith("SABOTAGE REPORT ")]
+    assert reports, "the saboteur's cell did not run"
+    hidden = hidden_test_names(built, DEMO)
+    for report in reports:
+        for path, text in report["read"].items():
+            assert not any(h in text for h in hidden), f"the saboteur read hidden test text from {path}"
+            if path.startswith(str(demo)) or path.startswith(str(built)):
+                assert text in ("FileNotFoundError", "PermissionError", "OSError"), f"read {path}: {text[:80]}"
+        written = [os.path.normpath(os.path.join("/scratch", p)) for p in report["overwritten"]]
+        outside = [p for p in written if not p.startswith(("/scratch/", "/tmp/"))]
+        assert not outside, f"the saboteur wrote outside its scratch folder: {outside}"
+        assert len(report["processes"]) <= 3 and not any("assignments.py" in p for p in report["processes"]), \
+            f"the saboteur saw other processes: {report['processes']}"
+    assert (demo / "alice.ipynb").read_text() == (built / DEMO / "autograder" / f"{DEMO}.ipynb").read_text()
 
 
-def _test_cases(text: str) -> list[tuple[str, float, bool]]:
-    """(function name, points, hidden) of every test case of an otter test file."""
-    found = re.findall(r"@test_case\(points=([\d.]+), hidden=(True|False).*?\)\ndef (\w+)\(", text, re.S)
-    return [(fn, float(points), hidden == "True") for points, hidden, fn in found]
+def test_library_shortcuts_are_refused(built, tmp_path):
+    """a3: a Checkpoint that subclasses the library's; a4: a DP that calls minigrad.plan."""
+    import nbformat as nbf
+
+    cases = {"a3_checkpoint": ("Checkpoint", "from minigrad.checkpoint import Checkpoint as _Library\n\n"
+                                             "class Checkpoint(_Library):\n    pass\n", "q1"),
+             "a4_planning": ("optimal_plan", "def optimal_plan(a, m, c, budget):\n"
+                                             "    import minigrad.plan\n"
+                                             "    return minigrad.plan.optimal_segments(a, m, c, budget)\n", "q3")}
+    for name, (fn, source, question) in cases.items():
+        folder = tmp_path / name
+        folder.mkdir()
+        solution = nbf.read(built / name / "autograder" / f"{name}.ipynb", as_version=4)
+        nbf.write(script._replace_definition(solution, fn, source), folder / "shortcut.ipynb")
+        grade_env("grade", name, folder, "--out", built, "--timeout", 30)
+        tests = results(folder, "shortcut.ipynb")
+        hidden = [t for t in tests if t["question"] == question and t["hidden"]]
+        assert hidden and not any(t["passed"] for t in hidden), f"{name}: a library shortcut earned hidden points"
+        assert any("forbid" in t["message"] for t in hidden), [t["message"] for t in hidden]
+        others = [t for t in tests if t["question"] != question]
+        assert all(t["passed"] for t in others), f"{name}: the shortcut cost other questions points"
+
+
+def test_sandbox_sees_no_repository_and_no_submissions(built, tmp_path):
+    cmd = script.sandbox_command(built / DEMO / "autograder" / "grader" / "lib", tmp_path)
+    binds = [cmd[i + 1] for i, arg in enumerate(cmd) if arg in ("--ro-bind", "--bind", "--ro-bind-try")]
+    assert str(tmp_path) in binds and str(built / DEMO / "autograder" / "grader" / "lib") in binds
+    for src in binds:
+        path = Path(src)
+        assert path != ROOT and ROOT not in path.parents or ".venv" in src or src.startswith(str(built)), \
+            f"the sandbox binds {src}, inside the repository"
+        assert "payload.json" not in src and not src.endswith("autograder")
+    assert "--unshare-all" in cmd and "--tmpfs" in cmd and "--die-with-parent" in cmd
+    assert script.check_sandbox() is None, "bubblewrap does not work here: run scripts/ensure_bwrap.sh"
+
+
+def test_seed_of_the_hidden_inputs_is_the_instructors(built):
+    for name in NAMES:
+        payload = json.loads((built / name / "autograder" / "grader" / "payload.json").read_text())
+        assert payload["seed"] == SEED
+        text = "\n".join(spec["tests"] for spec in payload["questions"].values())
+        for fixed in re.findall(r"default_rng\((\d+)\)", text):
+            pytest.fail(f"{name}: a hidden test draws from the fixed seed {fixed}, not the build's")
+
+
+def test_gradescope_zip_grades_the_solution_in_a_clean_venv(built, tmp_path):
+    """As Gradescope: unzip, a fresh virtual environment with minigrad from the zip's wheel,
+    then run_autograder's command on the solution. Offline and fast: the wheel (pure
+    Python) is unpacked into the new environment, which sees nothing else but NumPy (linked
+    from this environment). ASSIGNMENTS_FULL_GRADESCOPE=1 runs setup.sh's real pip installs
+    instead (NumPy and otter-grader from the package index: minutes, and a network)."""
+    import numpy
+
+    zpath = script.autograder_zip(built / DEMO)
+    source = tmp_path / "source"
+    with zipfile.ZipFile(zpath) as z:
+        z.extractall(source)
+        names = set(z.namelist())
+    assert {"setup.sh", "run_autograder", "requirements.txt", "grader/payload.json"} <= names
+    wheel = next(n for n in names if n.startswith("wheels/minigrad-") and n.endswith(".whl"))
+    version = script.minigrad_version()
+    setup = (source / "setup.sh").read_text()
+    assert f"minigrad-{version}-" in wheel and f"minigrad=={version}" in setup
+    reqs = (source / "requirements.txt").read_text()
+    assert "otter-grader==7.0.0" in reqs and "numpy" in reqs
+    base = Path(getattr(sys, "_base_executable", sys.executable))
+    venv = tmp_path / "venv"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    if os.environ.get("ASSIGNMENTS_FULL_GRADESCOPE") == "1":
+        subprocess.run([str(base), "-m", "venv", str(venv)], check=True, timeout=300)
+        for line in setup.splitlines():
+            if line.startswith("python3 -m pip"):
+                cmd = [str(venv / "bin" / "python")] + line.split()[1:]
+                proc = subprocess.run([c for c in cmd if c], cwd=source, capture_output=True, text=True,
+                                      timeout=1800, env=env)
+                assert proc.returncode == 0, proc.stderr[-2000:]
+    else:
+        subprocess.run([str(base), "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
+        site = Path(subprocess.run([str(venv / "bin" / "python"), "-c",
+                                    "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                   capture_output=True, text=True, check=True, env=env).stdout.strip())
+        with zipfile.ZipFile(source / wheel) as z:
+            z.extractall(site)
+        numpy_only = tmp_path / "numpy-only"
+        numpy_only.mkdir()
+        home = Path(numpy.__file__).parent
+        for part in [home, *home.parent.glob("numpy.libs"), *home.parent.glob("numpy-*.dist-info")]:
+            os.symlink(part, numpy_only / part.name)
+        (site / "numpy_only.pth").write_text(str(numpy_only) + "\n")
+    check = subprocess.run([str(venv / "bin" / "python"), "-c", "import minigrad, sys; print(minigrad.__file__)"],
+                           capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert check.returncode == 0 and str(venv) in check.stdout, check.stdout + check.stderr
+    submission = tmp_path / "submission"
+    submission.mkdir()
+    shutil.copy(built / DEMO / "autograder" / f"{DEMO}.ipynb", submission / "notebook.ipynb")
+    out = tmp_path / "results" / "results.json"
+    run = subprocess.run([str(venv / "bin" / "python"), "grader/lib/grading/gradescope.py", str(submission), str(out)],
+                         cwd=source, capture_output=True, text=True, timeout=600, env=env)
+    assert run.returncode == 0, run.stderr[-2000:]
+    result = json.loads(out.read_text())
+    full = sum(t["max_score"] for t in result["tests"])
+    assert full > 0 and result["score"] == full, f"Gradescope run: {result['score']} / {full}\n{run.stdout}"
+    assert not (source / "grader" / "payload.json").exists(), "the payload must be gone before student code runs"
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -172,19 +357,35 @@ def test_no_solution_code_and_no_hidden_test_reaches_students(name, built):
     assert student_tests and set(student_tests) == set(all_tests), f"{name}: student tests {sorted(student_tests)}"
     text = "\n".join(c.source for c in student.cells)
     for question, source in all_tests.items():
-        cases = _test_cases(source)
-        public = [c for c in cases if not c[2]]
-        hidden = [c for c in cases if c[2]]
+        cases = script.driver.test_cases(source)
+        public = [c["test"] for c in cases if not c["hidden"]]
+        hidden = [c["test"] for c in cases if c["hidden"]]
         assert public and hidden, f"{name} {question}: every question needs public and hidden tests"
-        assert [c[0] for c in _test_cases(student_tests[question])] == [c[0] for c in public], \
+        assert [c["test"] for c in script.driver.test_cases(student_tests[question])] == public, \
             f"{name} {question}: the student's tests are not exactly the public ones"
-        for fn, _, _ in hidden:
+        for fn in hidden:
             assert fn not in student_tests[question] and fn not in text, f"{name}: hidden test {fn} reaches students"
         assert f'grader.check("{question[:-3]}")' in text, f"{name}: no grader.check for {question[:-3]}"
-    # The check-all cell runs the public tests only, and its text says so.
     prose = "\n".join(c.source for c in student.cells if c.cell_type == "markdown")
     assert script.OTTER_CHECK_ALL_TEXT not in prose and script.CHECK_ALL_TEXT in prose, \
         f"{name}: the text above grader.check_all() must say that it runs the public tests only"
+
+
+def test_public_tests_pass_with_check_all_in_the_solution(built, tmp_path):
+    """What a student does locally: grader.check_all() in the solved notebook's folder runs
+    the public tests (otter, in the student's own process) and they pass."""
+    name = DEMO
+    work = tmp_path / name
+    shutil.copytree(built / name / "student", work)
+    solution = nbformat.read(built / name / "autograder" / f"{name}.ipynb", as_version=4)
+    code = "\n".join(c["source"] for c in script.driver.export_cells(solution))
+    code = ("import otter\ngrader = otter.Notebook()\n" + code +
+            "\nresult = grader.check_all()\nprint('CHECKALL', result.total, result.possible)\n")
+    proc = subprocess.run([str(GRADE_PY), "-c", code], cwd=work, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    total, possible = proc.stdout.split("CHECKALL")[-1].split()
+    assert float(total) == float(possible) > 0, proc.stdout[-1500:]
 
 
 def test_a_solution_outside_raw_cells_is_caught(built, tmp_path):
@@ -227,9 +428,10 @@ def test_setup_cell_installs_the_pinned_versions(name):
     setup = next(c for c in master.cells if c.cell_type == "code").source
     pin = re.search(r"^otter-grader==\S+$", (MASTERS / "requirements.txt").read_text(), re.M).group(0)
     url = config()["repository"]["url"]
+    version = script.minigrad_version()
     assert f'ASSIGNMENT = "{name}"' in setup, f"{name}: the setup cell must name its assignment"
-    assert f'%pip install --quiet "minigrad @ git+{url}" "{pin}"' in setup, \
-        f"{name}: the setup cell must install minigrad from {url} and {pin}"
+    assert f'%pip install --quiet "minigrad @ git+{url}@v{version}" "{pin}"' in setup, \
+        f"{name}: the setup cell must install minigrad {version} (tag v{version}, the grader's wheel) and {pin}"
     assert f'REPOSITORY = "{url}"' in setup and "book/assignments/{ASSIGNMENT}/tests" in setup, \
         f"{name}: the setup cell must fetch the public tests from the book's copy in the repository"
 
@@ -242,13 +444,25 @@ def test_points_table_states_what_is_graded(name, built):
              re.findall(r"^\| (q\d+) \|[^|]*\| (\d+) \((\d+) \+ (\d+)\) \|$", intro, re.M)}
     actual = {}
     for path in sorted((built / name / "autograder" / "tests").glob("*.py")):
-        cases = _test_cases(path.read_text())
-        public = sum(p for _, p, h in cases if not h)
-        hidden = sum(p for _, p, h in cases if h)
+        cases = script.driver.test_cases(path.read_text())
+        public = sum(c["points"] for c in cases if not c["hidden"])
+        hidden = sum(c["points"] for c in cases if c["hidden"])
         actual[path.stem] = (int(public + hidden), int(public), int(hidden))
     assert table == actual, f"{name}: the points table says {table}, the tests give {actual}"
     total = re.search(r"\*\*Total\*\* \| \*\*(\d+)\*\*", intro)
     assert total and int(total.group(1)) == sum(t for t, _, _ in actual.values()), f"{name}: wrong total"
+
+
+def test_book_sample_scores_are_this_run(demo):
+    """book/assignments/sample_scores.csv came from `demo-class` + `grade`: same rows."""
+    with open(BOOK / "sample_scores.csv", newline="") as f:
+        sample = {r["submission"]: r for r in csv.DictReader(f)}
+    rows = read_scores(demo)
+    assert sorted(sample) == sorted(rows)
+    for name, row in rows.items():
+        got = (row["points"], row["max_points"], row["reason"].split(":")[0])
+        want = (sample[name]["points"], sample[name]["max_points"], sample[name]["reason"].split(":")[0])
+        assert got == want, f"{name}: this run gives {got}, the book's sample {want}: regenerate the sample"
 
 
 def test_student_notebook_finds_its_tests_when_opened_alone(tmp_path):
@@ -275,6 +489,36 @@ def test_student_notebook_finds_its_tests_when_opened_alone(tmp_path):
         assert (workdir / "tests" / test_file).read_text() == (BOOK / name / "tests" / test_file).read_text()
 
 
+def fake_bin(tmp_path, uid: int, apt: bool):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "id").write_text(f"#!{shutil.which('bash')}\necho {uid}\n")
+    if apt:
+        (bin_dir / "apt-get").write_text(f'#!{shutil.which("bash")}\necho "$@" >> {tmp_path}/apt.log\n'
+                                         f'if [ "$1" = install ]; then echo "#!/bin/sh" > {bin_dir}/bwrap; '
+                                         f'{shutil.which("chmod")} +x {bin_dir}/bwrap; fi\n')
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    return bin_dir
+
+
+@pytest.mark.parametrize("uid,apt", [(1000, True), (0, True)])
+def test_make_grade_checks_for_bubblewrap(tmp_path, uid, apt):
+    """Like chromium for make test: installed as root with apt-get, else one clear line."""
+    bin_dir = fake_bin(tmp_path, uid, apt)
+    proc = subprocess.run([shutil.which("bash"), str(ROOT / "scripts" / "ensure_bwrap.sh")], capture_output=True,
+                          text=True, env={"PATH": str(bin_dir)}, timeout=60)
+    if uid == 0:
+        assert proc.returncode == 0, proc.stderr
+        assert "install -y -qq bubblewrap" in (tmp_path / "apt.log").read_text()
+    else:
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 1 and len(lines) == 1 and "apt-get install bubblewrap" in lines[0]
+        assert not (tmp_path / "apt.log").exists()
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^grade: .*\bbwrap\b", makefile, re.M) and "scripts/ensure_bwrap.sh" in makefile
+
+
 def test_book_lists_the_assignments_and_the_instructor_page():
     entries = toc_files()
     wanted = ["book/assignments/instructors"] + [f"book/assignments/{n}/{n}" for n in NAMES]
@@ -289,7 +533,8 @@ def test_book_lists_the_assignments_and_the_instructor_page():
                 hidden.add(re.search(r"^def (test_\w+)\(", cell.source, re.M).group(1))
     undocumented = sorted(fn for fn in hidden if fn not in page)
     assert not undocumented, f"the instructor page does not describe the hidden tests {undocumented}"
-    for command in ("make assignments", "make grade ASSIGNMENT=", "demo-class", "sample_scores.csv"):
+    for command in ("make assignments", "SEED=", "make grade ASSIGNMENT=", "demo-class", "sample_scores.csv",
+                    "bubblewrap", "Gradescope", "feedback/"):
         assert command in page, f"the instructor page must show `{command}`"
 
 

@@ -10,8 +10,8 @@ from hypothesis import given, strategies as st
 import minigrad as mg
 import minigrad.ops as F
 from minigrad import Tensor, nn
-from minigrad.checkpoint import (CheckpointError, checkpoint, checkpoint_sequential, is_recomputing,
-                                 set_checkpoint_early_stop)
+from minigrad.checkpoint import CheckpointError, checkpoint, is_recomputing, set_checkpoint_early_stop
+from minigrad.schedules import checkpoint_sequential
 
 
 # --- random chains -----------------------------------------------------------------------

@@ -18,8 +18,8 @@ import pytest
 import minigrad as mg
 import minigrad.ops as F
 from minigrad import Function, Tensor, memory, nn
-from minigrad.checkpoint import (CheckpointError, checkpoint, checkpoint_sequential,
-                                 set_checkpoint_early_stop)
+from minigrad.checkpoint import CheckpointError, checkpoint, set_checkpoint_early_stop
+from minigrad.schedules import checkpoint_sequential
 
 BOTH = pytest.mark.parametrize("use_reentrant", [True, False])
 

@@ -101,3 +101,76 @@ def test_nbval_fails_on_a_stale_figure(tmp_path, monkeypatch):
     for simulated in (False, True):
         result = nbval(fresh, simulated)
         assert result.returncode == 0, result.stdout[-2000:]
+
+
+# --- Figures a reader can read (issue 17) ---------------------------------------------
+
+def test_a_chapter_kernel_stores_figures_at_2x(tmp_path, monkeypatch):
+    """In a real kernel, in a chapter's order (the setup cell imports bookkit, a later
+    cell imports pyplot, which loads the inline backend), figures are stored at 2x with
+    11 pt fonts: the backend must not reset bookkit.figures' retina format."""
+    for key, value in figure_environment(str(tmp_path)).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("import bookkit"),
+        nbformat.v4.new_code_cell(
+            "import matplotlib as mpl\nimport matplotlib.pyplot as plt\n"
+            "print(mpl.rcParams['font.size'])\n" + PLOT.format(ys=[1, 3, 2]))])
+    NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    outputs = nb.cells[1].outputs
+    assert outputs[0]["text"].strip() == "11.0"
+    image = next(o for o in outputs if "image/png" in o.get("data", {}))
+    pixels = decode_png(image["data"]["image/png"])
+    shown = image["metadata"]["image/png"]["width"]
+    assert abs(pixels.shape[1] - 2 * shown) <= 1
+
+
+def stored_figures(path) -> list[tuple[int, dict, dict]]:
+    """(cell index, output, cell metadata) of every stored figure of a notebook."""
+    nb = nbformat.read(path, as_version=4)
+    return [(i, out, cell.metadata) for i, cell in enumerate(nb.cells)
+            if cell.cell_type == "code" for out in cell.get("outputs", [])
+            if {"image/png", "image/svg+xml"} & set(out.get("data", {}))]
+
+
+def figure_problems(index: int, output: dict, metadata: dict) -> list[str]:
+    """Why a stored figure falls short of CONTRIBUTING.md's rules, if it does."""
+    problems = []
+    data = output["data"]
+    if "image/svg+xml" not in data:
+        shown = output.get("metadata", {}).get("image/png", {}).get("width")
+        stored = decode_png(data["image/png"]).shape[1]
+        if not shown or stored < 2 * shown - 1:
+            problems.append(f"cell {index}: PNG of {stored} px not stored at 2x (import "
+                            f"bookkit before pyplot: bookkit.figures sets the retina format)")
+        elif shown > 7 * 100 + 1:
+            problems.append(f"cell {index}: {shown} px wide (at most 7 in, 700 px)")
+    mystnb = metadata.get("mystnb", {})
+    if not mystnb.get("figure", {}).get("caption") or not mystnb.get("figure", {}).get("name"):
+        problems.append(f"cell {index}: no mystnb.figure caption and name (numbered figure)")
+    if not mystnb.get("image", {}).get("alt"):
+        problems.append(f"cell {index}: no mystnb.image alt text")
+    return problems
+
+
+def test_figure_problems_accepts_a_described_2x_figure():
+    fig, ax = plt.subplots(figsize=(3, 2), dpi=200)
+    ax.plot([1, 2])
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    plt.close(fig)
+    png = base64.b64encode(buffer.getvalue()).decode()
+    good = {"data": {"image/png": png}, "metadata": {"image/png": {"width": 300}}}
+    meta = {"mystnb": {"figure": {"caption": "A line.", "name": "fig-x"},
+                       "image": {"alt": "A rising line."}}}
+    assert figure_problems(0, good, meta) == []
+    assert figure_problems(0, dict(good, metadata={}), meta)           # 1x
+    assert len(figure_problems(0, good, {})) == 2                       # no caption, no alt
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("*.ipynb")),
+                         ids=lambda p: p.name)
+def test_every_figure_is_2x_numbered_and_described(path):
+    problems = [p for args in stored_figures(path) for p in figure_problems(*args)]
+    assert not problems, f"{path.name}: " + "; ".join(problems)

@@ -25,6 +25,9 @@ def test_inside_ipython_png_is_drawn_at_2x():
     shell = start_ipython()
     with mpl.rc_context():
         assert use_book_style(shell) is True
+        from matplotlib_inline.config import InlineBackend
+        # what the inline backend re-applies when pyplot activates it
+        assert InlineBackend.instance().figure_formats == {"retina"}
         fig, ax = plt.subplots(figsize=(4, 2))
         ax.plot([0, 1], [0, 1])
         formatter = shell.display_formatter.formatters["image/png"]

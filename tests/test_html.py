@@ -1,4 +1,6 @@
-"""The built HTML: every notebook page exists and has a working Colab launch link."""
+"""The built HTML: every notebook page exists and has a working Colab launch link;
+exercises and figures are numbered per chapter, no page loads thebe, glued numbers are
+not bold, and assignment pages collapse their setup cell (issue 17)."""
 from __future__ import annotations
 
 import re
@@ -32,3 +34,54 @@ def test_no_page_loads_scripts_or_styles_from_another_host():
         if remote:
             offenders[str(page.relative_to(HTML))] = remote
     assert not offenders, f"pages that would load from another host: {offenders}"
+
+
+# --- Reader-first pages (issue 17), checked in the built HTML ---------------------------
+
+def _chapter_pages():
+    import re as _re
+    pages = []
+    for path in notebook_paths():
+        match = _re.match(r"ch(\d+)_", path.name)
+        if match:
+            pages.append((path, int(match.group(1))))
+    return pages
+
+
+@pytest.mark.parametrize("path, chapter", _chapter_pages(), ids=lambda v: getattr(v, "name", v))
+def test_exercises_and_figures_are_numbered_per_chapter(path, chapter):
+    html = (HTML / "notebooks" / (path.stem + ".html")).read_text()
+    exercises = re.findall(r"Exercise (\d+(?:\.\d+)*)", html)
+    figures = re.findall(r'<span class="caption-number">Fig\. (\d+(?:\.\d+)*)', html)
+    for label, numbers in (("Exercise", exercises), ("Fig.", figures)):
+        wrong = sorted({n for n in numbers if n.split(".")[0] != str(chapter)
+                        or len(n.split(".")) != 2})
+        assert not wrong, f"{path.name}: {label} numbers not of the form {chapter}.k: {wrong}"
+    if exercises:
+        firsts = sorted({int(n.split(".")[1]) for n in exercises})
+        assert firsts[0] == 1, f"{path.name}: exercises start at {chapter}.{firsts[0]}"
+
+
+def test_no_page_loads_thebe():
+    offenders = [str(p.relative_to(HTML)) for p in HTML.rglob("*.html")
+                 if "THEBE_JS_URL" in p.read_text() or "sphinx-thebe.js" in p.read_text()]
+    assert not offenders, f"pages that still load thebe: {offenders}"
+
+
+def test_glued_numbers_are_not_bold():
+    css = (HTML / "_static" / "reader.css").read_text()
+    assert re.search(r"span\.pasted-text[^{]*\{[^}]*font-weight:\s*normal", css)
+    page = (HTML / "notebooks" / "ch00_five_minutes.html").read_text()
+    assert "reader.css" in page and 'class="pasted-text"' in page
+
+
+def test_assignment_setup_cells_are_collapsed():
+    pages = sorted((HTML / "book" / "assignments").glob("*/*.html"))
+    assert pages, "no assignment page was built"
+    for page in pages:
+        html = page.read_text()
+        first_cell = html[html.index('<div class="cell'):]
+        first_cell = first_cell[:first_cell.index("</details>") + 10] \
+            if "</details>" in first_cell[:2000] else first_cell[:2000]
+        assert "tag_hide-input" in first_cell and "<details" in first_cell, \
+            f"{page.name}: its first code cell (the setup) is not collapsed"

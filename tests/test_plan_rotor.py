@@ -20,13 +20,15 @@ import minigrad
 import minigrad.ops as F
 from minigrad import memory, nn
 from minigrad import plan as P
-from minigrad.checkpoint import checkpoint_sequential
+from minigrad.schedules import checkpoint_sequential
 from minigrad.plan.rotor import (Checkpointed, NestedSchedule, Taped, count_schedules,
-                                 enumerate_schedules, frontier_families, from_revolve,
+                                 enumerate_schedules, from_revolve,
                                  from_segments, rotor_frontier, rotor_reference, schedule_layer_calls,
                                  schedule_peak, schedule_recompute_cost)
 
 from test_exhaustive import random_chain
+
+from bookkit.schedule_comparison import plan_families
 
 
 def measure(layers, x, sched, loss=None, seed=123):
@@ -357,7 +359,7 @@ def test_loss_is_part_of_the_step(kind):
 def test_frontier_families_share_one_plane():
     layers, x = chain(31, 10)
     profile = P.profile_chain(layers, x)
-    families = frontier_families(profile)
+    families = plan_families(profile)
     assert list(families) == ["store all", "sqrt(n)", "one-level DP", "Revolve", "rotor"]
     assert families["store all"][0][:2] == (0, P.predict_peak(profile, [0]))
     for name, points in families.items():

@@ -1,5 +1,5 @@
 """The published rotor solver (Beaumont et al. 2019), restated in its own model
-(`minigrad.plan.rotor_published`), and its correspondence with `minigrad.plan.rotor`.
+(`tests/rotor_published.py`), and its correspondence with `minigrad.plan.rotor`.
 
 * the restated recurrence reproduces the published solver's answers (recorded by
   ``tests/rotor_published_record.py`` from the published code, which is not part of
@@ -21,8 +21,8 @@ import minigrad
 import minigrad.ops as F
 from minigrad import memory
 from minigrad import plan as P
-from minigrad.checkpoint import checkpoint_sequential
-from minigrad.plan import rotor_published as RP
+from minigrad.schedules import checkpoint_sequential
+import rotor_published as RP  # tests/rotor_published.py
 from minigrad.plan.rotor import NestedSchedule, enumerate_schedules, schedule_peak, schedule_recompute_cost
 
 from test_plan_rotor import chain

@@ -181,7 +181,7 @@ def test_grad_runs_only_the_needed_part_of_the_graph():
     x = Tensor(np.array([1.0]), requires_grad=True)
     other = Tensor(np.array([2.0]), requires_grad=True)
     seen = []
-    handle = mg.tensor.register_hooks(op=lambda kind, fn, *rest: seen.append((kind, fn.name())))
+    handle = mg.hooks.register_hooks(op=lambda kind, fn, *rest: seen.append((kind, fn.name())))
     try:
         y = (x.exp() + other.tanh()).sum()
         seen.clear()
@@ -270,7 +270,7 @@ def test_unpack_must_return_an_array():
 
 def test_register_hooks_sees_ops_arrays_and_roles():
     events = []
-    handle = mg.tensor.register_hooks(
+    handle = mg.hooks.register_hooks(
         array=lambda a: events.append(("array", a.shape)),
         hold=lambda a, role: events.append(("hold", role)),
         release=lambda a, role: events.append(("release", role)),
@@ -287,7 +287,7 @@ def test_register_hooks_sees_ops_arrays_and_roles():
     x.exp()
     assert len(events) == n  # removed
     with pytest.raises(TypeError, match="must be callable"):
-        mg.tensor.register_hooks(op=3)
+        mg.hooks.register_hooks(op=3)
 
 
 def test_current_op_names_the_op_inside_forward():
@@ -325,7 +325,7 @@ def test_run_backward_inputs_returns_their_gradients():
     a = Tensor(np.array([1.0, 2.0]), requires_grad=True)
     b = Tensor(np.array([3.0, 4.0]), requires_grad=True)
     y = mg.checkpoint.checkpoint(lambda a, blah: a * blah, a, blah=b)
-    ga, gb = mg.tensor.run_backward(y, np.ones(2), inputs=[a, b])
+    ga, gb = mg.autograd.run_backward(y, np.ones(2), inputs=[a, b])
     np.testing.assert_array_equal(ga, b.data)
     np.testing.assert_array_equal(gb, a.data)
     assert a.grad is None and b.grad is None
@@ -346,7 +346,7 @@ def test_modules_and_optimizers_declare_their_arrays_through_the_hook_registry()
     not only the ledger (nn and optim do not call the ledger directly)."""
     from minigrad import nn, optim
     roles = []
-    handle = mg.tensor.register_hooks(hold=lambda a, role: roles.append(role))
+    handle = mg.hooks.register_hooks(hold=lambda a, role: roles.append(role))
     try:
         layer = nn.BatchNorm1d(3)
         opt = optim.AdamW(layer.parameters(), lr=0.1)
@@ -356,4 +356,28 @@ def test_modules_and_optimizers_declare_their_arrays_through_the_hook_registry()
         handle.remove()
     assert {"parameters", "buffers", "optimizer", "gradients"} <= set(roles)
     with pytest.raises(ValueError, match="unknown role 'weights'"):
-        mg.tensor.hold_role(np.ones(2), "weights")
+        mg.hooks.hold_role(np.ones(2), "weights")
+
+
+def test_the_core_engine_alone_back_propagates_like_the_full_backward():
+    """tensor.run_backward with its plain BackwardTask (the loop ch02 builds, without
+    autograd's pass) gives the gradients of Tensor.backward, and releases the graph."""
+    rng = np.random.default_rng(0)
+    w = Tensor(rng.normal(size=(3, 2)), requires_grad=True)
+    x = Tensor(rng.normal(size=(4, 3)))
+    y = ((x @ w).tanh() * (x @ w)).sum()
+    mg.tensor.run_backward([y], [np.ones((), np.float32)])
+    core = w.grad.copy()
+    w.grad = None
+    with pytest.raises(RuntimeError, match="second time"):
+        y.backward()  # the core loop released every node
+    y = ((x @ w).tanh() * (x @ w)).sum()
+    y.backward()
+    np.testing.assert_array_equal(core, w.grad)
+
+
+def test_the_core_engine_file_stays_small():
+    """ch02 shows minigrad/tensor.py whole: it must stay under 300 lines."""
+    import pathlib
+    lines = pathlib.Path(mg.tensor.__file__).read_text().splitlines()
+    assert len(lines) < 300, len(lines)

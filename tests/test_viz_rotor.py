@@ -14,7 +14,8 @@ from matplotlib.patches import Rectangle  # noqa: E402
 import minigrad  # noqa: E402
 from minigrad import nn, viz  # noqa: E402
 from minigrad import plan as P  # noqa: E402
-from minigrad.plan.rotor import from_revolve, frontier_families  # noqa: E402
+from bookkit.schedule_comparison import plan_families  # noqa: E402
+from minigrad.plan.rotor import from_revolve  # noqa: E402
 from minigrad.plan import NestedSchedule, revolve  # noqa: E402
 
 
@@ -25,7 +26,7 @@ def _close_figures():
 
 
 def test_rotor_modules_do_not_import_matplotlib():
-    code = ("import sys, minigrad, minigrad.plan, minigrad.plan.rotor, minigrad.plan.rotor_published\n"
+    code = ("import sys, minigrad, minigrad.plan, minigrad.plan.rotor\n"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib' or m == 'minigrad.viz')\n"
             "print(','.join(bad))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -73,7 +74,7 @@ def test_frontier_families_plot():
     layers = [nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 4), nn.Tanh(), nn.Linear(4, 12), nn.GELU(),
               nn.Linear(12, 4), nn.ReLU()]
     x = minigrad.Tensor(np.ones((2, 4), np.float32), requires_grad=True)
-    families = frontier_families(P.profile_chain(layers, x, cost="ops"))
+    families = plan_families(P.profile_chain(layers, x, cost="ops"))
     assert set(families) == {"store all", "sqrt(n)", "one-level DP", "Revolve", "rotor"}
     assert len(families["Revolve"]) == len(layers) - 1
     # rotor's front is never above any other family's point of no more work

@@ -16,13 +16,20 @@ Modules, by idea:
   `optimal_segments_reference` (its recurrence), `min_peak_for_each_last_start`.
 * `revolve` — the binomial multi-level schedule (Griewank–Walther): `revolve`.
 * `rotor` — the optimal multi-level (nested) schedule of a heterogeneous chain
-  (Beaumont et al.'s rotor, under the byte ledger): `rotor`, `NestedSchedule`;
-  `rotor_published` restates the published solver's model for comparison.
+  (Beaumont et al.'s rotor, under the byte ledger): `rotor`, `NestedSchedule`
+  (``tests/rotor_published.py`` restates the published solver's model for comparison).
+* `graph` — a step as a DAG: `trace_graph` (one dry run), `GraphProfile`, `chain_graph`.
+* `checkmate` — optimal rematerialization of the DAG (Checkmate's integer program,
+  solved with SciPy's HiGHS, imported only when it runs): `remat`, `GraphSchedule`,
+  `lower_bound`, `store_all`, `keeping`; `minigrad.remat.run` executes a schedule.
 
 Example:
-    >>> from minigrad import plan
-    >>> p = plan.optimal_segments(layers, x, budget_bytes=64 * 1024)
-    >>> y = checkpoint_sequential(layers, p, x)
+    >>> from minigrad import Tensor, nn, plan
+    >>> from minigrad.checkpoint import checkpoint_sequential
+    >>> layers = [nn.Sequential(nn.Linear(8, 8), nn.Tanh()) for _ in range(6)]
+    >>> x = Tensor(np.ones((4, 8), np.float32), requires_grad=True)
+    >>> p = plan.optimal_segments(layers, x, budget_bytes=2048)
+    >>> checkpoint_sequential(layers, p, x).sum().backward()
 """
 from minigrad.plan.chain import ChainProfile, predict_peak, recompute_cost
 from minigrad.plan.optimal import (min_peak_for_each_last_start, optimal_segments,
@@ -32,6 +39,8 @@ from minigrad.plan.revolve import (RevolvePlan, beta, binomial_split, repetition
                                    revolve_actions, untaped_forward_steps)
 from minigrad.plan.segments import SegmentPlan, balanced, explicit, sqrt_segments, uniform
 from minigrad.plan.rotor import Checkpointed, NestedSchedule, Taped, rotor, rotor_frontier
+from minigrad.plan.graph import GraphProfile, chain_graph, trace_graph
+from minigrad.plan.checkmate import GraphSchedule, keeping, lower_bound, remat, store_all
 
 __all__ = [
     "SegmentPlan", "uniform", "balanced", "sqrt_segments", "explicit",
@@ -41,4 +50,6 @@ __all__ = [
     "RevolvePlan", "revolve", "revolve_actions", "beta", "repetition_number",
     "untaped_forward_steps", "binomial_split",
     "rotor", "rotor_frontier", "NestedSchedule", "Taped", "Checkpointed",
+    "GraphProfile", "trace_graph", "chain_graph", "GraphSchedule", "remat", "lower_bound",
+    "store_all", "keeping",
 ]

@@ -209,8 +209,11 @@ def segment_peak(U, V, a, n, starts, f=0) -> int:
         f: ``profile.first_grad``.
 
     Example:
-        >>> U, V, a = profile.tables()
-        >>> segment_peak(U, V, a, profile.n, (0, 4, 8))
+        >>> pr = ChainProfile(input_bytes=(64, 64), output_bytes=64, saves_input=(True, True),
+        ...                   saves_output=(False, False), own_bytes=(0, 0), cost=(10, 10))
+        >>> U, V, a = pr.tables()
+        >>> int(segment_peak(U, V, a, pr.n, (0, 1)))
+        128
     """
     bounds = list(starts) + [n]
     kept, peak = 0, 0  # kept: B_{j-1}, checkpointed inputs held while segment j is live
@@ -252,7 +255,10 @@ def predict_peak(profile: ChainProfile, plan) -> int:
         Bytes (int), by the model in the module docstring.
 
     Example:
-        >>> predict_peak(profile, [0, 4, 8])
+        >>> pr = ChainProfile(input_bytes=(64,) * 8, output_bytes=64, saves_input=(True,) * 8,
+        ...                   saves_output=(False,) * 8, own_bytes=(0,) * 8, cost=(10,) * 8)
+        >>> predict_peak(pr, [0, 4]), predict_peak(pr, [0])   # two segments, then none
+        (320, 512)
     """
     starts = _starts_of(plan, profile.n, "predict_peak")
     if starts is None:
@@ -270,7 +276,10 @@ def recompute_cost(profile: ChainProfile, plan):
     An int when the costs are ints, else a float (summed exactly).
 
     Example:
-        >>> recompute_cost(profile, [0, 4, 8])     # layers 0..7 run twice
+        >>> pr = ChainProfile(input_bytes=(64,) * 8, output_bytes=64, saves_input=(True,) * 8,
+        ...                   saves_output=(False,) * 8, own_bytes=(0,) * 8, cost=(10,) * 8)
+        >>> recompute_cost(pr, [0, 4])     # layers 0..3 run twice
+        40
     """
     starts = _starts_of(plan, profile.n, "recompute_cost")
     if starts is None:

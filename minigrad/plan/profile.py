@@ -12,7 +12,9 @@ from __future__ import annotations
 from minigrad import memory
 from minigrad import random as _random
 from minigrad.plan.chain import ChainProfile
-from minigrad.tensor import Tensor, enable_grad, saved_tensors_hooks
+from minigrad.autograd import saved_tensors_hooks
+from minigrad.grad_mode import enable_grad
+from minigrad.tensor import Tensor
 
 __all__ = ["profile_chain", "COSTS", "check_cost_name"]
 
@@ -92,8 +94,12 @@ def profile_chain(layers, x, loss=None, cost="flops") -> ChainProfile:
     updated once more, as in any extra forward pass.
 
     Example:
-        >>> profile = profile_chain(layers, x, loss=lambda y: F.mse_loss(y, target))
-        >>> profile.cost[0], profile.own_bytes[0]
+        >>> from minigrad import nn
+        >>> layers = [nn.Sequential(nn.Linear(8, 8), nn.Tanh()) for _ in range(3)]
+        >>> x = Tensor(np.ones((4, 8), np.float32))
+        >>> profile = profile_chain(layers, x, loss=lambda y: (y * y).sum())
+        >>> profile.n, profile.output_bytes
+        (3, 128)
     """
     layers = list(layers)
     if not layers:

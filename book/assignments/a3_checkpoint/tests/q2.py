@@ -3,7 +3,7 @@ from otter.test_files import test_case
 OK_FORMAT = False
 
 name = "q2"
-points = 5
+points = 6
 
 @test_case(points=1, hidden=False)
 def test_two_segments_match_the_plain_run(my_checkpoint_sequential, make_chain, run_plain, gradients):

@@ -1,0 +1,156 @@
+"""Helpers the hidden tests import (``from grading import kit``): the grader's, never a
+student's. The runner fingerprints this module before student code runs.
+
+``refuse_library(obj, modules)`` fails a test whose graded function or class uses a part of
+minigrad the rules forbid (subclassing it, naming it, or calling it while it runs);
+``rng(seed, k)`` draws a test's hidden inputs from the seed the instructor built with.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import types
+
+import numpy as np
+
+
+class LibraryShortcut(AssertionError):
+    """Raised when a graded answer calls a part of minigrad the rules forbid."""
+
+
+def rng(seed, k: int) -> np.random.Generator:
+    """The generator of hidden test ``k``: from the instructor's build seed (``make
+    assignments SEED=...``); the public notebook never holds it."""
+    return np.random.default_rng([int(seed or 0) & 0xFFFFFFFF, k])
+
+
+def _modules(names):
+    found = []
+    for name in names:
+        try:
+            found.append(importlib.import_module(name))
+        except ImportError:
+            continue
+    return found
+
+
+def _forbidden_objects(modules, allow=()):
+    objs = {}
+    for mod in modules:
+        for attr, value in vars(mod).items():
+            if attr.startswith("_") or f"{mod.__name__}.{attr}" in allow:
+                continue
+            if getattr(value, "__module__", None) == mod.__name__ and callable(value):
+                objs[id(value)] = f"{mod.__name__}.{attr}"
+        if mod.__name__ not in allow:
+            objs[id(mod)] = mod.__name__
+    return objs
+
+
+def _codes(code):
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _codes(const)
+
+
+def library_uses(obj, module_names, allow=()) -> list[str]:
+    """The forbidden minigrad objects that ``obj`` (a function or a class) subclasses or
+    names: through its globals, closures, default values or base classes."""
+    modules = _modules(module_names)
+    forbidden = _forbidden_objects(modules, allow)
+    found = []
+    seen = set()
+
+    def visit(value, depth=0):
+        if id(value) in seen or depth > 4:
+            return
+        seen.add(id(value))
+        if id(value) in forbidden:
+            found.append(forbidden[id(value)])
+            return
+        if isinstance(value, type):
+            for base in value.__mro__[1:]:
+                if id(base) in forbidden:
+                    found.append(f"subclass of {forbidden[id(base)]}")
+            for v in vars(value).values():
+                visit(getattr(v, "__func__", v), depth + 1)
+            return
+        code = getattr(value, "__code__", None)
+        if code is None:
+            return
+        glb = getattr(value, "__globals__", {})
+        names = {n for c in _codes(code) for n in c.co_names}
+        for n in names:
+            if n in glb:
+                target = glb[n]
+                if id(target) in forbidden:
+                    found.append(forbidden[id(target)])
+                elif isinstance(target, types.ModuleType) and target.__name__ in ("minigrad",):
+                    for mod in modules:
+                        short = mod.__name__.split(".")[1] if "." in mod.__name__ else None
+                        if short and short in names and mod.__name__ not in allow:
+                            found.append(mod.__name__)
+                elif callable(target) and getattr(target, "__globals__", None) is glb:
+                    visit(target, depth + 1)  # the student's own helpers
+        for cell in getattr(value, "__closure__", None) or ():
+            with contextlib.suppress(ValueError):
+                visit(cell.cell_contents, depth + 1)
+        for d in getattr(value, "__defaults__", None) or ():
+            visit(d, depth + 1)
+
+    visit(obj)
+    return sorted(set(found))
+
+
+@contextlib.contextmanager
+def library_refused(module_names, what: str, allow=()):
+    """While the block runs, every public function and class method of these modules
+    raises ``LibraryShortcut`` (names bound before are restored after the block)."""
+    saved = []
+
+    def refuse(qualname):
+        def refused(*args, **kwargs):
+            raise LibraryShortcut(f"{what} called {qualname}, which the rules forbid")
+        return refused
+
+    modules = _modules(module_names)
+    forbidden = _forbidden_objects(modules, allow)
+    for mod in modules:
+        for attr, value in list(vars(mod).items()):
+            if attr.startswith("_") or isinstance(value, types.ModuleType):
+                continue
+            if getattr(value, "__module__", None) != mod.__name__ or f"{mod.__name__}.{attr}" in allow:
+                if id(value) in forbidden and not isinstance(value, type):  # a re-export
+                    saved.append((mod, attr, value))
+                    setattr(mod, attr, refuse(forbidden[id(value)]))
+                continue
+            if isinstance(value, type):
+                for k in ("forward", "backward", "apply", "__call__", "__init__"):
+                    if k in vars(value):
+                        saved.append((value, k, vars(value)[k]))
+                        setattr(value, k, staticmethod(refuse(f"{mod.__name__}.{attr}.{k}")))
+            elif callable(value):
+                saved.append((mod, attr, value))
+                setattr(mod, attr, refuse(f"{mod.__name__}.{attr}"))
+    try:
+        yield
+    finally:
+        for owner, attr, value in reversed(saved):
+            setattr(owner, attr, value)
+
+
+def refuse_library(obj, module_names, what: str, allow=()) -> None:
+    """Fail (AssertionError) if ``obj`` subclasses or names a forbidden part of minigrad
+    (``allow``: qualified names the rules permit, e.g. ``"minigrad.checkpoint.checkpoint"``)."""
+    uses = library_uses(obj, module_names, allow)
+    assert not uses, f"{what} uses {', '.join(uses)}, which the rules of this assignment forbid"
+
+
+def plan_modules() -> list[str]:
+    """minigrad's planners: ``minigrad.plan`` and every module under it."""
+    import pkgutil
+
+    import minigrad.plan
+
+    return ["minigrad.plan"] + [f"minigrad.plan.{m.name}" for m in pkgutil.iter_modules(minigrad.plan.__path__)]

@@ -1,0 +1,91 @@
+"""Reader-first page mechanics for the book (issue 17), in one small Sphinx extension.
+
+- **Numbers per chapter.** Sphinx numbers figures, tables, code listings and
+  sphinx-exercise's exercises across the whole book unless the toctree is numbered
+  (ch22 had Exercise 60). Here every enumerable item of ``notebooks/chNN_*`` is
+  renumbered ``NN.k`` in document order (Exercise 4.1, Figure 4.2, ...), and on any
+  other page ``k`` (the intro's figure is Figure 1). ``{numref}`` and the exercise
+  titles read the same numbers.
+- **No thebe.** jupyter-book always loads sphinx-thebe, whose inline script declares
+  ``THEBE_JS_URL`` on every page; declared twice it is a console error, and the book
+  has no live kernels anyway (launch buttons open Colab). Its scripts are dropped.
+- **One search box, no theme-mode console error.** The sidebar's search field is the
+  one search box (pydata's header repeated it: ``navbar_persistent``), and the page's
+  colour mode defaults to ``auto`` (an empty ``default_mode`` logs a console error on
+  every first visit).
+- **Assignment pages' setup cell collapsed.** The first code cell of a page under
+  ``book/assignments/`` (the setup cell, which otter-assign writes) gets the
+  ``hide-input`` treatment without a tag in the notebook, so ``scripts/assignments.py``
+  stays free to regenerate the notebooks.
+"""
+from __future__ import annotations
+
+import re
+
+from docutils import nodes
+
+CHAPTER = re.compile(r"(?:^|/)ch(\d+)_[^/]*$")
+ASSIGNMENTS = "book/assignments/"
+
+
+def chapter_number(docname: str) -> int | None:
+    """The chapter number of a notebook's docname (``notebooks/ch04_sqrt_trick`` -> 4)."""
+    match = CHAPTER.search(docname)
+    return int(match.group(1)) if match else None
+
+
+def renumber(fignumbers: dict[str, dict[str, tuple[int, ...]]],
+             docname: str) -> dict[str, dict[str, tuple[int, ...]]]:
+    """One document's ``{figtype: {id: number}}`` numbered from 1 per type, in the
+    order Sphinx numbered them, prefixed by the chapter number when there is one."""
+    prefix = () if chapter_number(docname) is None else (chapter_number(docname),)
+    renumbered = {}
+    for figtype, numbers in fignumbers.items():
+        ordered = sorted(numbers, key=lambda ident: numbers[ident])
+        renumbered[figtype] = {ident: prefix + (k,) for k, ident in enumerate(ordered, 1)}
+    return renumbered
+
+
+def _number_per_chapter(app, env):
+    for docname, fignumbers in list(env.toc_fignumbers.items()):
+        env.toc_fignumbers[docname] = renumber(fignumbers, docname)
+    return []
+
+
+def _drop_thebe(app, pagename, templatename, context, doctree):
+    scripts = context.get("script_files")
+    if not scripts:
+        return
+    context["script_files"] = [
+        js for js in scripts
+        if "thebe" not in str(js).lower()
+        and "THEBE" not in str(getattr(js, "attributes", {}).get("body", ""))]
+
+
+def _collapse_assignment_setup(app, doctree):
+    docname = app.env.docname
+    if not docname.startswith(ASSIGNMENTS):
+        return
+    for node in doctree.findall(nodes.container):
+        if node.get("nb_element") != "cell_code":
+            continue
+        if not node.get("hide_mode"):
+            node["hide_mode"] = "input"
+            node["prompt_show"] = "Show code cell {type}"
+            node["prompt_hide"] = "Hide code cell {type}"
+            node["classes"].append("tag_hide-input")
+        return  # only the first code cell
+
+
+def _theme_defaults(app, config):
+    config.html_theme_options["navbar_persistent"] = []
+    config.html_context.setdefault("default_mode", "auto")
+
+
+def setup(app):
+    app.connect("config-inited", _theme_defaults, priority=900)
+    # After sphinx's TocTreeCollector (priority 500) has assigned the book-wide numbers.
+    app.connect("env-get-updated", _number_per_chapter, priority=900)
+    app.connect("html-page-context", _drop_thebe)
+    app.connect("doctree-read", _collapse_assignment_setup)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

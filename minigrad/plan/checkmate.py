@@ -1,0 +1,630 @@
+"""Optimal rematerialization of a DAG: Checkmate's integer program, solved with HiGHS.
+
+The model (Jain et al., "Checkmate", MLSys 2020), restricted to the schedules minigrad's
+engine can run. Nodes ``0 .. N-1`` of a `GraphProfile` are in execution order: the forward
+ops, then the backward nodes in the order the engine runs them. Stage ``t`` computes node
+``t``; before it, the stage may *recompute* earlier forward values. Binary variables:
+
+* ``R[t, i]``: node ``i`` is computed in stage ``t`` (``R[t, t] = 1``);
+* ``S[t, i]``: node ``i``'s value is kept in memory from stage ``t - 1`` into stage ``t``;
+* ``FREE[t, i, k]``: value ``i`` is freed in stage ``t`` right after computing node ``k``.
+
+Constraints: a node reads only values present (``R[t, j] <= R[t, i] + S[t, i]`` for each
+dependency ``i`` of ``j``); a value kept must have been present (``S[t+1, i] <= S[t, i] +
+R[t, i]``); and the memory ``U[t, k]`` while node ``k`` of stage ``t`` is computed — the
+values kept plus those computed so far in the stage, minus those freed — stays within the
+budget. Objective: the recomputed FLOPs ``sum C_i R[t, i]``.
+
+The restriction (stated once): the forward pass runs once, as the user's code writes it,
+and gradients are never recomputed, so ``R[t, i]`` can be 1 off the diagonal only for a
+backward stage ``t`` and a forward node ``i``. The memory is Checkmate's: every live
+value counts (outputs, private saved arrays, gradients in flight, the step's saved
+inputs), which is at least what the ledger's ``activations`` counts (saved arrays only).
+
+Improvements over the published program, each leaving the optimum unchanged (tested):
+
+* ``"prune"``: ``S[t, i] = R[t, i] = 0`` for stages after the last one that can use ``i``
+  (no later user, directly or through a recomputable descendant): setting them to 0 keeps
+  every constraint satisfied and lowers neither memory nor cost;
+* ``"forced"``: ``S[t, i] = 1`` where a later node reads ``i`` and ``i`` cannot be
+  recomputed before then (a gradient; a forward value read later in the forward pass):
+  the constraints already force it, so the feasible set is the same;
+* ``"tight_free"``: ``FREE <= R[t, k]``, ``FREE <= 1 - S[t+1, i]``, ``FREE <= 1 - R[t, j]``
+  for each later user ``j``, with ``FREE`` continuous: FREE appears only where it lowers
+  the memory, so at an optimum it equals the product the published big-M linearisation
+  forces, with no binary variable;
+* the lower bound is checked before any solve: an impossible budget is refused at once.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from minigrad.plan.graph import GraphProfile
+
+__all__ = ["GraphSchedule", "remat", "lower_bound", "simulate", "store_all", "keeping",
+           "activation_peak", "IMPROVEMENTS", "build_program"]
+
+#: The improvements `remat` applies by default (see the module docstring).
+IMPROVEMENTS = ("prune", "forced", "tight_free")
+
+
+@dataclass(frozen=True)
+class GraphSchedule:
+    """A plan for a `GraphProfile` (plain data).
+
+    Attributes:
+        recompute: for each stage ``t``, the forward nodes recomputed before node ``t``
+            runs (in execution order).
+        keep: for each stage ``t``, the nodes whose values are kept into stage ``t``.
+        budget_bytes: the budget it was planned for (Checkmate's model).
+        predicted_peak_bytes: the peak of Checkmate's model (every live value).
+        predicted_activation_bytes: the peak of the ledger's ``activations`` when
+            `minigrad.remat.run` executes it (saved arrays only; at most the former).
+        recompute_flops: forward FLOPs recomputed.
+        optimal: True when the solver proved the optimum (``gap == 0``).
+        gap: relative gap between the cost found and the proven lower bound on it.
+        lower_bound_flops: the solver's proven lower bound on ``recompute_flops``.
+        lower_bound_bytes: the budget below which no schedule exists (see `lower_bound`).
+        n_variables, n_binaries, n_constraints: the program's size.
+        solve_time_s: seconds the solver ran (varies by machine).
+        method: ``"milp"``, ``"lp-rounded"``, ``"store-all"`` (it fits: no solve),
+            ``"keeping"`` (`keeping`) or ``"fallback"`` (the time limit came before the
+            solver found a schedule: the cheaper of store-all and keeping nothing
+            recomputable, with the gap to the solver's proven bound).
+    """
+
+    graph: GraphProfile = field(repr=False)
+    recompute: tuple
+    keep: tuple
+    budget_bytes: int | None
+    predicted_peak_bytes: int
+    predicted_activation_bytes: int
+    recompute_flops: int
+    optimal: bool
+    gap: float
+    lower_bound_flops: float
+    lower_bound_bytes: int
+    n_variables: int = 0
+    n_binaries: int = 0
+    n_constraints: int = 0
+    solve_time_s: float = 0.0
+    method: str = "milp"
+
+    @property
+    def recomputed_nodes(self) -> list:
+        """The forward nodes recomputed at least once, with how many times."""
+        counts = {}
+        for r in self.recompute:
+            for i in r:
+                counts[i] = counts.get(i, 0) + 1
+        return sorted(counts.items())
+
+
+# --- the model's arithmetic ----------------------------------------------------------------
+def _last_use(g: GraphProfile, users) -> list:
+    """The last stage at which node ``i``'s value can still be read: its last user, or a
+    later stage where a recomputable (forward) user can be recomputed."""
+    nf, last = g.n_forward, list(range(g.n_nodes))
+    for i in reversed(range(g.n_nodes)):
+        for j in users[i]:
+            last[i] = max(last[i], last[j] if j < nf else j)
+    return last
+
+
+def _forced(g, users) -> set:
+    """The pairs ``(t, i)`` where value ``i`` must be kept into stage ``t``: a later node
+    reads it and it cannot be recomputed before then (a gradient, or a forward value read
+    later in the forward pass)."""
+    nf, out = g.n_forward, set()
+    for i in range(g.n_nodes):
+        stop = max([j for j in users[i] if i >= nf or j < nf], default=i)
+        out.update((t, i) for t in range(i + 1, stop + 1))
+    return out
+
+
+def _recomputable(g, t, i):
+    return t >= g.n_forward and i < g.n_forward and i < t
+
+
+def lower_bound(g: GraphProfile) -> int:
+    """The smallest budget any schedule of the model can meet (Checkmate's bytes).
+
+    At stage ``t``, node ``t``'s inputs and its output are live, and so is every earlier
+    value that a later node reads and that cannot be recomputed before then (forward values
+    read later in the forward pass, gradients read later): the maximum over stages of that
+    sum, plus the step's saved inputs. It is a bound, not always reachable: recomputing a
+    value in backward needs its own inputs live at that moment.
+
+    Example:
+        >>> from minigrad.plan import chain_graph
+        >>> lower_bound(chain_graph([4, 8, 4], [1, 1, 1]))
+        24
+    """
+    users, nf, M = g.users(), g.n_forward, g.value_bytes
+    best = 0
+    for t in range(g.n_nodes):
+        live = set(g.deps[t])
+        for i in range(t):
+            if any(j > t and (i >= nf or j < nf) for j in users[i]):
+                live.add(i)
+        best = max(best, sum(M[i] for i in live) + M[t])
+    return int(best + g.const_bytes)
+
+
+def simulate(g: GraphProfile, recompute, keep) -> tuple:
+    """Replay a schedule in Checkmate's model: ``(peak bytes, recomputed FLOPs)``.
+
+    Each stage starts with the kept values, computes its recomputations then its node, and
+    frees a value right after its last reader in the stage unless it is kept into the next
+    stage (FREE's meaning). Raises ValueError if a node reads a value that is not there.
+    """
+    users, M, N = g.users(), g.value_bytes, g.n_nodes
+    peak, cost = 0, 0
+    for t in range(N):
+        live = set(keep[t])
+        nxt = set(keep[t + 1]) if t + 1 < N else set()
+        order = list(recompute[t]) + [t]
+        if any(i not in live for i in nxt if i not in order):
+            raise ValueError(f"simulate: stage {t + 1} keeps a value stage {t} did not have")
+        if any(i < len(g.out_buffer) and g.out_buffer[i] not in keep[t] for i in keep[t]):
+            raise ValueError(f"simulate: stage {t} keeps a view without the buffer it views")
+        mem = g.const_bytes + sum(M[i] for i in live)
+        for pos, k in enumerate(order):
+            missing = [i for i in g.deps[k] if i not in live]
+            if missing:
+                raise ValueError(f"simulate: stage {t} computes node {k} ({g.names[k]}) without "
+                                 f"the values of nodes {missing}")
+            if k in live:
+                raise ValueError(f"simulate: stage {t} recomputes node {k}, which it holds")
+            if k != t and not _recomputable(g, t, k):
+                raise ValueError(f"simulate: stage {t} recomputes node {k} ({g.names[k]}); "
+                                 f"only forward values are recomputed, in backward stages")
+            live.add(k)
+            mem += M[k]
+            peak = max(peak, mem)
+            if k != t:
+                cost += g.flops[k]
+            later = set(order[pos + 1:])
+            for i in set(g.deps[k]) | {k}:
+                if i not in nxt and not any(j in later for j in users[i]):
+                    live.discard(i)
+                    mem -= M[i]
+    return int(peak), int(cost)
+
+
+def activation_peak(g: GraphProfile, recompute, keep) -> int:
+    """The ledger's ``activations`` peak when `minigrad.remat.run` executes the schedule.
+
+    The executor holds, as activations, each forward value it keeps or recomputes (the
+    output's buffer and its private arrays, a buffer shared by views once) and each input
+    an op saved, from that op's forward to its backward; gradients are not activations.
+    """
+    nf, N = g.n_forward, g.n_nodes
+    users = g.users()
+    held_values: set = set()
+    consts: dict = {}  # const buffer -> number of holds
+    const_bytes = {cid: b for cid, b, _ in g.const_slots}
+    const_by_node: dict = {}
+    for cid, _, j in g.const_slots:
+        const_by_node.setdefault(j, []).append(cid)
+
+    def total():
+        roots = {g.out_buffer[i] for i in held_values}
+        return (sum(g.buffer_bytes[r] for r in roots)
+                + sum(g.private_bytes[i] for i in held_values)
+                + sum(const_bytes[c] for c, n in consts.items() if n))
+
+    peak = 0
+    kept_through = set(keep[nf]) if nf < N else set()
+    for i in range(nf):  # the forward pass: keep what stage nf keeps, hold saved inputs
+        for c in const_by_node.get(i, ()):
+            consts[c] = consts.get(c, 0) + 1
+        if i in kept_through:
+            held_values.add(i)
+        peak = max(peak, total())
+    bwd_of = {nf + k: j for k, j in enumerate(g.backward_of)}
+    for t in range(nf, N):
+        nxt = set(keep[t + 1]) if t + 1 < N else set()
+        order = list(recompute[t]) + [t]
+        for pos, k in enumerate(order[:-1]):
+            held_values.add(k)
+            peak = max(peak, total())
+            later = set(order[pos + 1:])
+            for i in set(g.deps[k]) | {k}:
+                if i not in nxt and not any(j in later for j in users[i]):
+                    held_values.discard(i)
+        peak = max(peak, total())
+        for c in const_by_node.get(bwd_of.get(t), ()):
+            consts[c] -= 1
+        held_values &= nxt
+    return int(peak)
+
+
+def store_all(g: GraphProfile) -> GraphSchedule:
+    """The schedule that keeps every value until its last reader (no recomputation)."""
+    users, N = g.users(), g.n_nodes
+    keep = tuple(frozenset(i for i in range(t) if any(j >= t for j in users[i]))
+                 for t in range(N))
+    recompute = tuple(() for _ in range(N))
+    peak, cost = simulate(g, recompute, keep)
+    return GraphSchedule(g, recompute, keep, None, peak, activation_peak(g, recompute, keep), cost,
+                         True, 0.0, 0.0, lower_bound(g), method="store-all")
+
+
+def keeping(g: GraphProfile, kept) -> GraphSchedule:
+    """The schedule that keeps the forward values ``kept`` (node indices) into the backward
+    pass, as long as a later node reads them, and recomputes every other forward value a
+    backward node needs, in that node's stage, from what is held (the plan a checkpointing
+    API gives when you choose what to save: torch's non-reentrant checkpoint, op by op).
+    Values that cannot be recomputed in time (gradients, forward values read later in the
+    forward pass) are always kept.
+
+    Example:
+        >>> from minigrad.plan import chain_graph
+        >>> g = chain_graph([4, 8, 4], [1, 2, 3])
+        >>> s = keeping(g, [])      # keep nothing that can be recomputed
+        >>> s.recompute_flops, s.predicted_peak_bytes
+        (10, 24)
+    """
+    kept = {int(i) for i in kept}
+    bad = [i for i in kept if not 0 <= i < g.n_forward]
+    if bad:
+        raise ValueError(f"keeping: {bad} are not forward nodes (0 .. {g.n_forward - 1})")
+    users, nf, N = g.users(), g.n_forward, g.n_nodes
+
+    def keep_fn(t):
+        out = {i for i in range(min(t, N)) if any(
+            j >= t and ((i >= nf or j < nf) or i in kept) for j in users[i])}
+        return out | {g.out_buffer[i] for i in out if i < nf}
+    recompute, keep = _complete(g, keep_fn)
+    peak, cost = simulate(g, recompute, keep)
+    return GraphSchedule(g, recompute, keep, None, peak, activation_peak(g, recompute, keep), cost,
+                         False, 0.0, 0.0, lower_bound(g), method="keeping")
+
+
+# --- the integer program ------------------------------------------------------------------
+class _Program:
+    """Variables by name, rows of a sparse matrix: ``lb <= A x <= ub``."""
+
+    def __init__(self):
+        self.index: dict = {}
+        self.binary: list = []
+        self.upper: list = []
+        self.cost: list = []
+        self.rows, self.cols, self.vals, self.lb, self.ub = [], [], [], [], []
+
+    def var(self, key, binary=True, upper=1.0, cost=0.0):
+        self.index[key] = len(self.binary)
+        self.binary.append(binary)
+        self.upper.append(upper)
+        self.cost.append(cost)
+        return self.index[key]
+
+    def row(self, terms, lb=-np.inf, ub=np.inf):
+        """Add ``lb <= sum(coef * x[key]) + const <= ub``; ``terms`` maps a key (or the
+        number 1 for a constant) to its coefficient."""
+        const, r = 0.0, len(self.lb)
+        for key, coef in terms:
+            if isinstance(key, (int, float)):
+                const += key * coef
+            else:
+                self.rows.append(r)
+                self.cols.append(self.index[key])
+                self.vals.append(coef)
+        self.lb.append(lb - const)
+        self.ub.append(ub - const)
+
+
+def build_program(g: GraphProfile, budget_bytes: int, improvements=IMPROVEMENTS):
+    """Checkmate's program for ``g`` under ``budget_bytes``, as a `_Program`.
+
+    ``R(t, i)`` and ``S(t, i)`` return a variable key, or the constant 0 or 1 where the
+    model (or the ``"prune"`` improvement) fixes it.
+    """
+    N, M, C = g.n_nodes, g.value_bytes, g.flops
+    users = g.users()
+    last = _last_use(g, users) if "prune" in improvements else [N] * N
+    tight = "tight_free" in improvements
+    forced = _forced(g, users) if "forced" in improvements else set()
+    P = _Program()
+
+    def R(t, i):  # node i computed in stage t
+        if i == t:
+            return 1
+        return ("R", t, i) if _recomputable(g, t, i) and t <= last[i] else 0
+
+    def S(t, i):  # value i kept into stage t
+        if not (i < t < N and t <= last[i]):
+            return 0
+        return 1 if (t, i) in forced else ("S", t, i)
+
+    for t in range(N):
+        for i in range(t):
+            if isinstance(R(t, i), tuple):
+                P.var(R(t, i), cost=float(C[i]))
+            if isinstance(S(t, i), tuple):
+                P.var(S(t, i))
+    for i, r in enumerate(g.out_buffer):  # a kept view keeps the buffer it views
+        if r != i:
+            for t in range(N):
+                if S(t, i) != 0:
+                    P.row([(S(t, i), 1), (S(t, r), -1)], ub=0)
+    room = float(budget_bytes - g.const_bytes)
+    for t in range(N):
+        computed = [k for k in range(t + 1) if R(t, k) != 0]
+        for j in computed:  # a node reads only values present in its stage
+            for i in g.deps[j]:
+                P.row([(R(t, j), 1), (R(t, i), -1), (S(t, i), -1)], ub=0)
+        if t + 1 < N:  # a value kept must have been present
+            for i in range(t + 1):
+                if S(t + 1, i) != 0:
+                    P.row([(S(t + 1, i), 1), (S(t, i), -1), (R(t, i), -1)], ub=0)
+        # memory while each computed node of the stage runs, freeing after each
+        U_prev = None
+        for pos, k in enumerate(computed):
+            P.var(("U", t, k), binary=False, upper=max(room, 0.0))
+            terms = [(("U", t, k), 1), (R(t, k), -M[k])]
+            if U_prev is None:
+                terms += [(S(t, i), -M[i]) for i in range(t) if S(t, i) != 0]
+            else:
+                kp = computed[pos - 1]
+                terms += [(U_prev, -1)]
+                terms += [(("F", t, i, kp), M[i]) for i in set(g.deps[kp]) | {kp}
+                          if ("F", t, i, kp) in P.index]
+            P.row(terms, lb=0, ub=0)
+            U_prev = ("U", t, k)
+            if k == t:
+                break
+            for i in set(g.deps[k]) | {k}:  # FREE[t, i, k]
+                if M[i] == 0:
+                    continue
+                later = [R(t, j) for j in users[i] if k < j <= t and R(t, j) != 0]
+                if tight:
+                    if 1 in later or S(t + 1, i) == 1:
+                        continue
+                    F = ("F", t, i, k)
+                    P.var(F, binary=False)
+                    if R(t, k) != 1:
+                        P.row([(F, 1), (R(t, k), -1)], ub=0)
+                    if S(t + 1, i) != 0:
+                        P.row([(F, 1), (S(t + 1, i), 1)], ub=1)
+                    for r in later:
+                        P.row([(F, 1), (r, 1)], ub=1)
+                else:  # the published big-M form: FREE = 1 iff no hazard
+                    F = ("F", t, i, k)
+                    P.var(F)
+                    hazards = [(R(t, k), -1), (1, 1)] + [(r, 1) for r in later]
+                    if t + 1 < N and S(t + 1, i) != 0:
+                        hazards.append((S(t + 1, i), 1))
+                    kappa = len(hazards) - 1
+                    P.row([(F, 1)] + hazards, lb=1)
+                    P.row([(F, kappa)] + hazards, ub=kappa)
+    return P, R, S
+
+
+def _schedule_from(g, x, P, R, S):
+    N = g.n_nodes
+
+    def val(key):
+        return key if not isinstance(key, tuple) else x[P.index[key]] > 0.5
+    keep = tuple(frozenset(i for i in range(t) if S(t, i) != 0 and val(S(t, i)))
+                 for t in range(N))
+    recompute = tuple(tuple(i for i in range(t) if R(t, i) != 0 and val(R(t, i))
+                            and i not in keep[t]) for t in range(N))
+    return _cleanup(g, recompute, keep)
+
+
+def _cleanup(g, recompute, keep):
+    """Drop kept values nothing reads before they are freed anyway, and recomputations no
+    later node of the stage reads: neither changes a feasible schedule's validity, and each
+    lowers its memory or cost."""
+    N = g.n_nodes
+    keep = [set(k) for k in keep]
+    recompute = [list(r) for r in recompute]
+    changed = True
+    while changed:
+        changed = False
+        for t in reversed(range(N)):
+            needed = set(g.deps[t])
+            for k in reversed(recompute[t]):
+                if k in needed or (t + 1 < N and k in keep[t + 1]):
+                    needed |= set(g.deps[k])
+                else:
+                    recompute[t].remove(k)
+                    changed = True
+            carry = set(keep[t + 1]) if t + 1 < N else set()
+            for i in list(keep[t]):
+                if i not in needed and i not in carry:
+                    keep[t].discard(i)
+                    changed = True
+    return (tuple(tuple(r) for r in recompute), tuple(frozenset(k) for k in keep))
+
+
+def remat(graph: GraphProfile, budget_bytes: int, *, time_limit_s: float = 60, relax: bool = False,
+          improvements=IMPROVEMENTS) -> GraphSchedule:
+    """The schedule of least recomputed FLOPs whose memory stays within ``budget_bytes``.
+
+    Model and scope: Checkmate's integer program on the step's DAG, in Checkmate's memory
+    model (every live value counts), over the schedules minigrad's engine runs (forward
+    once, backward in the engine's order, forward values recomputed in backward); within
+    that model the answer is optimal when ``optimal`` is True. Solved with SciPy's
+    ``milp`` (HiGHS); SciPy is imported here, only when a graph is planned.
+
+    Args:
+        graph: a `GraphProfile` (`trace_graph`).
+        budget_bytes: the memory budget in Checkmate's model; the ledger's
+            ``m.peak["activations"]`` of the run is at most the schedule's
+            ``predicted_activation_bytes``, itself at most ``predicted_peak_bytes``.
+        time_limit_s: stop the solver after this many seconds; the best schedule found is
+            returned with ``optimal=False`` and its proven ``gap`` (if it found none, the
+            cheaper of store-all and keeping nothing recomputable that fits, if one does).
+        relax: solve the LP relaxation and round it (keep a value where ``S`` is at least
+            a threshold, recompute what is then missing; the cheapest threshold that fits,
+            else store-all or keeping nothing recomputable): fast, not optimal;
+            ``lower_bound_flops`` is then the LP's value, a lower bound on the optimum's
+            cost, and ``gap`` the distance to it.
+        improvements: the improvements to apply (`IMPROVEMENTS`; ``()`` gives the
+            published program).
+
+    Returns:
+        A `GraphSchedule`.
+
+    Raises:
+        ValueError: the budget is below `lower_bound` (the message names it in bytes), or
+            no schedule fits (infeasible), or the solver found none in time.
+
+    Example:
+        >>> from minigrad.plan import chain_graph
+        >>> g = chain_graph([4, 8, 4, 8], [1, 2, 3, 4])   # or trace_graph(step, x)
+        >>> store_all(g).predicted_peak_bytes, lower_bound(g)
+        (32, 24)
+        >>> s = remat(g, budget_bytes=24)
+        >>> s.recompute_flops, s.optimal
+        (3, True)
+    """
+    if not isinstance(graph, GraphProfile):
+        raise TypeError(f"remat: graph must be a GraphProfile, got {type(graph).__name__}")
+    if isinstance(budget_bytes, bool) or not isinstance(budget_bytes, (int, np.integer)):
+        raise TypeError(f"remat: budget_bytes must be an integer number of bytes, got "
+                        f"{budget_bytes!r}")
+    unknown = set(improvements) - set(IMPROVEMENTS)
+    if unknown:
+        raise ValueError(f"remat: unknown improvements {sorted(unknown)}; known: {list(IMPROVEMENTS)}")
+    bound = lower_bound(graph)
+    if budget_bytes < bound:
+        raise ValueError(f"remat: budget_bytes={int(budget_bytes)} is below the lower bound "
+                         f"{bound} bytes (the largest op's inputs and output plus what must stay "
+                         f"live then); no schedule fits")
+    everything = store_all(graph)
+    if everything.predicted_peak_bytes <= budget_bytes and not relax:
+        # nothing to recompute: the optimum, proven without a solver
+        return GraphSchedule(graph, everything.recompute, everything.keep, int(budget_bytes),
+                             everything.predicted_peak_bytes,
+                             everything.predicted_activation_bytes, 0, True, 0.0, 0.0, bound,
+                             method="store-all")
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import coo_matrix
+
+    t0 = time.perf_counter()
+    P, R, S = build_program(graph, int(budget_bytes), improvements)
+    n = len(P.binary)
+    A = coo_matrix((P.vals, (P.rows, P.cols)), shape=(len(P.lb), n)).tocsr()
+    integrality = np.zeros(n) if relax else np.asarray(P.binary, dtype=float)
+    res = milp(np.asarray(P.cost), integrality=integrality,
+               bounds=Bounds(np.zeros(n), np.asarray(P.upper)),
+               constraints=LinearConstraint(A, np.asarray(P.lb), np.asarray(P.ub)),
+               options={"time_limit": float(time_limit_s), "disp": False})
+    seconds = time.perf_counter() - t0
+    if res.x is None and res.status != 2 and not relax:
+        # time is up before the solver found a schedule: return the cheapest simple one
+        # that fits (store all, or keep nothing recomputable), with the proven gap
+        fallback = _fallback(graph, int(budget_bytes))
+        if fallback is not None:
+            dual = getattr(res, "mip_dual_bound", None)
+            dual = 0.0 if dual is None or not np.isfinite(dual) else max(0.0, float(dual))
+            recompute, keep, peak, cost = fallback
+            gap = 0.0 if cost == 0 else (cost - dual) / cost
+            return GraphSchedule(graph, recompute, keep, int(budget_bytes), peak,
+                                 activation_peak(graph, recompute, keep), cost, cost == 0, gap,
+                                 dual, bound, n_variables=n, n_binaries=int(sum(P.binary)),
+                                 n_constraints=len(P.lb), solve_time_s=seconds,
+                                 method="fallback")
+    if res.x is None:
+        if res.status == 2:
+            raise ValueError(f"remat: no schedule fits budget_bytes={int(budget_bytes)} (the "
+                             f"program is infeasible; the lower bound is {bound} bytes, and "
+                             f"recomputing a value needs its inputs live too)")
+        raise ValueError(f"remat: the solver found no schedule within {time_limit_s} s "
+                         f"({res.message}); give it more time or a larger budget")
+    sizes = dict(n_variables=n, n_binaries=int(sum(P.binary)), n_constraints=len(P.lb),
+                 solve_time_s=seconds)
+    if relax:
+        recompute, keep = _round(graph, res.x, P, S, int(budget_bytes))
+        peak, cost = simulate(graph, recompute, keep)
+        lp = float(res.fun)
+        gap = 0.0 if cost == 0 else (cost - lp) / cost
+        return GraphSchedule(graph, recompute, keep, int(budget_bytes), peak,
+                             activation_peak(graph, recompute, keep), cost, False, gap, lp, bound,
+                             method="lp-rounded", **sizes)
+    recompute, keep = _schedule_from(graph, res.x, P, R, S)
+    peak, cost = simulate(graph, recompute, keep)
+    if peak > budget_bytes:  # the program's memory bounds the replay's: a bug if violated
+        raise RuntimeError(f"remat: the schedule's replayed peak {peak} exceeds the budget "
+                           f"{budget_bytes}")
+    dual = getattr(res, "mip_dual_bound", None)
+    dual = float(res.fun) if dual is None or not np.isfinite(dual) else float(dual)
+    optimal = res.status == 0
+    gap = 0.0 if optimal or cost == 0 else max(0.0, (cost - dual) / cost)
+    return GraphSchedule(graph, recompute, keep, int(budget_bytes), peak,
+                         activation_peak(graph, recompute, keep), cost, optimal, gap,
+                         dual if not optimal else float(cost), bound, **sizes)
+
+
+def _fallback(g, budget):
+    """The cheaper of store-all and keep-nothing-recomputable, if one fits the budget."""
+    best = None
+    for sched in (store_all(g), keeping(g, [])):
+        if sched.predicted_peak_bytes <= budget and (
+                best is None or sched.recompute_flops < best[3]):
+            best = (sched.recompute, sched.keep, sched.predicted_peak_bytes,
+                    sched.recompute_flops)
+    return best
+
+
+def _complete(g, keep_fn):
+    """A valid schedule from a choice of values to keep: each stage recomputes, in order,
+    what its node needs and is not kept (recursively), then keeps ``keep_fn(t)`` where
+    present. Raises ValueError if a missing value cannot be recomputed in that stage."""
+    N = g.n_nodes
+    keep, recompute = [frozenset()], []
+    for t in range(N):
+        have, order = set(keep[t]), []
+
+        def visit(i, t=t, have=have, order=order):
+            if i in have or i in order:
+                return
+            if not _recomputable(g, t, i):
+                raise ValueError(f"stage {t} needs node {i}, which it cannot recompute")
+            for d in g.deps[i]:
+                visit(d)
+            order.append(i)
+        for d in g.deps[t]:
+            visit(d)
+        recompute.append(tuple(order))
+        present = have | set(order) | {t}
+        keep.append(frozenset(i for i in keep_fn(t + 1) if i in present))
+    return _cleanup(g, tuple(recompute), tuple(keep[:N]))
+
+
+def _round(g, x, P, S, budget):
+    """Round the LP relaxation: keep the values whose ``S`` is at least a threshold
+    (forced values always), recompute the rest; the cheapest rounding within the budget,
+    trying thresholds from 0.5 down to 0 (0 keeps everything the LP touches)."""
+    N, users, nf = g.n_nodes, g.users(), g.n_forward
+    best = None
+    for threshold in (0.5, 0.25, 0.1, 0.01, 1e-9):
+        def keep_fn(t, th=threshold):
+            out = set()
+            for i in range(min(t, N)):
+                forced = any(j >= t and (i >= nf or j < nf) for j in users[i])
+                s = S(t, i) if t < N else 0
+                if forced or s == 1 or (s != 0 and x[P.index[s]] >= th):
+                    out.add(i)
+            return out | {g.out_buffer[i] for i in out if i < len(g.out_buffer)}
+        try:
+            recompute, keep = _complete(g, keep_fn)
+        except ValueError:
+            continue
+        peak, cost = simulate(g, recompute, keep)
+        if peak <= budget and (best is None or cost < best[0]):
+            best = (cost, recompute, keep)
+    if best is None:  # no rounding fits: the simple schedules, if one does
+        simple = _fallback(g, budget)
+        if simple is not None:
+            return simple[0], simple[1]
+        raise ValueError(f"remat(relax=True): no rounding of the LP fits budget_bytes={budget}; "
+                         f"solve the integer program (relax=False)")
+    return best[1], best[2]

@@ -1,0 +1,153 @@
+"""What a reader of the HTML book sees of each notebook, checked from its JSON (issue 17,
+CONTRIBUTING.md "A chapter is one notebook"):
+
+- visible code lines fit 79 columns and visible text-output lines 88 (the 1280 px
+  column shows about 88 characters of code font);
+- no visible cell calls ``glue(`` or ``record(``: the checks and the glue live in cells
+  tagged ``remove-cell`` (nbval still runs them);
+- at most two visible ``assert`` lines per chapter, where they teach.
+
+A code cell's *source* is visible unless it is tagged ``remove-cell``, ``remove-input``,
+``hide-input`` or ``hide-cell`` (collapsed: the reader opens it on purpose). Its
+*outputs* are visible unless it is tagged ``remove-cell``, ``remove-output``,
+``hide-output`` or ``hide-cell``. ``/work/shared``'s reading_metrics counts the same way
+(``scripts/reading_metrics.py`` prints the totals).
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from bookpaths import cell_source, load_notebook, notebook_paths
+
+CODE_COLUMNS = 79
+OUTPUT_COLUMNS = 88
+MAX_VISIBLE_ASSERTS = 2
+SOURCE_HIDDEN = {"remove-cell", "remove_cell", "remove-input", "remove_input",
+                 "hide-input", "hide_input", "hide-cell", "hide_cell"}
+OUTPUT_HIDDEN = {"remove-cell", "remove_cell", "remove-output", "remove_output",
+                 "hide-output", "hide_output", "hide-cell", "hide_cell"}
+PLUMBING_CALL = re.compile(r"\b(glue|record)\(")
+RICH = ("text/html", "image/png", "image/svg+xml", "text/markdown", "text/latex")
+
+
+def tags(cell: dict) -> set[str]:
+    return set(cell.get("metadata", {}).get("tags", []))
+
+
+def visible_code_lines(nb: dict) -> list[tuple[int, str]]:
+    """(cell index, line) of every non-blank source line the HTML shows open."""
+    return [(i, line) for i, cell in enumerate(nb["cells"])
+            if cell["cell_type"] == "code" and not tags(cell) & SOURCE_HIDDEN
+            for line in cell_source(cell).splitlines() if line.strip()]
+
+
+def _text(value) -> str:
+    return "".join(value) if isinstance(value, list) else (value or "")
+
+
+def visible_output_lines(nb: dict) -> list[tuple[int, str]]:
+    """(cell index, line) of every text line a cell's outputs show on the page: streams,
+    and text/plain results that have no richer form (an HTML table, a figure). Glued
+    values (scrapbook outputs) are not shown where they are computed."""
+    lines = []
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] != "code" or tags(cell) & OUTPUT_HIDDEN:
+            continue
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream":
+                text = _text(out.get("text"))
+            elif out.get("output_type") in ("execute_result", "display_data"):
+                data = out.get("data", {})
+                if "scrapbook" in out.get("metadata", {}) or any(k in data for k in RICH):
+                    continue
+                text = _text(data.get("text/plain"))
+            else:
+                continue
+            lines += [(i, line) for line in text.splitlines()]
+    return lines
+
+
+def test_counters_see_what_the_page_shows():
+    cell = {"cell_type": "code", "metadata": {}, "outputs": [
+        {"output_type": "stream", "name": "stdout", "text": ["x" * 90 + "\n", "ok\n"]},
+        {"output_type": "display_data", "metadata": {"scrapbook": {"name": "n"}},
+         "data": {"application/papermill.record/text/plain": "1"}},
+        {"output_type": "execute_result", "metadata": {},
+         "data": {"text/plain": "y" * 100, "text/html": "<table></table>"}}],
+        "source": "glue('a', 1)\nassert True\n"}
+    hidden = dict(cell, metadata={"tags": ["remove-cell"]})
+    collapsed = dict(cell, metadata={"tags": ["hide-input"]})
+    nb = {"cells": [cell, hidden, collapsed]}
+    assert [i for i, _ in visible_code_lines(nb)] == [0, 0]
+    assert [(i, len(line)) for i, line in visible_output_lines(nb)] == [(0, 90), (0, 2),
+                                                                      (2, 90), (2, 2)]
+
+
+def _where(found: list[tuple[int, str]], limit: int = 8) -> str:
+    shown = "; ".join(f"cell {i}: {line.strip()[:60]!r} ({len(line)} cols)"
+                      for i, line in found[:limit])
+    return shown + (f"; ... {len(found) - limit} more" if len(found) > limit else "")
+
+
+@pytest.mark.parametrize("path", notebook_paths(), ids=lambda p: p.name)
+def test_visible_code_fits_79_columns(path):
+    long = [(i, line) for i, line in visible_code_lines(load_notebook(path))
+            if len(line) > CODE_COLUMNS]
+    assert not long, (f"{path.name}: {len(long)} visible code lines are longer than "
+                      f"{CODE_COLUMNS} columns (ruff format --line-length {CODE_COLUMNS} "
+                      f"{path.name}, then shorten comments and strings): {_where(long)}")
+
+
+@pytest.mark.parametrize("path", notebook_paths(), ids=lambda p: p.name)
+def test_visible_text_output_fits_88_columns(path):
+    long = [(i, line) for i, line in visible_output_lines(load_notebook(path))
+            if len(line) > OUTPUT_COLUMNS]
+    assert not long, (f"{path.name}: {len(long)} visible output lines are longer than "
+                      f"{OUTPUT_COLUMNS} columns (show tables with bookkit.show_table): "
+                      f"{_where(long)}")
+
+
+@pytest.mark.parametrize("path", notebook_paths(), ids=lambda p: p.name)
+def test_no_visible_cell_glues_or_records(path):
+    calls = [(i, line) for i, line in visible_code_lines(load_notebook(path))
+             if PLUMBING_CALL.search(line)]
+    assert not calls, (f"{path.name}: move glue(...)/record(...) into a cell tagged "
+                       f"remove-cell right after the cell it checks: {_where(calls)}")
+
+
+@pytest.mark.parametrize("path", notebook_paths(), ids=lambda p: p.name)
+def test_at_most_two_visible_asserts(path):
+    asserts = [(i, line) for i, line in visible_code_lines(load_notebook(path))
+               if line.strip().startswith("assert ")]
+    assert len(asserts) <= MAX_VISIBLE_ASSERTS, (
+        f"{path.name}: {len(asserts)} visible assert lines (at most "
+        f"{MAX_VISIBLE_ASSERTS}, where they teach; move the others into remove-cell "
+        f"cells): {_where(asserts)}")
+
+
+def _reader_pages_extension():
+    import importlib.util
+
+    from bookpaths import ROOT
+
+    spec = importlib.util.spec_from_file_location(
+        "reader_pages", ROOT / "book" / "_ext" / "reader_pages.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_numbers_restart_per_chapter_in_document_order():
+    ext = _reader_pages_extension()
+    book_wide = {"exercise": {"ex-b": (61,), "ex-a": (60,), "ex-c": (62,)},
+                 "figure": {"fig-x": (27,)}}
+    assert ext.renumber(book_wide, "notebooks/ch22_memory_calculator") == {
+        "exercise": {"ex-a": (22, 1), "ex-b": (22, 2), "ex-c": (22, 3)},
+        "figure": {"fig-x": (22, 1)}}
+    assert ext.renumber({"figure": {"hero": (1,)}}, "book/intro") == {
+        "figure": {"hero": (1,)}}
+    assert ext.chapter_number("notebooks/ch04_sqrt_trick") == 4
+    assert ext.chapter_number("notebooks/ch00_five_minutes") == 0
+    assert ext.chapter_number("book/playbook") is None

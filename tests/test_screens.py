@@ -1,0 +1,38 @@
+"""`make screens` (scripts/screens.py): three screenshots per page, at the stated sizes,
+and a contact sheet that links them."""
+from __future__ import annotations
+
+import importlib.util
+import shutil
+
+import pytest
+
+from bookpaths import HTML, ROOT
+
+pytestmark = pytest.mark.book
+
+spec = importlib.util.spec_from_file_location("screens", ROOT / "scripts" / "screens.py")
+screens = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(screens)
+
+
+def test_tour_of_one_page(tmp_path):
+    if not (HTML / "index.html").is_file():
+        pytest.fail("_build/html is missing: run `make book` first (make test does)")
+    if not (shutil.which("chromium") or shutil.which("chromium-browser")):
+        pytest.fail("Chromium not found: install Debian's `chromium`")
+    assert screens.main(["--out", str(tmp_path), "book/intro"]) == 0
+    from PIL import Image
+
+    sizes = {}
+    for label, width, height, _ in screens.SHOTS:
+        with Image.open(tmp_path / screens.shot_name("book/intro", label)) as image:
+            sizes[label] = image.size
+    assert sizes == {"1280-top": (1280, 900), "1280-mid": (1280, 900), "390-top": (390, 844)}
+    sheet = (tmp_path / "index.html").read_text()
+    assert all(screens.shot_name("book/intro", s[0]) in sheet for s in screens.SHOTS)
+
+
+def test_missing_pages_are_refused(tmp_path, capsys):
+    assert screens.main(["--out", str(tmp_path), "notebooks/ch99_nowhere"]) == 2
+    assert "not built" in capsys.readouterr().err
