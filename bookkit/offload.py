@@ -1,4 +1,4 @@
-"""Moving saved activations out of the way: to host memory, or to disk (chapter 17).
+"""Moving saved activations out of the way: to host memory, or to disk (chapter 18).
 
 Checkpointing drops activations and recomputes them; *offloading* keeps them, somewhere
 cheaper than the accelerator's memory, and copies them back for backward. Both plug into
@@ -13,6 +13,11 @@ is called with every tensor an operation saves for backward (``pack``) and with 
 ``count_packed_copies``
     Wraps any hooks context (``save_on_cpu`` for instance) to count the tensors its
     ``pack`` copied rather than passed through.
+``filesystem_type`` / ``disk_folder``
+    What kind of file system a path is on (from ``/proc/mounts``), and a folder for
+    the files that is on a real disk: on a ``tmpfs`` (often ``/tmp``, ``/dev/shm``)
+    the "files" are pages of RAM that no process's resident size counts, so offloading
+    there saves nothing and only moves the bytes out of sight.
 ``rss_step``
     One training step of an activation-heavy MLP in a fresh Python process, with the
     growth of its resident memory (peak RSS during the step minus RSS before it). Run
@@ -34,7 +39,8 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["offload_to_disk", "DiskOffloadStats", "count_packed_copies", "RSS_MODES",
+__all__ = ["offload_to_disk", "DiskOffloadStats", "filesystem_type", "disk_folder",
+           "MEMORY_FILESYSTEMS", "count_packed_copies", "RSS_MODES",
            "rss_step", "measure_rss_step", "rss_model", "RSS_BATCH"]
 
 
@@ -58,6 +64,72 @@ class _OnDisk:
         self.path, self.shape, self.dtype, self.device = path, shape, dtype, device
 
 
+# File systems whose files are held in memory (page cache or swap), not on a disk.
+MEMORY_FILESYSTEMS = frozenset({"tmpfs", "ramfs", "devtmpfs", "hugetlbfs"})
+
+
+def _unescape_mount(field: str) -> str:
+    # /proc/mounts writes space, tab, newline and backslash as octal escapes (\040 ...).
+    out, i = [], 0
+    while i < len(field):
+        if field[i] == "\\" and field[i + 1:i + 4].isdigit():
+            out.append(chr(int(field[i + 1:i + 4], 8)))
+            i += 4
+        else:
+            out.append(field[i])
+            i += 1
+    return "".join(out)
+
+
+def filesystem_type(path: str | os.PathLike, mounts: str = "/proc/mounts") -> str:
+    """The type of the file system that holds ``path`` (``"ext4"``, ``"tmpfs"``, ...).
+
+    Reads ``mounts`` (Linux's ``/proc/mounts``) and takes the mount point that is the
+    longest prefix of the resolved path, as the kernel does. Returns ``"unknown"``
+    where there is no such file (not Linux).
+
+    Example:
+        >>> filesystem_type("/proc")
+        'proc'
+    """
+    target = Path(path).resolve()
+    try:
+        lines = Path(mounts).read_text().splitlines()
+    except OSError:
+        return "unknown"
+    best, best_type = None, "unknown"
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = Path(_unescape_mount(fields[1]))
+        if (target == point or point in target.parents) and (
+                best is None or len(point.parts) >= len(best.parts)):
+            best, best_type = point, fields[2]
+    return best_type
+
+
+def disk_folder(candidates=None) -> Path:
+    """A folder for offloaded tensors on a file system that is not memory.
+
+    Tries ``candidates`` in order (default: the temporary folder Python would use,
+    ``/var/tmp``, the current folder, the home folder) and returns the first that
+    exists, is writable and is not on one of `MEMORY_FILESYSTEMS`. Raises
+    ``RuntimeError`` naming each candidate and its file system when none qualifies:
+    writing "to disk" on a tmpfs would keep every byte in RAM.
+    """
+    if candidates is None:
+        candidates = [tempfile.gettempdir(), "/var/tmp", os.getcwd(), str(Path.home())]
+    tried = []
+    for c in candidates:
+        folder = Path(c)
+        fs = filesystem_type(folder) if folder.is_dir() else "missing"
+        tried.append(f"{folder} ({fs})")
+        if fs not in MEMORY_FILESYSTEMS and fs != "missing" and os.access(folder, os.W_OK):
+            return folder
+    raise RuntimeError("no folder on a disk to offload to; tried " + ", ".join(tried))
+
+
 class offload_to_disk(torch.autograd.graph.saved_tensors_hooks):
     """Context manager: tensors saved for backward inside it live in files, not in memory.
 
@@ -72,12 +144,14 @@ class offload_to_disk(torch.autograd.graph.saved_tensors_hooks):
     live anyway) and tensors smaller than ``min_bytes`` are returned as they are.
 
     Args:
-        folder: where the files go (created if missing); a fresh temporary folder by
-            default, removed when the context exits and no file is left in it.
+        folder: where the files go (created if missing); by default a fresh folder
+            inside `disk_folder()` (a real disk, never a tmpfs), removed when the
+            context exits and no file is left in it.
         min_bytes: tensors smaller than this stay in memory.
 
     Attributes:
         stats: a `DiskOffloadStats`.
+        filesystem: the type of the file system the files go to (`filesystem_type`).
 
     Example:
         >>> with offload_to_disk() as off:          # doctest: +SKIP
@@ -90,8 +164,10 @@ class offload_to_disk(torch.autograd.graph.saved_tensors_hooks):
         if min_bytes < 0:
             raise ValueError(f"min_bytes must be >= 0, got {min_bytes}")
         self._own_dir = folder is None
-        self.folder = Path(tempfile.mkdtemp(prefix="saved-tensors-")) if folder is None else Path(folder)
+        self.folder = (Path(tempfile.mkdtemp(prefix="saved-tensors-", dir=disk_folder()))
+                       if folder is None else Path(folder))
         self.folder.mkdir(parents=True, exist_ok=True)
+        self.filesystem = filesystem_type(self.folder)
         self.min_bytes = int(min_bytes)
         self.stats = DiskOffloadStats()
         self._counter = 0
@@ -234,7 +310,8 @@ def rss_step(mode: str, folder: str | None = None) -> dict:
     ``"checkpoint"`` (every block under ``torch.utils.checkpoint``, non-reentrant).
     Returns ``rss_growth_bytes`` (peak RSS during the step
     minus RSS before it; Linux only), ``seconds`` (wall clock), ``bytes_written`` (to
-    disk), ``loss`` and ``grad_norm``. Meant for a fresh process (`measure_rss_step`):
+    disk), ``filesystem`` (the type of the file system the files went to, None
+    without files), ``loss`` and ``grad_norm``. Meant for a fresh process (`measure_rss_step`):
     memory the allocator keeps from earlier work would hide the step's own growth.
     """
     from torch.utils.checkpoint import checkpoint
@@ -276,6 +353,7 @@ def rss_step(mode: str, folder: str | None = None) -> dict:
     return {"mode": mode, "rss_growth_bytes": growth, "seconds": seconds,
             "bytes_written": offload.stats.bytes_written if offload else 0,
             "files_left": offload.stats.files_alive if offload else 0,
+            "filesystem": offload.filesystem if offload else None,
             "loss": loss.item(), "grad_norm": grad_norm}
 
 

@@ -42,7 +42,7 @@ DOMINATES = ["What dominates the peak?"]
 BRANCHES = [
     ("Activations", ["Checkpoint the largest repeated blocks (ch09).",
                      "Not enough: selective policies (ch12), multi-level",
-                     "schedules (ch05), offload to host or disk (ch17)."]),
+                     "schedules (ch05), offload to host or disk (ch18)."]),
     ("Logits", ["A chunked loss that never holds all logits (ch13).",
                 "Checkpointing frees the room around them only."]),
     ("Weights", ["Quantise the frozen base: 4-bit QLoRA (ch16).",

@@ -35,6 +35,7 @@ PARTS = [
     ("Part III: in the real stack", [
         "notebooks/ch16_hugging_face",
         "notebooks/ch17_beyond_one_device",
+        "notebooks/ch18_offloading",
         "notebooks/ch19_related_techniques",
         "notebooks/ch20_applications",
         "notebooks/ch21_jax",

@@ -111,7 +111,7 @@ def test_each_wrapper_trains_the_same_losses_and_checkpointing_shrinks_saved_byt
 def test_wrap_rejects_unknown_names():
     with pytest.raises(ValueError, match="wrapper must be one of"):
         sharding.wrap("ZeRO", "none")
-    with pytest.raises(ValueError, match="generic must be"):
+    with pytest.raises(ValueError, match="outer must be"):
         sharding.TinyGPT("sometimes")
 
 
@@ -135,3 +135,64 @@ def test_deepspeed_cases_on_one_rank(one_rank_group, monkeypatch):
     # One rank: ZeRO stage 1 has nobody to share the optimizer state with.
     assert r["zero_optimizer_state_bytes"]["0"] == 2 * r["parameter_bytes"]
     assert r["zero_optimizer_state_bytes"]["1"] >= 2 * r["parameter_bytes"]
+    # The config block: deepspeed.initialize leaves it unapplied, configure applies it,
+    # and the keyword spelling gives the same settings.
+    s = r["settings"]
+    assert s["after deepspeed.initialize"] == s["defaults"]
+    assert s["after configure(deepspeed_config=...)"] == deepspeed_checkpoint.ACTIVATION_CHECKPOINTING
+    assert s["after configure(**keywords)"] == deepspeed_checkpoint.ACTIVATION_CHECKPOINTING
+    # ZeRO 1 keeps a float32 master copy of its weight partition (here: all of it).
+    assert r["zero_master_partition_bytes"]["0"] == 0
+    assert r["zero_master_partition_bytes"]["1"] >= r["parameter_bytes"]
+    # The GPU-only options empty the caller's tensor; the contiguous one stops at configure.
+    gpu = r["gpu_only"]
+    for option in ("partition_activations", "checkpoint_in_cpu"):
+        assert gpu[option]["error"] and gpu[option]["input_shape"]["after forward"] == []
+    assert gpu["checkpoint_in_cpu"]["input_shape"]["after backward"] == []
+    assert gpu["partition_activations"]["input_shape"]["after backward"] == [
+        deepspeed_checkpoint.BATCH * deepspeed_checkpoint.WIDTH]
+    assert gpu["contiguous_memory_optimization"]["error"].startswith("AssertionError")
+
+
+def test_wrap_hf_rejects_unknown_names():
+    with pytest.raises(ValueError, match="wrapper must be one of"):
+        sharding.wrap_hf("DDP", "none")
+    with pytest.raises(ValueError, match="checkpointing one of"):
+        sharding.wrap_hf("FSDP2", "integration")
+
+
+@pytest.mark.parametrize("wrapper", sharding.HF_WRAPPERS)
+def test_transformers_switch_under_fsdp_keeps_block_inputs_only(one_rank_group, wrapper):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        runs = {c: sharding._hf_train_steps(sharding.wrap_hf(wrapper, c), 0, 1, steps=1)
+                for c in sharding.HF_CHECKPOINTING}
+    plain = runs["none"]
+    for c in ("transformers reentrant", "transformers non-reentrant"):
+        assert runs[c]["losses"] == pytest.approx(plain["losses"], rel=1e-6)
+        assert runs[c]["saved_bytes"] * 5 < plain["saved_bytes"]
+
+
+def test_backward_timeline_sees_recomputation_before_backward_ops():
+    from torch.utils.checkpoint import checkpoint
+
+    from bookkit.distributed.meters import BackwardTimeline
+
+    torch.manual_seed(0)
+    block = nn.Sequential(nn.Linear(8, 32), nn.GELU(), nn.Linear(32, 8))
+    x = torch.randn(4, 8, requires_grad=True)
+    events = {}
+    for ckpt in (False, True):
+        y = checkpoint(block, x, use_reentrant=False) if ckpt else block(x)
+        with BackwardTimeline() as tl:
+            y.sum().backward()
+        events[ckpt] = tl.events
+    assert "recompute" not in events[False] and "backward" in events[False]
+    first_backward = events[True].index("backward")
+    # The first addmm and the GELU run again, before the first backward operation (the
+    # non-reentrant recomputation stops once backward has all it needs: not the last
+    # Linear's output).
+    assert events[True][:first_backward] == ["recompute", "recompute"]
+    assert events[True].count("backward") == events[False].count("backward")

@@ -1,6 +1,8 @@
 """bookkit.offload: saved tensors on disk, counting save_on_cpu's copies, the RSS step."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
@@ -88,3 +90,39 @@ def test_rss_step_in_a_fresh_process_writes_exactly_the_saved_bytes():
     assert r["files_left"] == 0 and r["rss_growth_bytes"] > 0
     with pytest.raises(ValueError, match="mode must be one of"):
         measure_rss_step("swap")
+
+
+def test_filesystem_type_takes_the_longest_mount_prefix(tmp_path):
+    mounts = tmp_path / "mounts"
+    mounts.write_text("/dev/vda / ext4 rw 0 0\n"
+                      "tmpfs /tmp tmpfs rw 0 0\n"
+                      "tmpfs /tmp/with\\040space ramfs rw 0 0\n")
+    from bookkit.offload import filesystem_type
+
+    assert filesystem_type("/tmp/x/y", mounts) == "tmpfs"
+    assert filesystem_type("/tmp", mounts) == "tmpfs"
+    assert filesystem_type("/tmpfoo", mounts) == "ext4"   # a prefix of the name is not enough
+    assert filesystem_type("/tmp/with space/z", mounts) == "ramfs"
+    assert filesystem_type("/work", tmp_path / "missing") == "unknown"
+    assert filesystem_type("/proc/self") == "proc"        # the real table
+
+
+def test_disk_folder_skips_memory_filesystems(tmp_path, monkeypatch):
+    import bookkit.offload as off
+
+    kinds = {str(tmp_path / "ram"): "tmpfs", str(tmp_path / "disk"): "ext4"}
+    for k in kinds:
+        (tmp_path / Path(k).name).mkdir()
+    monkeypatch.setattr(off, "filesystem_type", lambda p: kinds[str(p)])
+    assert off.disk_folder([tmp_path / "ram", tmp_path / "disk"]) == tmp_path / "disk"
+    with pytest.raises(RuntimeError, match=r"ram \(tmpfs\)"):
+        off.disk_folder([tmp_path / "ram"])
+    with pytest.raises(RuntimeError, match=r"nowhere \(missing\)"):
+        off.disk_folder([tmp_path / "nowhere"])
+
+
+def test_default_offload_folder_is_on_a_disk():
+    from bookkit.offload import MEMORY_FILESYSTEMS
+
+    off = offload_to_disk()
+    assert off.filesystem not in MEMORY_FILESYSTEMS

@@ -24,9 +24,15 @@ Experiments (module: what it measures):
     its two triggers and both fixes.
 ``sharding`` (`bookkit.distributed.sharding`)
     The same model under DDP, FSDP1 and FSDP2, each without checkpointing, with the
-    wrapper's own activation-checkpointing integration and with the generic
-    model-level switch: parameter and saved-activation bytes per rank, collectives
-    per step, losses.
+    wrapper's own activation-checkpointing integration and with a hand-written
+    checkpoint around the wrapped module: parameter and saved-activation bytes per
+    rank, collectives per step, losses.
+``hf_sharding`` (`bookkit.distributed.sharding`)
+    A tiny ``transformers`` GPT-2 under FSDP1 and FSDP2 with the model's own switch
+    (``activation_checkpointing_enable``), reentrant and not: the same figures.
+``timelines`` (`bookkit.distributed.sharding`)
+    The order of all-gathers, recomputation and backward operations in one backward
+    pass, for a few of those runs.
 ``deepspeed`` (`bookkit.distributed.deepspeed_checkpoint`)
     DeepSpeed's activation checkpointing and ``deepspeed.initialize`` (ZeRO 0 and 1).
 """
@@ -47,6 +53,8 @@ __all__ = ["EXPERIMENTS", "LaunchResult", "launch", "torchrun_command"]
 EXPERIMENTS = {
     "ddp_reentrant": "bookkit.distributed.ddp_checkpoint:ddp_reentrant_cases",
     "sharding": "bookkit.distributed.sharding:compare_wrappers",
+    "hf_sharding": "bookkit.distributed.sharding:compare_hf_switch",
+    "timelines": "bookkit.distributed.sharding:backward_timelines",
     "deepspeed": "bookkit.distributed.deepspeed_checkpoint:deepspeed_cases",
 }
 

@@ -20,10 +20,17 @@ Two things make DeepSpeed slow to start on a CPU, and this module avoids both:
   C++ build, about five minutes). Passing a torch optimizer to ``deepspeed.initialize``
   builds nothing.
 
+The ``"activation_checkpointing"`` block of a config is read by
+``deepspeed.checkpointing.configure(mpu, deepspeed_config=config)`` only:
+``deepspeed.initialize`` never applies it. `apply_config_block` does, and
+`deepspeed_cases` checks both facts by reading the module's settings back.
+
 `deepspeed_cases` returns, per rank: the activation bytes with and without
 DeepSpeed's checkpointing, the reentrant "no gradients" case next to torch's, a few
 training steps of each through ``deepspeed.initialize`` (ZeRO stage 1, torch AdamW),
-the optimizer-state bytes of ZeRO stages 0 and 1, and what the GPU-only options do.
+the optimizer-state and float32 master-partition bytes of ZeRO stages 0 and 1, the
+settings before and after the config block is applied (both spellings), and what the
+GPU-only options do to the caller's tensors on a CPU.
 """
 from __future__ import annotations
 
@@ -34,22 +41,53 @@ import torch
 from torch import nn
 
 
-__all__ = ["MLPStack", "ACTIVATION_CHECKPOINTING", "deepspeed_cases", "WIDTH", "BATCH", "STEPS"]
+__all__ = ["MLPStack", "ACTIVATION_CHECKPOINTING", "CONFIGURE_KWARGS", "apply_config_block",
+           "checkpointing_settings", "deepspeed_cases", "WIDTH", "BATCH", "STEPS"]
 
 WIDTH, BATCH, N_BLOCKS, STEPS, LR = 64, 8, 3, 50, 3e-3
 
-# The "activation_checkpointing" block of a DeepSpeed config with the values this
-# module passes to ``deepspeed.checkpointing.configure`` (its keyword names differ:
-# checkpoint_in_cpu <-> cpu_checkpointing, contiguous_checkpointing <->
-# contiguous_memory_optimization, num_checkpoints <-> number_checkpoints).
+# The "activation_checkpointing" block of a DeepSpeed config, and the same settings
+# spelled as keyword arguments of ``deepspeed.checkpointing.configure``: four of the
+# six names differ. Two values differ from the defaults (the number of checkpoints,
+# and a synchronisation at each checkpoint's boundary, a no-op on a CPU), so that
+# reading the settings back shows whether the block was applied.
 ACTIVATION_CHECKPOINTING = {
     "partition_activations": False,
     "cpu_checkpointing": False,
     "contiguous_memory_optimization": False,
-    "number_checkpoints": None,
-    "synchronize_checkpoint_boundary": False,
+    "number_checkpoints": N_BLOCKS,
+    "synchronize_checkpoint_boundary": True,
     "profile": False,
 }
+CONFIGURE_KWARGS = {
+    "partition_activations": False,
+    "checkpoint_in_cpu": False,
+    "contiguous_checkpointing": False,
+    "num_checkpoints": N_BLOCKS,
+    "synchronize": True,
+    "profile": False,
+}
+
+
+def checkpointing_settings() -> dict:
+    """The settings ``deepspeed.checkpointing`` runs with now (its module globals)."""
+    from deepspeed.runtime.activation_checkpointing import checkpointing as ck
+
+    return {"partition_activations": ck.PARTITION_ACTIVATIONS,
+            "cpu_checkpointing": ck.CPU_CHECKPOINT,
+            "contiguous_memory_optimization": ck.CONTIGUOUS_CHECKPOINTING,
+            "number_checkpoints": ck.num_layers,
+            "synchronize_checkpoint_boundary": ck.SYNCHRONIZE,
+            "profile": ck.PROFILE_TIME}
+
+
+def apply_config_block(config: dict, mpu=None) -> None:
+    """Apply a DeepSpeed config's ``"activation_checkpointing"`` block for real:
+    ``deepspeed.checkpointing.configure(mpu, deepspeed_config=config)``, the only
+    call that reads it (``deepspeed.initialize`` does not)."""
+    import deepspeed
+
+    deepspeed.checkpointing.configure(mpu, deepspeed_config=config)
 
 
 class MLPStack(nn.Module):
@@ -137,19 +175,25 @@ def _one_step(checkpoint_fn, rank: int) -> dict:
                                 if issubclass(w.category, UserWarning)})}
 
 
+def _config(zero_stage: int = 1) -> dict:
+    return {"train_micro_batch_size_per_gpu": BATCH,
+            "gradient_accumulation_steps": 1,
+            "zero_optimization": {"stage": zero_stage},
+            "activation_checkpointing": ACTIVATION_CHECKPOINTING}
+
+
 def _train(checkpoint_fn, rank: int, zero_stage: int = 1, steps: int = STEPS) -> dict:
     """``steps`` steps through ``deepspeed.initialize`` with a torch AdamW (nothing to
-    compile). Returns the losses of the first and last step (averaged over ranks) and
-    the optimizer-state bytes this rank holds after training."""
+    compile). Returns the losses of the first and last step (averaged over ranks), the
+    optimizer-state bytes this rank holds after training and the bytes of ZeRO's
+    float32 master partition of the weights (stages 1 and 2 keep one, a copy, even
+    for a float32 model; 0 without ZeRO)."""
     import deepspeed
     import torch.distributed as dist
 
     torch.manual_seed(0)
     model = MLPStack(checkpoint_fn)
-    config = {"train_micro_batch_size_per_gpu": BATCH,
-              "gradient_accumulation_steps": 1,
-              "zero_optimization": {"stage": zero_stage},
-              "activation_checkpointing": ACTIVATION_CHECKPOINTING}
+    config = _config(zero_stage)
     engine, optimizer, _, _ = deepspeed.initialize(
         model=model, optimizer=torch.optim.AdamW(model.parameters(), lr=LR), config=config)
     losses = []
@@ -164,30 +208,56 @@ def _train(checkpoint_fn, rank: int, zero_stage: int = 1, steps: int = STEPS) ->
     inner = getattr(optimizer, "optimizer", optimizer)  # ZeRO wraps the torch optimizer
     state_bytes = sum(t.numel() * t.element_size() for s in inner.state.values()
                       for t in s.values() if torch.is_tensor(t) and t.dim() > 0)
+    master = sum(t.numel() * t.element_size()
+                 for t in getattr(optimizer, "single_partition_of_fp32_groups", []))
     return {"first_loss": losses[0], "last_loss": losses[-1],
-            "optimizer": type(optimizer).__name__, "optimizer_state_bytes": state_bytes}
+            "optimizer": type(optimizer).__name__, "optimizer_state_bytes": state_bytes,
+            "master_partition_bytes": master}
 
 
-def _gpu_only_option(option: str, rank: int) -> str:
-    """Configure one GPU-only option, run one checkpointed step, report what happened."""
+def _first_line(exc: BaseException) -> str:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {first}"[:160]
+
+
+def _gpu_only_option(option: str, rank: int) -> dict:
+    """Configure one GPU-only option, run one checkpointed step, report what happened.
+
+    Returns ``error`` (None when the step ran) and the shape of the caller's input
+    tensor before the forward, after it and after the backward: both options empty
+    the tensor the caller passed in (``arg.data = torch.empty([])``) and keep a copy,
+    ``checkpoint_in_cpu`` through ``.to("cpu")``, which on a CPU *is* the same
+    tensor, so the copy is emptied too; ``partition_activations`` a flattened clone,
+    which backward puts back into the caller's tensor still flat.
+    ``contiguous_memory_optimization`` stops at ``configure`` (an ``AssertionError``):
+    it requires ``partition_activations`` and ``number_checkpoints``.
+    """
     import deepspeed
 
+    x, y = _data(rank, 0)
+    x.requires_grad_(True)
+    shapes = {"before": list(x.shape)}
     kwargs = {"partition_activations": option == "partition_activations",
-              "checkpoint_in_cpu": option == "checkpoint_in_cpu"}
+              "checkpoint_in_cpu": option == "checkpoint_in_cpu",
+              "contiguous_checkpointing": option == "contiguous_memory_optimization"}
+    error = None
     try:
         deepspeed.checkpointing.configure(None, **kwargs)
         torch.manual_seed(0)
         model = MLPStack(deepspeed.checkpointing.checkpoint)
-        x, y = _data(rank, 0)
-        nn.functional.mse_loss(model(x.requires_grad_(True)), y).backward()
-        result = "ran"
+        out = model(x)
+        shapes["after forward"] = list(x.shape)
+        nn.functional.mse_loss(out, y).backward()
     except Exception as exc:  # the point is to report what the library raises
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        result = f"{type(exc).__name__}: {first}"[:160]
+        error = _first_line(exc)
     finally:
+        ran = "after forward" in shapes
+        shapes["after forward"] = shapes.get("after forward")
+        shapes["after backward"] = list(x.shape) if ran else None
         deepspeed.checkpointing.configure(None, partition_activations=False,
-                                          checkpoint_in_cpu=False)
-    return result
+                                          checkpoint_in_cpu=False,
+                                          contiguous_checkpointing=False)
+    return {"error": error, "input_shape": shapes}
 
 
 def deepspeed_cases(rank: int, world_size: int) -> dict:
@@ -203,18 +273,26 @@ def deepspeed_cases(rank: int, world_size: int) -> dict:
 
     logging.getLogger("DeepSpeed").setLevel(logging.ERROR)
     _init_without_shm_op()
-    deepspeed.checkpointing.configure(None, partition_activations=False, checkpoint_in_cpu=False,
-                                      contiguous_checkpointing=False, synchronize=False,
-                                      profile=False)
+    deepspeed.checkpointing.configure(None)  # the defaults
     fns = _checkpoint_fns()
     steps = {name: _one_step(fn, rank) for name, fn in fns.items()}
+    settings = {"defaults": checkpointing_settings()}
     training = {name: _train(fns[name], rank)
                 for name in ("none", "deepspeed reentrant", "deepspeed non-reentrant")}
-    zero = {stage: _train(None, rank, zero_stage=stage, steps=1)["optimizer_state_bytes"]
-            for stage in (0, 1)}
-    gpu_only = {opt: _gpu_only_option(opt, rank)
-                for opt in ("partition_activations", "checkpoint_in_cpu")}
+    settings["after deepspeed.initialize"] = checkpointing_settings()
+    apply_config_block(_config())
+    settings["after configure(deepspeed_config=...)"] = checkpointing_settings()
+    deepspeed.checkpointing.configure(None, **CONFIGURE_KWARGS)
+    settings["after configure(**keywords)"] = checkpointing_settings()
+    deepspeed.checkpointing.configure(None)
+    zero = {stage: _train(None, rank, zero_stage=stage, steps=1) for stage in (0, 1)}
+    gpu_only = {opt: _gpu_only_option(opt, rank) for opt in
+                ("partition_activations", "checkpoint_in_cpu", "contiguous_memory_optimization")}
     return {"version": deepspeed.__version__, "one_step": steps, "training": training,
-            "zero_optimizer_state_bytes": {str(k): v for k, v in zero.items()},
+            "zero_optimizer_state_bytes": {str(k): v["optimizer_state_bytes"]
+                                           for k, v in zero.items()},
+            "zero_master_partition_bytes": {str(k): v["master_partition_bytes"]
+                                            for k, v in zero.items()},
+            "settings": settings,
             "gpu_only": gpu_only,
             "parameter_bytes": sum(p.numel() * p.element_size() for p in MLPStack().parameters())}

@@ -8,6 +8,10 @@
 ``CollectiveCounter``
     A dispatch mode that counts the collective operations (``c10d`` ops: all-gather,
     reduce-scatter, all-reduce, broadcast) a region of code issues on this rank.
+``BackwardTimeline``
+    A dispatch mode that writes down, in order, what a backward pass does on this
+    rank: collectives by kind, forward operations run again (recomputation) and
+    backward operations, one entry per operation.
 ``local_parameter_bytes``
     Bytes of parameters this rank stores: the whole model under DDP, its shard under
     FSDP1 (flat parameters) and FSDP2 (``DTensor`` local shards).
@@ -22,7 +26,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from bookkit.torchmem import SavedTensorMeter, storage_key
 
 __all__ = ["ShardedSavedTensorMeter", "CollectiveCounter", "COLLECTIVE_KINDS",
-           "local_parameter_bytes"]
+           "BackwardTimeline", "FORWARD_ONLY_OPS", "local_parameter_bytes"]
 
 # c10d op name -> the collective it performs. Backends and wrappers reach the same
 # collective through different ops (FSDP1 calls ``allgather_`` on gloo, FSDP2
@@ -128,3 +132,43 @@ class CollectiveCounter(TorchDispatchMode):
         for name, n in self.counts.items():
             kinds[COLLECTIVE_KINDS.get(name, name)] += n
         return dict(sorted(kinds.items()))
+
+
+# Operations that only a forward pass runs (their backward has its own op, such as
+# ``native_layer_norm_backward``): met during a backward pass, they are recomputation.
+FORWARD_ONLY_OPS = frozenset({
+    "native_layer_norm", "gelu", "_softmax", "addmm", "embedding",
+    "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_attention_math",
+    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
+})
+
+
+class BackwardTimeline(TorchDispatchMode):
+    """Record the order of events in a region (meant for one ``loss.backward()``).
+
+    ``events`` lists, one entry per operation: a collective's kind (``"all-gather"``,
+    ``"reduce-scatter"``, ...), ``"recompute"`` for a forward-only operation
+    (`FORWARD_ONLY_OPS`), ``"backward"`` for an operation whose name ends in
+    ``_backward``; other operations (views, copies, matrix products, which both
+    passes run) are left out.
+
+    Example:
+        >>> with BackwardTimeline() as tl:           # doctest: +SKIP
+        ...     loss.backward()
+        >>> tl.events[:3]                            # doctest: +SKIP
+        ['all-gather', 'recompute', 'recompute']
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.events: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func._overloadpacket.__name__
+        if func.namespace == "c10d":
+            self.events.append(COLLECTIVE_KINDS.get(name, name))
+        elif name in FORWARD_ONLY_OPS:
+            self.events.append("recompute")
+        elif name.endswith("_backward"):
+            self.events.append("backward")
+        return func(*args, **(kwargs or {}))
