@@ -41,8 +41,8 @@ DOMINATES = ["What dominates the peak?"]
 # (what dominates, the tools for it with the chapters that measure them)
 BRANCHES = [
     ("Activations", ["Checkpoint the largest repeated blocks (ch09).",
-                     "Not enough: selective policies (ch12), multi-level",
-                     "schedules (ch05), offload to host or disk (ch18)."]),
+                     "Not enough: selective policies (ch12), nested",
+                     "schedules (ch06), offload to host or disk (ch18)."]),
     ("Logits", ["A chunked loss that never holds all logits (ch13).",
                 "Checkpointing frees the room around them only."]),
     ("Weights", ["Quantise the frozen base: 4-bit QLoRA (ch16).",
