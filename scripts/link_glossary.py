@@ -47,7 +47,7 @@ PHRASES: dict[str, list[str]] = {
     "Sharding (FSDP, ZeRO)": ["sharding", "sharded"],
     "Offloading": ["offloading", "offloaded", "offload"],
     # ch21's prose says "residual" only in code spans so far (print_saved_residuals).
-    "Residual (JAX)": ["residuals", "residual"],
+    "Residual (JAX)": ["residuals"],  # plural: "a residual add" is not JAX's residual
     "NF4": ["NF4"],
     "FLOP": ["FLOPs", "FLOP"],
     "Caching allocator": ["caching allocator", "CUDA allocator"],
