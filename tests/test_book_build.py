@@ -25,6 +25,7 @@ def tiny_book(tmp_path):
     book = tmp_path / "book"
     shutil.copytree(ROOT / "book" / "_ext", book / "book" / "_ext")
     shutil.copy(ROOT / "book" / "references.bib", book / "book" / "references.bib")
+    shutil.copy(ROOT / "book" / "favicon.svg", book / "book" / "favicon.svg")
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     config["title"] = "tiny"
     (book / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
