@@ -79,7 +79,8 @@ class Table:
             for row in self.rows:
                 pairs = "; ".join(f"{h}: {c}" for h, c in zip(self.header, row))
                 lines += textwrap.wrap(pairs, TEXT_WIDTH, subsequent_indent="    ")
-        return "\n".join(([self.caption] if self.caption else []) + lines)
+        caption = textwrap.wrap(self.caption, TEXT_WIDTH) if self.caption else []
+        return "\n".join(caption + lines)
 
 
 def _numeric(text: str) -> bool:

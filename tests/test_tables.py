@@ -39,3 +39,9 @@ def test_wide_tables_fall_back_to_one_block_per_row():
     text = repr(t).splitlines()
     assert max(len(l) for l in text) <= 88
     assert text[0].startswith("a long column title") and "xxxx" in text[0] + text[1]
+
+
+def test_long_caption_wraps_in_the_text_form():
+    t = Table(["a"], [["1"]], caption="word " * 30)
+    assert all(len(l) <= 88 for l in repr(t).splitlines())
+    assert "<caption>" + "word " * 30 + "</caption>" in t._repr_html_()  # whole in HTML
