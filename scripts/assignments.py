@@ -684,7 +684,8 @@ for pid in os.listdir("/proc"):
         except OSError:
             pass
 SKIP = ("/usr", "/proc", "/sys", "/dev", "/root/.pyenv")
-for top in ("/", os.path.expanduser("~"), "/tmp", ".."):
+# Absolute paths, each folder once: "..", walked as itself, would enter /usr by "../usr".
+for top in sorted({{os.path.abspath(t) for t in ("/", os.path.expanduser("~"), "/tmp", "..")}}):
     for root, dirs, files in os.walk(top):
         dirs[:] = [d for d in dirs if not os.path.join(root, d).startswith(SKIP) and not d.startswith(".venv")
                    and d not in ("site-packages", "lib-dynload")]

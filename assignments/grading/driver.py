@@ -98,7 +98,8 @@ def _run_question(cmd, payload_base, question, cases, per_test_s, load_s, log, e
         sel = selectors.DefaultSelector()
         sel.register(proc.stdout, selectors.EVENT_READ)
         deadline = time.monotonic() + load_s
-        phase, current, buf, done, loaded, timed_out = "load", None, b"", False, False, False
+        phase, current, buf = "load", None, b""
+        done = loaded = timed_out = ended_output = False
         try:
             while not done:
                 left = deadline - time.monotonic()
@@ -109,6 +110,7 @@ def _run_question(cmd, payload_base, question, cases, per_test_s, load_s, log, e
                     continue
                 chunk = os.read(proc.stdout.fileno(), 1 << 16)
                 if not chunk:
+                    ended_output = True
                     break
                 buf += chunk
                 while b"\n" in buf:
@@ -143,7 +145,7 @@ def _run_question(cmd, payload_base, question, cases, per_test_s, load_s, log, e
                     elif kind == "done":
                         done = True
         finally:
-            exit_code = proc.poll()
+            exit_code = _exit_code(proc, wait_s=5.0 if ended_output else 0.0)
             _kill(proc)
         ended = "was stopped" if timed_out or exit_code is None else f"ended with exit code {exit_code}"
         if done:
@@ -165,6 +167,16 @@ def _run_question(cmd, payload_base, question, cases, per_test_s, load_s, log, e
                                 message=(f"TimeoutError: the test did not finish within {per_test_s:g} s; the process "
                                          f"was stopped" if timed_out else
                                          f"Error: the process running the test {ended}"))
+
+
+def _exit_code(proc, wait_s: float):
+    """The runner's exit code, or None if it is still running after ``wait_s`` seconds.
+    Its output can end a moment before the process does (bubblewrap, its parent, exits
+    after it), so a process whose output ended gets a few seconds to report its code."""
+    try:
+        return proc.wait(timeout=wait_s) if wait_s > 0 else proc.poll()
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def _kill(proc) -> None:
