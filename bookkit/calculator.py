@@ -1030,7 +1030,7 @@ def measure_training_memory(config, *, batch_size: int, seq_len: int, precision:
     """
     torch = _torch()
     from bookkit.step_memory import optimizer_state_bytes, tensor_bytes
-    from bookkit.torchmem import ForwardMemoryMeter
+    from bookkit.torchmem import ForwardMemoryMeter, older_objects_frozen
 
     _check_choice("optimizer", optimizer, OPTIMIZERS)
     precision = dtype if dtype is not None else precision
@@ -1038,13 +1038,14 @@ def measure_training_memory(config, *, batch_size: int, seq_len: int, precision:
     head = model.get_output_embeddings()
     handle = head.register_forward_pre_hook(lambda *_: meter.phase("head"))
     # Garbage of earlier models freed by a collection during the forward would make the
-    # profiler warn about blocks it never saw allocated: collect it first.
-    gc.collect()
+    # profiler warn about blocks it never saw allocated: collected first, and what is
+    # older than the model is left out of the meter's collections (they stay fast).
     try:
-        with ForwardMemoryMeter(exclude=[model], inputs=[ids]) as meter:
-            out = model(input_ids=ids, labels=ids, use_cache=False)
-        activations = meter.alive_bytes()
-        logits = meter.alive_bytes("head")
+        with older_objects_frozen():
+            with ForwardMemoryMeter(exclude=[model], inputs=[ids]) as meter:
+                out = model(input_ids=ids, labels=ids, use_cache=False)
+            activations = meter.alive_bytes()
+            logits = meter.alive_bytes("head")
     finally:
         handle.remove()
     out.loss.backward()
@@ -1081,6 +1082,14 @@ def alive_bytes_three_ways(config, *, batch_size: int, seq_len: int, precision: 
     Chapter 22 shows how each differs from ``estimate_training_memory``'s activations,
     term by term. Returns ``{meter: bytes}``.
     """
+    from bookkit.torchmem import older_objects_frozen
+
+    precision = dtype if dtype is not None else precision
+    with older_objects_frozen():   # each gc.collect() below sees only this call's objects
+        return _alive_bytes_three_ways(config, batch_size, seq_len, precision, recompute, seed)
+
+
+def _alive_bytes_three_ways(config, batch_size, seq_len, precision, recompute, seed):
     from torch.distributed._tools.mem_tracker import MemTracker
     from torch.profiler import ProfilerActivity, profile
 
@@ -1089,7 +1098,6 @@ def alive_bytes_three_ways(config, *, batch_size: int, seq_len: int, precision: 
     def step(model, ids):
         return model(input_ids=ids, labels=ids, use_cache=False)
 
-    precision = dtype if dtype is not None else precision
     readings = {}
     model, ids = _model_and_batch(config, batch_size, seq_len, precision, recompute, seed)
     gc.collect()

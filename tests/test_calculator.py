@@ -301,6 +301,17 @@ def run_cli(*args):
                           capture_output=True, text=True, timeout=120)
 
 
+def run_main(capsys, *args):
+    """The command line in this process (``python -m`` costs seconds of imports each
+    time; ``run_cli`` checks once that the module runs as a script)."""
+    try:
+        code = calculator.main(list(args))
+    except SystemExit as e:        # argparse's own errors
+        code = e.code
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(args, code, out.out, out.err)
+
+
 def test_cli_prints_the_estimate_as_a_table():
     args = ["--model", "gpt2", "--n-layer", "24", "--n-embd", "1024", "--n-head", "16",
             "--batch-size", "8", "--seq-len", "1024", "--recompute", "full", "--dropout", "0"]
@@ -316,21 +327,21 @@ def test_cli_prints_the_estimate_as_a_table():
     assert "layer input (checkpoint)" in out.stdout
 
 
-def test_cli_llama_options_and_errors():
-    out = run_cli("--model", "llama", "--num-hidden-layers", "2", "--hidden-size", "256",
-                  "--num-attention-heads", "8", "--num-key-value-heads", "2",
-                  "--intermediate-size", "512", "--vocab-size", "1000", "--dtype", "bfloat16",
-                  "--recompute", "selective", "--seq-len", "256")
+def test_cli_llama_options_and_errors(capsys):
+    out = run_main(capsys, "--model", "llama", "--num-hidden-layers", "2", "--hidden-size", "256",
+                   "--num-attention-heads", "8", "--num-key-value-heads", "2",
+                   "--intermediate-size", "512", "--vocab-size", "1000", "--dtype", "bfloat16",
+                   "--recompute", "selective", "--seq-len", "256")
     assert out.returncode == 0, out.stderr
     est = estimate_training_memory(
         llama(num_hidden_layers=2, hidden_size=256, num_attention_heads=8, num_key_value_heads=2,
               intermediate_size=512, vocab_size=1000),
         batch_size=1, seq_len=256, dtype="bfloat16", recompute="selective")
     assert f"{est['total']:,}" in out.stdout
-    bad = run_cli("--model", "gpt2", "--n-embd", "100", "--n-head", "3")
+    bad = run_main(capsys, "--model", "gpt2", "--n-embd", "100", "--n-head", "3")
     assert bad.returncode != 0 and "divisible" in bad.stderr
     # The other family's size options are refused, not silently ignored.
-    wrong = run_cli("--model", "llama", "--n-layer", "3")
+    wrong = run_main(capsys, "--model", "llama", "--n-layer", "3")
     assert wrong.returncode != 0 and "--n-layer" in wrong.stderr and "--num-hidden-layers" in wrong.stderr
-    wrong = run_cli("--model", "gpt2", "--num-key-value-heads", "2", "--head-dim", "8")
+    wrong = run_main(capsys, "--model", "gpt2", "--num-key-value-heads", "2", "--head-dim", "8")
     assert wrong.returncode != 0 and "--num-key-value-heads, --head-dim" in wrong.stderr
