@@ -83,6 +83,26 @@ def _same_grads(a, b):
     return len(a) == len(b) and all(np.array_equal(u, v) for u, v in zip(a, b))
 
 
+def _segment_in_chain(layers, a, b):
+    """``seg(h)`` applies ``layers[a:b]``; ``run(ck)`` is the chain (as ``_measure``
+    runs it) with ``ck(h)`` in place of that segment."""
+    def seg(h):
+        for layer in layers[a:b]:
+            h = layer(h)
+        return h
+
+    def run(ck):
+        def go(ls, h):
+            for layer in ls[:a]:
+                h = layer(h)
+            h = ck(h)
+            for layer in ls[b:]:
+                h = layer(h)
+            return h
+        return go
+    return seg, run
+
+
 def _chains():
     """A few chains with inputs: equal blocks, mixed widths, an input without grad."""
     minigrad.random.manual_seed(1)
@@ -173,20 +193,7 @@ def check_hand_checkpoint(hand_checkpoint_cls):
         if not x.requires_grad:
             continue
         for a, b in ((1, 3), (0, 2), (2, len(layers) - 1)):
-            def seg(h, a=a, b=b):
-                for layer in layers[a:b]:
-                    h = layer(h)
-                return h
-
-            def run(ck, a=a, b=b):
-                def go(ls, h):
-                    for layer in ls[:a]:
-                        h = layer(h)
-                    h = ck(h)
-                    for layer in ls[b:]:
-                        h = layer(h)
-                    return h
-                return go
+            seg, run = _segment_in_chain(layers, a, b)
             mine = _measure(layers, x, run(lambda h: hand_checkpoint_cls.apply(h, seg)))
             lib = _measure(layers, x, run(lambda h: checkpoint(seg, h, use_reentrant=True)))
             where = f"chain of {len(layers)}, segment [{a}, {b})"
@@ -333,20 +340,7 @@ def check_hook_checkpoint(my_hook_checkpoint):
     cases = 0
     for layers, x in _chains():
         for a, b in ((0, 2), (1, len(layers))):
-            def seg(h, a=a, b=b):
-                for layer in layers[a:b]:
-                    h = layer(h)
-                return h
-
-            def run(ck, a=a, b=b):
-                def go(ls, h):
-                    for layer in ls[:a]:
-                        h = layer(h)
-                    h = ck(h)
-                    for layer in ls[b:]:
-                        h = layer(h)
-                    return h
-                return go
+            seg, run = _segment_in_chain(layers, a, b)
             mine = _measure(layers, x, run(lambda h: my_hook_checkpoint(seg, h)))
             lib = _measure(layers, x, run(lambda h: checkpoint(seg, h)))
             where = (f"chain of {len(layers)}, segment [{a}, {b}), input "

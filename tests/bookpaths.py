@@ -99,3 +99,18 @@ def setup_cell_requirements(source: str) -> tuple[list[str], dict[str, str]] | N
 
 
 DOC_ROLE = re.compile(r"\{doc\}`(?:[^`<]*<)?([^`>]+)>?`")
+
+
+def load_module(path: Path, name: str | None = None):
+    """Import a file that is not in a package (a script under scripts/, a Sphinx
+    extension) as a module, registered in ``sys.modules`` (dataclasses look their module
+    up there)."""
+    import importlib.util
+    import sys
+
+    name = name or Path(path).stem
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -32,7 +31,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from bookpaths import HTML, ROOT, config, toc_files
+from bookpaths import HTML, ROOT, config, load_module, toc_files
 
 pytestmark = pytest.mark.book
 
@@ -47,9 +46,7 @@ SEED = 20261201
 
 # scripts/assignments.py, loaded by path.
 sys.path.insert(0, str(MASTERS))
-_spec = importlib.util.spec_from_file_location("assignments_script", SCRIPT)
-script = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(script)
+script = load_module(SCRIPT, "assignments_script")
 
 
 def grade_env(*args, timeout=1200) -> subprocess.CompletedProcess:

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 
 from bookkit import build_it as B
 from bookkit.yours import HandCheckpoint
 from bookkit.yours import my_checkpoint_sequential as my_cs
-from minigrad import Function, Tensor, enable_grad, memory, no_grad, plan, saved_tensors_hooks
-from minigrad.checkpoint import checkpoint, checkpoint_sequential
-from minigrad.plan.rotor import Checkpointed, NestedSchedule, Taped
+from minigrad import Function, Tensor, enable_grad, memory, plan, saved_tensors_hooks
+from minigrad.checkpoint import checkpoint_sequential
+from minigrad.plan.rotor import NestedSchedule, Taped
 
 
 def stub(*args, **kwargs):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import warnings
 
 import pytest
 
@@ -15,9 +14,9 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from transformers import GPT2Config, LlamaConfig  # noqa: E402
 
 from bookkit import calculator  # noqa: E402
+from hf_configs import KEYS, assert_exact, gpt2, llama, quiet_rename_warning  # noqa: E402,F401
 from bookkit.torchmem import ForwardMemoryMeter  # noqa: E402
 from bookkit.calculator import (  # noqa: E402
     ModelSpec,
@@ -25,47 +24,12 @@ from bookkit.calculator import (  # noqa: E402
     build_model,
     enable_selective_recomputation,
     estimate_training_memory,
-    measure_training_memory,
     model_spec,
     parameter_count,
 )
 from bookkit.torchmem import SavedTensorMeter  # noqa: E402
 
 transformers.logging.set_verbosity_error()
-KEYS = ("parameters", "gradients", "optimizer", "activations", "logits", "total")
-
-
-@pytest.fixture(autouse=True)
-def _quiet():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)   # gradient_checkpointing_enable's rename
-        yield
-
-
-def gpt2(attn="sdpa", dropout=0.0, **kw):
-    base = dict(n_layer=2, n_embd=64, n_head=4, vocab_size=500, n_positions=128,
-                attn_pdrop=dropout, resid_pdrop=dropout, embd_pdrop=dropout)
-    base.update(kw)
-    config = GPT2Config(**base)
-    config._attn_implementation = attn
-    return config
-
-
-def llama(attn="sdpa", dropout=0.0, **kw):
-    base = dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
-                intermediate_size=96, vocab_size=500, max_position_embeddings=256,
-                attention_dropout=dropout)
-    base.update(kw)
-    config = LlamaConfig(**base)
-    config._attn_implementation = attn
-    return config
-
-
-def assert_exact(config, **kw):
-    est = estimate_training_memory(config, **kw)
-    measured = measure_training_memory(config, **kw)
-    assert {k: est[k] for k in KEYS} == measured, (config.to_diff_dict(), kw)
-    assert sum(est["terms"].values()) == est["activations"]
 
 
 # -- the grid -------------------------------------------------------------------------

@@ -25,7 +25,6 @@ runs them); none shares code with the formula.
 from __future__ import annotations
 
 import copy
-import warnings
 
 import pytest
 
@@ -33,9 +32,10 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig  # noqa: E402
+from transformers import AutoModelForCausalLM  # noqa: E402
 
 from bookkit import calculator  # noqa: E402
+from hf_configs import gpt2, llama, quiet_rename_warning  # noqa: E402,F401
 from bookkit.torchmem import ForwardMemoryMeter  # noqa: E402
 from bookkit.calculator import (  # noqa: E402
     activation_terms,
@@ -46,13 +46,6 @@ transformers.logging.set_verbosity_error()
 
 SCALARS = "Python scalars saved by mul (0-d float64)"
 TOKEN_IDS = "token ids (embedding)"
-
-
-@pytest.fixture(autouse=True)
-def _quiet():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)   # gradient_checkpointing_enable's rename
-        yield
 
 
 # -- the exact relations --------------------------------------------------------------------
@@ -70,21 +63,6 @@ def check_meters(config, batch_size, seq_len, dtype, recompute):
     assert measured["MemTracker"] == activations - terms[TOKEN_IDS] - rng - scalars, context
     assert measured["saved hooks + output"] == activations - closure - scalars, context
     return activations, measured
-
-
-def gpt2(attn, dropout=0.0, **kw):
-    config = GPT2Config(**{**dict(n_layer=2, n_embd=64, n_head=4, vocab_size=300, n_positions=128,
-                                  attn_pdrop=dropout, resid_pdrop=dropout, embd_pdrop=dropout), **kw})
-    config._attn_implementation = attn
-    return config
-
-
-def llama(attn, dropout=0.0, **kw):
-    config = LlamaConfig(**{**dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
-                                   num_key_value_heads=2, intermediate_size=96, vocab_size=300,
-                                   attention_dropout=dropout), **kw})
-    config._attn_implementation = attn
-    return config
 
 
 CASES = [

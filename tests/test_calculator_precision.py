@@ -10,7 +10,6 @@
 """
 from __future__ import annotations
 
-import warnings
 
 import pytest
 
@@ -19,51 +18,23 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from transformers import GPT2Config, LlamaConfig  # noqa: E402
 
 from bookkit import calculator  # noqa: E402
+from transformers import GPT2Config  # noqa: E402
+
+from hf_configs import KEYS, assert_exact, gpt2, llama, quiet_rename_warning  # noqa: E402,F401
 from bookkit.calculator import (  # noqa: E402
     activation_terms,
     build_model,
     estimate_training_memory,
-    measure_training_memory,
     parameter_count,
 )
 
 transformers.logging.set_verbosity_error()
-KEYS = ("parameters", "gradients", "optimizer", "activations", "logits", "total")
-
-
-@pytest.fixture(autouse=True)
-def _quiet():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        yield
-
-
-def gpt2(attn="sdpa", dropout=0.0, **kw):
-    config = GPT2Config(**{**dict(n_layer=2, n_embd=64, n_head=4, vocab_size=300, n_positions=256,
-                                  attn_pdrop=dropout, resid_pdrop=dropout, embd_pdrop=dropout), **kw})
-    config._attn_implementation = attn
-    return config
-
-
-def llama(attn="sdpa", dropout=0.0, **kw):
-    config = LlamaConfig(**{**dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
-                                   num_key_value_heads=2, intermediate_size=96, vocab_size=300,
-                                   attention_dropout=dropout), **kw})
-    config._attn_implementation = attn
-    return config
 
 
 def terms(config, **kw):
     return {t.name: t.bytes for t in activation_terms(config, **kw)}
-
-
-def assert_exact(config, **kw):
-    est = estimate_training_memory(config, **kw)
-    measured = measure_training_memory(config, **kw)
-    assert {k: est[k] for k in KEYS} == measured, (config.to_diff_dict(), kw, est["terms"])
 
 
 # -- bf16-autocast on the CPU: measured ------------------------------------------------------

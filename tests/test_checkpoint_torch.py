@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-import minigrad.ops as F
 from minigrad import Function, Tensor, memory, nn
 from minigrad.checkpoint import CheckpointError, checkpoint, set_checkpoint_early_stop
 from minigrad.schedules import checkpoint_sequential

@@ -2,21 +2,15 @@
 XML with a title and description, and every chapter it names exists."""
 from __future__ import annotations
 
-import importlib.util
-import sys
 import xml.etree.ElementTree as ET
 
-from bookpaths import ROOT, source_for
+from bookpaths import ROOT, load_module, source_for
 
 SCRIPT = ROOT / "scripts" / "draw_decision_flow.py"
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("draw_decision_flow", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_module(SCRIPT)
 
 
 def test_stored_svg_is_what_the_script_draws():

@@ -4,16 +4,12 @@ scripts/link_glossary.py (which adds the links to notebooks) links only prose, o
 once per term and notebook, and changes nothing the second time."""
 from __future__ import annotations
 
-import importlib.util
 
 import pytest
 
-from bookpaths import ROOT, cell_source, load_notebook, notebook_paths
+from bookpaths import ROOT, cell_source, load_module, load_notebook, notebook_paths
 
-spec = importlib.util.spec_from_file_location("link_glossary",
-                                              ROOT / "scripts" / "link_glossary.py")
-lg = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(lg)
+lg = load_module(ROOT / "scripts" / "link_glossary.py")
 
 TERMS = lg.glossary_terms()
 

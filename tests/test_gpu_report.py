@@ -1,7 +1,6 @@
 """scripts/gpu_report.py and scripts/gpu_check.sh: pairing, tolerance, report, refusal."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -10,12 +9,9 @@ import sys
 import nbformat
 import pytest
 
-from bookpaths import ROOT
+from bookpaths import ROOT, load_module
 
-spec = importlib.util.spec_from_file_location("gpu_report", ROOT / "scripts" / "gpu_report.py")
-gpu_report = importlib.util.module_from_spec(spec)
-sys.modules["gpu_report"] = gpu_report          # dataclasses look their module up by name
-spec.loader.exec_module(gpu_report)
+gpu_report = load_module(ROOT / "scripts" / "gpu_report.py")
 
 
 def rec(key, device="cuda", **figures):

@@ -2,16 +2,13 @@
 step is right, and the stored SVG is what the script draws."""
 from __future__ import annotations
 
-import importlib.util
 import math
 
 import pytest
 
-from bookpaths import ROOT
+from bookpaths import ROOT, load_module
 
-spec = importlib.util.spec_from_file_location("draw_hero", ROOT / "scripts" / "draw_hero.py")
-hero = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(hero)
+hero = load_module(ROOT / "scripts" / "draw_hero.py")
 
 
 @pytest.mark.parametrize("n", [4, 9, 16, 64])

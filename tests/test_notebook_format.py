@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import nbformat
-import pytest
 
 from bookpaths import ROOT, notebook_paths
 

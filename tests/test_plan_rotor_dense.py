@@ -20,6 +20,7 @@ from minigrad import plan as P
 from minigrad.checkpoint import checkpoint_sequential
 from minigrad.plan.chain import ChainProfile
 from minigrad.plan.rotor import _costs, _Fronts, _min_peak, _planned, rotor_reference
+from bookpaths import ROOT, load_module
 
 
 def random_profile(rng, n, unit=64):
@@ -136,17 +137,9 @@ def test_a_slotted_schedule_runs_within_its_budget():
     assert m.flops["recompute"] == plan.recompute_cost
 
 
-def gpt_chain(n):
-    """``n`` identical GPT blocks (sizes profiled from minigrad's TransformerBlock, width
-    32, 4 heads, batch 4 x 16 tokens) and a mean-square loss."""
-    minigrad.random.manual_seed(0)
-    blocks = [nn.TransformerBlock(32, 4) for _ in range(2)]
-    x = minigrad.Tensor(np.zeros((4, 16, 32), np.float32), requires_grad=True)
-    p = P.profile_chain(blocks, x, loss=lambda y: (y * y).mean())
-    return ChainProfile(input_bytes=(p.input_bytes[1],) * n, output_bytes=p.output_bytes,
-                        saves_input=(p.saves_input[1],) * n, saves_output=(p.saves_output[1],) * n,
-                        own_bytes=(p.own_bytes[1],) * n, cost=(p.cost[1],) * n,
-                        loss_saves_input=p.loss_saves_input, loss_own_bytes=p.loss_own_bytes)
+# n identical GPT blocks (minigrad's TransformerBlock, width 32, 4 heads, batch 4 x 16
+# tokens) and a mean-square loss: the chain the scaling script times.
+gpt_chain = load_module(ROOT / "scripts" / "rotor_scaling.py").gpt_chain
 
 
 def test_long_chains_plan_in_seconds():

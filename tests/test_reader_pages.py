@@ -128,15 +128,10 @@ def test_at_most_two_visible_asserts(path):
 
 
 def _reader_pages_extension():
-    import importlib.util
 
-    from bookpaths import ROOT
+    from bookpaths import ROOT, load_module
 
-    spec = importlib.util.spec_from_file_location(
-        "reader_pages", ROOT / "book" / "_ext" / "reader_pages.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(ROOT / "book" / "_ext" / "reader_pages.py")
 
 
 def test_numbers_restart_per_chapter_in_document_order():

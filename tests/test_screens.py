@@ -2,18 +2,15 @@
 and a contact sheet that links them."""
 from __future__ import annotations
 
-import importlib.util
 import shutil
 
 import pytest
 
-from bookpaths import HTML, ROOT
+from bookpaths import HTML, ROOT, load_module
 
 pytestmark = pytest.mark.book
 
-spec = importlib.util.spec_from_file_location("screens", ROOT / "scripts" / "screens.py")
-screens = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(screens)
+screens = load_module(ROOT / "scripts" / "screens.py")
 
 
 def test_tour_of_one_page(tmp_path):

@@ -135,23 +135,30 @@ def _global_batches(steps: int = STEPS, world_size: int = 2) -> list[torch.Tenso
     return [torch.randn(world_size * BATCH_PER_RANK, SEQ, HIDDEN, generator=g) for _ in range(steps)]
 
 
-def train_steps(model: nn.Module, rank: int, world_size: int, steps: int = STEPS) -> dict:
-    """``steps`` SGD steps of ``model`` on this rank's slice of fixed global batches.
+def train_steps(model: nn.Module, rank: int, world_size: int, steps: int = STEPS,
+                batches: list[torch.Tensor] | None = None) -> dict:
+    """``steps`` SGD steps of ``model`` on this rank's slice of fixed global batches, or
+    on ``batches`` (this rank's inputs; token ids go through the model's own loss,
+    ``model(input_ids=ids, labels=ids).loss``).
 
     Returns ``param_bytes`` (stored on this rank), ``saved_bytes`` (saved for backward
     by the last step's forward, this rank), ``forward`` / ``backward`` (collectives of the
     last step's forward and backward, by kind) and ``losses`` (each step's loss averaged
     over ranks, as Python floats).
     """
+    if batches is None:
+        # The input requires grad so that the hand-written reentrant variant has gradients
+        # to pass (chapter 10's trap; Hugging Face calls enable_input_require_grads for it).
+        lo = rank * BATCH_PER_RANK
+        batches = [x[lo:lo + BATCH_PER_RANK].clone().requires_grad_(True)
+                   for x in _global_batches(steps, world_size)]
     param_bytes = local_parameter_bytes(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=LR)
-    losses, lo = [], rank * BATCH_PER_RANK
-    for x in _global_batches(steps, world_size):
-        # The input requires grad so that the hand-written reentrant variant has gradients to
-        # pass (chapter 10's trap; Hugging Face calls enable_input_require_grads for it).
-        x = x[lo:lo + BATCH_PER_RANK].clone().requires_grad_(True)
+    losses = []
+    for x in batches:
         with CollectiveCounter() as forward_comms, ShardedSavedTensorMeter(model) as meter:
-            loss = model(x)
+            loss = model(x) if x.is_floating_point() else \
+                model(input_ids=x, labels=x, use_cache=False).loss
         saved = meter.live_bytes
         with CollectiveCounter() as backward_comms:
             loss.backward()
@@ -208,26 +215,12 @@ def wrap_hf(wrapper: str, checkpointing: str) -> nn.Module:
 
 
 def _hf_train_steps(model: nn.Module, rank: int, world_size: int, steps: int = STEPS) -> dict:
-    """`train_steps` for a causal language model: token batches, the model's own loss."""
-    param_bytes = local_parameter_bytes(model)
-    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    """`train_steps` for a causal language model on this rank's slice of token batches."""
     g = torch.Generator().manual_seed(1)
-    losses, lo = [], rank * BATCH_PER_RANK
-    for _ in range(steps):
-        ids = torch.randint(0, 256, (world_size * BATCH_PER_RANK, SEQ), generator=g)
-        ids = ids[lo:lo + BATCH_PER_RANK]
-        with CollectiveCounter() as forward_comms, ShardedSavedTensorMeter(model) as meter:
-            loss = model(input_ids=ids, labels=ids, use_cache=False).loss
-        saved = meter.live_bytes
-        with CollectiveCounter() as backward_comms:
-            loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        mean_loss = loss.detach().clone()
-        dist.all_reduce(mean_loss)
-        losses.append(mean_loss.item() / world_size)
-    return {"param_bytes": param_bytes, "saved_bytes": saved, "losses": losses,
-            "forward": forward_comms.by_kind(), "backward": backward_comms.by_kind()}
+    lo = rank * BATCH_PER_RANK
+    batches = [torch.randint(0, 256, (world_size * BATCH_PER_RANK, SEQ), generator=g)[lo:lo + BATCH_PER_RANK]
+               for _ in range(steps)]
+    return train_steps(model, rank, world_size, steps, batches=batches)
 
 
 def compare_hf_switch(rank: int, world_size: int) -> dict:
