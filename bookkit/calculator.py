@@ -1038,8 +1038,8 @@ def measure_training_memory(config, *, batch_size: int, seq_len: int, precision:
     head = model.get_output_embeddings()
     handle = head.register_forward_pre_hook(lambda *_: meter.phase("head"))
     # Garbage of earlier models freed by a collection during the forward would make the
-    # profiler warn about blocks it never saw allocated: collected first, and what is
-    # older than the model is left out of the meter's collections (they stay fast).
+    # profiler warn about blocks it never saw allocated: what is older than this call
+    # is left out of the meter's collections (which also keeps them fast).
     try:
         with older_objects_frozen():
             with ForwardMemoryMeter(exclude=[model], inputs=[ids]) as meter:

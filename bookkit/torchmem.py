@@ -320,16 +320,18 @@ def _quiet_native_stderr():
 
 @contextlib.contextmanager
 def older_objects_frozen():
-    """Collect garbage once, then hide every object alive now from Python's cycle
+    """Hide every object that exists now, garbage included, from Python's cycle
     collector (``gc.freeze``) until the block ends.
 
     A meter calls ``gc.collect()`` so that garbage is not counted as alive; a full
     collection walks every object of the process (about 0.3 s with torch and
     transformers imported), a collection inside this block only what the block made.
-    The meters count only storages made inside the block, so nothing they read
-    changes. An existing freeze (``gc.get_freeze_count() > 0``) is left as it is.
+    Older garbage is not freed inside the block either (so the allocator's trace never
+    sees the release of a block it did not see allocated); it is collected as usual
+    after the block. The meters count only storages made inside the block, so nothing
+    they read changes. An existing freeze (``gc.get_freeze_count() > 0``) is left as
+    it is.
     """
-    gc.collect()
     frozen_here = gc.get_freeze_count() == 0
     if frozen_here:
         gc.freeze()
@@ -394,8 +396,9 @@ class AllocatorTrace:
 
     def __enter__(self) -> "AllocatorTrace":
         # Python's cycle collector would free unrelated garbage at random moments
-        # inside the block: collect it now, and not while counting.
-        gc.collect()
+        # inside the block: it is paused while counting. (No collection first: the
+        # trace counts what the block allocates, and a full collection costs 0.3 s
+        # in a process holding torch and transformers.)
         self._gc_was_enabled = gc.isenabled()
         gc.disable()
         if self.device.type == "cuda":

@@ -3,6 +3,8 @@
 # package `bubblewrap`. Found: nothing to do. Missing: install it when this is root with
 # apt-get, otherwise stop at once with one line saying what to install.
 set -u
-. "$(dirname "$0")/debian_package.sh"
+here=${BASH_SOURCE[0]%/*}   # not dirname: this runs where PATH may hold nothing
+[ "$here" != "${BASH_SOURCE[0]}" ] || here=.
+. "$here/debian_package.sh"
 ensure_debian_package "make grade" bubblewrap "for the sandbox each submission is graded in" \
   ", or grade on Gradescope (see the instructor page)" bwrap
