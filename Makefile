@@ -45,7 +45,7 @@ test: $(STAMP) chromium
 	$(PHASE) "4 book from the checked outputs" -- \
 		$(BIN)/python scripts/build_book.py --stored-outputs
 	$(PHASE) "5 built book, Colab run, build checks" -- \
-		$(BIN)/python -m pytest -n $(TEST_JOBS) -q -m book tests
+		$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile -q -m book tests
 	@cat _build/test-phases.txt
 	@! grep -q FAILED _build/test-phases.txt && echo "make test: every phase passed"
 

@@ -33,6 +33,8 @@ import pytest
 
 from bookpaths import HTML, ROOT, config, load_module, toc_files
 
+# `make test` runs each test file on one worker (--dist loadfile): the module fixtures
+# below build and grade every assignment once, not once per worker.
 pytestmark = pytest.mark.book
 
 GRADE_PY = ROOT / ".venv-grade" / "bin" / "python"
