@@ -475,3 +475,45 @@ def test_saved_tensor_meter_does_not_count_empty_tensors():
     assert meter.n_saved == 1 and meter.n_packed == 2 and meter.peak_bytes == 128
     y.sum().backward()
     assert meter.n_live == 0 and meter.live_bytes == 0
+
+
+class _Cycle:
+    """An object in a reference cycle: only the cycle collector frees it."""
+
+    def __init__(self):
+        self.me = self
+
+
+def test_older_objects_frozen_keeps_old_garbage_out_of_collections():
+    import weakref
+
+    from bookkit.torchmem import older_objects_frozen
+
+    assert gc.get_freeze_count() == 0
+    old = _Cycle()
+    old_ref = weakref.ref(old)
+    del old                                  # garbage now, freed only by a collection
+    with older_objects_frozen():
+        assert gc.get_freeze_count() > 0
+        young = _Cycle()
+        young_ref = weakref.ref(young)
+        del young
+        gc.collect()
+        assert young_ref() is None, "garbage made inside the block is collected"
+        assert old_ref() is not None, "older garbage is not freed inside the block"
+    assert gc.get_freeze_count() == 0
+    gc.collect()
+    assert old_ref() is None, "older garbage is collected after the block"
+
+
+def test_older_objects_frozen_leaves_a_callers_freeze_alone():
+    from bookkit.torchmem import older_objects_frozen
+
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with older_objects_frozen():
+            pass
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
