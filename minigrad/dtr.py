@@ -78,8 +78,8 @@ from minigrad import memory as _memory
 from minigrad import random as _random
 from minigrad._validation import check_int
 from minigrad.autograd import saved_tensors_hooks
-from minigrad.grad_mode import enable_grad
-from minigrad.hooks import hold_role, in_phase, register_hooks, release_role
+from minigrad.hooks import hold_role, register_hooks, release_role
+from minigrad.recompute import recomputing, rng_state
 from minigrad.tensor import Tensor
 
 __all__ = ["budget", "Budget", "BudgetError", "HEURISTICS"]
@@ -240,7 +240,7 @@ class Budget:
     def __enter__(self):
         if self._op_hook is not None:
             raise RuntimeError("dtr.budget: this budget is already in use; make a new one")
-        self._rng = _random.get_rng_state()
+        self._rng = rng_state()
         self._op_hook = register_hooks(op=self._on_op)
         self._hooks = saved_tensors_hooks(self._pack, self._unpack)
         self._hooks.__enter__()
@@ -465,7 +465,7 @@ class Budget:
         if self._closing:  # after the block: only its graph's backward still concerns the pool
             return
         pending, self._pending = self._pending, []
-        if fn.name() == "checkpoint":  # checkpoint's nodes (its inputs' keeper, Checkpoint, schedules)
+        if fn.name() == "checkpoint":  # checkpoint's nodes (its inputs' keeper, Checkpoint, run_schedule)
             raise RuntimeError(
                 "dtr.budget: a checkpoint runs inside the budget; the arrays its recomputation "
                 "saves would escape the pool's count. DTR decides itself what to keep and "
@@ -475,7 +475,7 @@ class Budget:
                 raise NotImplementedError(
                     f"dtr.budget: op {fn.name()} draws from its own Generator; the budget "
                     f"replays only minigrad.random's default generator (pass generator=None)")
-        rng_now = _random.get_rng_state()
+        rng_now = rng_state()
         rng = None if rng_now == self._rng else (self._rng, rng_now)
         self._rng = rng_now
         arrays = [a.data if isinstance(a, Tensor) else a for a in args]
@@ -609,16 +609,12 @@ class Budget:
             captured.append(a)
             return _Box(a)
 
-        now = None
-        if op.rng is not None:
-            now = _random.get_rng_state()
-            _random.set_rng_state(op.rng[0])
         self._replaying += 1
         try:
-            with enable_grad(), in_phase("recompute"), \
+            with recomputing(op.rng[0] if op.rng is not None else None), \
                     saved_tensors_hooks(capture, lambda box: box.array):
                 result = op.fn.apply(*args, **kwargs)
-            after = _random.get_rng_state() if op.rng is not None else None
+                after = rng_state() if op.rng is not None else None
             # An op that draws nothing replays fine whatever the state; one that draws must
             # end where its first run ended, or it did not start where that run started.
             if after is not None and after != op.rng[0] and after != op.rng[1]:
@@ -628,8 +624,6 @@ class Budget:
                     f"ops, outside any op); its arrays cannot be rebuilt bit-identically")
         finally:
             self._replaying -= 1
-            if now is not None:
-                _random.set_rng_state(now)
         out = result.data
         meta = [(a.shape, a.dtype) for a in captured]
         if (out.shape, out.dtype) != op.out_meta or meta != op.saved_meta:

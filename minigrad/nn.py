@@ -17,7 +17,7 @@ from minigrad import ops as F
 from minigrad import random as _random
 from minigrad._validation import check_int, check_number
 from minigrad.checkpoint import checkpoint, is_recomputing
-from minigrad.schedules import checkpoint_sequential
+from minigrad.checkpoint import checkpoint_sequential
 from minigrad.hooks import hold_role, release_role
 from minigrad.tensor import Tensor
 

@@ -14,7 +14,7 @@ import pytest
 import minigrad
 from minigrad import memory, nn
 from minigrad import plan as P
-from minigrad.schedules import checkpoint_sequential
+from minigrad.checkpoint import checkpoint_sequential
 
 from chains import KINDS, make_layer
 

@@ -26,9 +26,8 @@ LAYERS = [
     {"minigrad.memory", "minigrad.random"},
     {"minigrad.autograd"},
     {"minigrad.ops"},
-    {"minigrad._steprecord"},
+    {"minigrad.recompute"},  # the recomputation core every executor uses
     {"minigrad.checkpoint"},
-    {"minigrad.schedules"},
     {"minigrad.nn", "minigrad.optim"},
     {"minigrad.plan.segments", "minigrad.plan.chain", "minigrad.plan.revolve"},
     {"minigrad.plan.profile", "minigrad.plan.graph"},
@@ -105,7 +104,7 @@ def test_the_planners_know_nothing_about_arrays(name, path):
 
 def test_import_minigrad_loads_no_torch_scipy_matplotlib_or_viz():
     code = ("import sys, minigrad, minigrad.plan, minigrad.plan.revolve, minigrad.plan.rotor\n"
-            "from minigrad import tensor, autograd, ops, memory, nn, optim, checkpoint, schedules\n"
+            "from minigrad import tensor, autograd, ops, memory, nn, optim, checkpoint, recompute\n"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'scipy', 'matplotlib')"
             " or m == 'minigrad.viz')\n"
             "print(','.join(bad))\n")
@@ -114,12 +113,12 @@ def test_import_minigrad_loads_no_torch_scipy_matplotlib_or_viz():
 
 
 # Who may read the ledger's public API (track, base_buffer, category, constants): the
-# profilers (plan.profile, plan.graph and their step recorder), DTR (which buffers the
+# profilers (plan.profile, plan.graph and the step recorder in recompute), DTR (which buffers the
 # ledger counts) and the drawings. Everything else, the engine, the ops, checkpointing
 # and remat (their "recompute" phase goes through hooks.in_phase), the modules and the
 # optimizers, reaches the ledger only through the hook registry (minigrad.hooks).
 LEDGER_READERS = {"minigrad", "minigrad.dtr", "minigrad.plan.profile", "minigrad.viz",
-                  "minigrad._steprecord", "minigrad.plan.graph"}
+                  "minigrad.recompute", "minigrad.plan.graph"}
 
 
 @pytest.mark.parametrize("name, path", list(modules()))

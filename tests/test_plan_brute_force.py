@@ -22,7 +22,7 @@ import minigrad
 import minigrad.ops as F
 from minigrad import memory
 from minigrad import plan as P
-from minigrad.schedules import checkpoint_sequential
+from minigrad.checkpoint import checkpoint_sequential
 from minigrad.plan.rotor import NestedSchedule, enumerate_schedules, schedule_peak, schedule_recompute_cost
 
 from test_exhaustive import random_chain

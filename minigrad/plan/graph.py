@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 from minigrad import memory
 from minigrad import random as _random
-from minigrad._steprecord import StepRecorder
+from minigrad.recompute import StepRecorder
 from minigrad.grad_mode import enable_grad
 from minigrad.tensor import Context, Tensor, graph_nodes
 

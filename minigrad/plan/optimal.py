@@ -333,7 +333,7 @@ def optimal_segments(layers, x=None, budget_bytes: int | None = None, loss=None,
 
     Example:
         >>> from minigrad import Tensor, nn
-        >>> from minigrad.schedules import checkpoint_sequential
+        >>> from minigrad.checkpoint import checkpoint_sequential
         >>> _ = minigrad.random.manual_seed(0)
         >>> layers = [nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 4), nn.Tanh()]
         >>> x = Tensor(minigrad.random.randn(2, 4), requires_grad=True)

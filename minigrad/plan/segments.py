@@ -64,7 +64,7 @@ class SegmentPlan:
     @property
     def actions(self) -> tuple:
         """What ``checkpoint_sequential`` does, in order, in the action vocabulary of
-        ``minigrad.schedules.run_schedule``: ``("snapshot", i)``, ``("advance", i, j)``,
+        ``minigrad.checkpoint.run_schedule``: ``("snapshot", i)``, ``("advance", i, j)``,
         ``("tape", i)`` (run layer ``i`` taped, keeping its saved arrays), ``("reverse", i)``
         (back-propagate through it, freeing them), ``("restore", i)``, ``("free", i)``."""
         out = []
