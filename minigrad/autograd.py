@@ -26,7 +26,7 @@ from minigrad._validation import as_array
 from minigrad.hooks import SAVED_HOOKS, hold_role, release_role
 from minigrad.tensor import BackwardTask, Context, Tensor, graph_nodes, node_of
 
-__all__ = ["saved_tensors_hooks", "grad", "backward", "run_backward", "saved_arrays"]
+__all__ = ["saved_tensors_hooks", "grad", "backward", "backprop", "saved_arrays"]
 
 
 # --- saved-tensor hooks ------------------------------------------------------------------
@@ -207,7 +207,7 @@ def _reaching(order, targets):
     return reach
 
 
-def run_backward(roots, grads, retain_graph=False, capture=(), accumulate=None, inputs=None):
+def backprop(roots, grads, retain_graph=False, capture=(), accumulate=None, inputs=None):
     """Back-propagate ``grads`` (arrays, one per root) through the graph.
 
     Args:
@@ -226,7 +226,7 @@ def run_backward(roots, grads, retain_graph=False, capture=(), accumulate=None, 
 
     Example:
         >>> a = Tensor([1.0, 2.0], requires_grad=True)
-        >>> run_backward([(a * a).sum()], [np.float32(1.0)], capture=[a])
+        >>> backprop([(a * a).sum()], [np.float32(1.0)], capture=[a])
         [array([2., 4.], dtype=float32)]
     """
     if isinstance(roots, Tensor):
@@ -286,7 +286,7 @@ def backward(self, gradient=None, retain_graph: bool = False, inputs=None):
         accumulate = _tensor_list(inputs, "backward", "inputs")
         if not all(t.requires_grad for t in accumulate):
             raise RuntimeError("backward: every tensor in inputs must require grad")
-    run_backward([self], [root_grad(self, gradient)], retain_graph, accumulate=accumulate)
+    backprop([self], [root_grad(self, gradient)], retain_graph, accumulate=accumulate)
 
 
 def retain_grad(self):
@@ -333,7 +333,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool = False, allow_u
     if not all(t.requires_grad for t in ins):
         raise RuntimeError("grad: one of the inputs does not require grad")
     roots = [root_grad(o, g, "grad") for o, g in zip(outs, grad_outputs)]
-    results = run_backward(outs, roots, retain_graph=retain_graph, capture=ins, accumulate=())
+    results = backprop(outs, roots, retain_graph=retain_graph, capture=ins, accumulate=())
     if not allow_unused and any(r is None for r in results):
         i = next(i for i, r in enumerate(results) if r is None)
         raise RuntimeError(f"grad: input {i} (shape {ins[i].shape}) was not used to compute the "

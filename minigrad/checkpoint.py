@@ -46,7 +46,7 @@ import numpy as np
 
 from minigrad import tensor as _tensor
 from minigrad._validation import check_int, check_segment_starts
-from minigrad.autograd import run_backward, saved_tensors_hooks
+from minigrad.autograd import backprop, saved_tensors_hooks
 from minigrad.grad_mode import is_grad_enabled, no_grad, set_grad_enabled
 from minigrad.hooks import register_hooks
 from minigrad.recompute import (CheckpointError, OpLog, check_flag, compare_ops, determinism,
@@ -386,7 +386,7 @@ class Checkpoint(Function):
             raise RuntimeError("checkpoint: none of output has requires_grad=True, this checkpoint() "
                                "is not necessary")
         wanted = [x for x in inputs if isinstance(x, Tensor) and x.requires_grad]
-        grads = iter(run_backward([out], [g], capture=wanted))
+        grads = iter(backprop([out], [g], capture=wanted))
         return (None,) * 4 + tuple(next(grads) if isinstance(x, Tensor) and x.requires_grad else None
                                    for x in inputs)
 
@@ -609,7 +609,7 @@ class _ScheduleRun:
         if self.grad is None or not (node.requires_grad if isinstance(node, Tensor) else True):
             self.grad = None  # nothing below needs a gradient
             return
-        captured = run_backward([node], [self.grad], capture=[leaf] if leaf.requires_grad else [])
+        captured = backprop([node], [self.grad], capture=[leaf] if leaf.requires_grad else [])
         self.grad = captured[0] if captured else None
 
     def forward(self):
@@ -721,7 +721,7 @@ class _Schedule(Function):
 def run_schedule(functions, plan, input, preserve_rng_state: bool = True, determinism_check="default"):
     """Execute a checkpointing schedule on a chain of layers, one action at a time.
 
-    The actions (``plan.actions``; see `minigrad.plan.revolve.revolve_actions`):
+    The actions (``plan.actions``; see `minigrad.plan.binomial.revolve_actions`):
     ``("snapshot", i)`` keep the chain's state before layer ``i``; ``("advance", i, j)`` run
     layers ``i .. j-1`` without taping; ``("tape", i)`` run layer ``i`` taping it (its saved
     arrays stay until it is reversed); ``("reverse", i)`` back-propagate through the last

@@ -47,6 +47,8 @@ resident array is pinned or in use by the op that needs room), `BudgetError` say
 many bytes were needed against the budget; the pool never goes over it silently.
 
 Example:
+    >>> import numpy as np
+    >>> import minigrad
     >>> from minigrad import nn
     >>> import minigrad.ops as F
     >>> _ = minigrad.random.manual_seed(0)
@@ -689,6 +691,8 @@ def budget(budget_bytes: int, *, heuristic: str = "dtr") -> Budget:
         ValueError: an unknown heuristic name or a negative budget.
 
     Example:
+        >>> import numpy as np
+        >>> import minigrad
         >>> from minigrad import nn
         >>> import minigrad.ops as F
         >>> model = nn.Sequential(nn.Linear(16, 16), nn.GELU(), nn.Linear(16, 16))

@@ -327,6 +327,8 @@ def category(a: np.ndarray) -> str | None:
     ``"parameters"``, ...), or None if minigrad does not count it.
 
     Example:
+        >>> import numpy as np
+        >>> import minigrad
         >>> w = minigrad.nn.Parameter(np.ones(3)); category(w.data)
         'parameters'
     """
@@ -348,6 +350,8 @@ def phase(name: str):
         ValueError: ``name`` is not one of `PHASES`.
 
     Example:
+        >>> import numpy as np
+        >>> import minigrad
         >>> x = minigrad.Tensor(np.ones(4, np.float32), requires_grad=True)
         >>> with track() as m, phase("recompute"):
         ...     y = x.tanh()          # its ops count as recomputation
@@ -442,6 +446,8 @@ def track(record_timeline: bool = True):
     The cyclic garbage collector is paused inside the block (rule 7).
 
     Example:
+        >>> import numpy as np
+        >>> import minigrad
         >>> x = minigrad.Tensor(np.ones(1024, np.float32), requires_grad=True)
         >>> with track() as m:
         ...     loss = x.exp().sum()       # exp saves its 4 KiB output

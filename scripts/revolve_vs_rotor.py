@@ -27,7 +27,7 @@ import minigrad  # noqa: E402
 from minigrad import memory, nn  # noqa: E402
 from minigrad import plan as P  # noqa: E402
 from minigrad.checkpoint import checkpoint_sequential  # noqa: E402
-from minigrad.plan.rotor import from_revolve, schedule_peak  # noqa: E402
+from minigrad.plan.nested import from_revolve, schedule_peak  # noqa: E402
 
 
 def equal_chain(n: int, layer: str, width: int = 8, batch: int = 4):

@@ -23,7 +23,7 @@ import minigrad.ops as F
 from minigrad import memory
 from minigrad import plan as P
 from minigrad.checkpoint import checkpoint_sequential
-from minigrad.plan.rotor import NestedSchedule, enumerate_schedules, schedule_peak, schedule_recompute_cost
+from minigrad.plan.nested import NestedSchedule, enumerate_schedules, schedule_peak, schedule_recompute_cost
 
 from test_exhaustive import random_chain
 

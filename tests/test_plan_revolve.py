@@ -5,7 +5,7 @@ from functools import lru_cache
 import numpy as np
 import pytest
 
-from minigrad import plan as ML  # the binomial schedule: minigrad/plan/revolve.py
+from minigrad import plan as ML  # the binomial schedule: minigrad/plan/binomial.py
 
 
 @lru_cache(maxsize=None)

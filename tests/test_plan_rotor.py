@@ -21,7 +21,7 @@ import minigrad.ops as F
 from minigrad import memory, nn
 from minigrad import plan as P
 from minigrad.checkpoint import checkpoint_sequential
-from minigrad.plan.rotor import (Checkpointed, NestedSchedule, Taped, count_schedules,
+from minigrad.plan.nested import (Checkpointed, NestedSchedule, Taped, count_schedules,
                                  enumerate_schedules, from_revolve,
                                  from_segments, rotor_frontier, rotor_reference, schedule_layer_calls,
                                  schedule_peak, schedule_recompute_cost)

@@ -320,12 +320,12 @@ def test_backward_with_an_intermediate_input_fills_its_grad():
     assert x.grad is None
 
 
-def test_run_backward_inputs_returns_their_gradients():
+def test_backprop_inputs_returns_their_gradients():
     # The engine-level form of a grad-style backward (the first API's name for capture).
     a = Tensor(np.array([1.0, 2.0]), requires_grad=True)
     b = Tensor(np.array([3.0, 4.0]), requires_grad=True)
     y = mg.checkpoint.checkpoint(lambda a, blah: a * blah, a, blah=b)
-    ga, gb = mg.autograd.run_backward(y, np.ones(2), inputs=[a, b])
+    ga, gb = mg.autograd.backprop(y, np.ones(2), inputs=[a, b])
     np.testing.assert_array_equal(ga, b.data)
     np.testing.assert_array_equal(gb, a.data)
     assert a.grad is None and b.grad is None

@@ -238,6 +238,8 @@ def trace_graph(step, *inputs) -> GraphProfile:
         TypeError: ``step`` does not return a one-element Tensor that requires grad.
 
     Example:
+        >>> import numpy as np
+        >>> import minigrad
         >>> from minigrad import Tensor, nn
         >>> import minigrad.ops as F
         >>> model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))

@@ -4,7 +4,7 @@ the optimal one-level schedule, which may also tape a layer and keep it.
 Scope: `optimal_segments` is optimal among *segment plans* (contiguous segments, every
 one checkpointed except the last, as ``checkpoint_sequential`` runs a list of starts). It
 excludes keeping a costly layer taped between two checkpoints;
-`minigrad.plan.rotor.optimal_one_level` includes that branch (rotor's ``Taped`` at depth
+`minigrad.plan.nested.optimal_one_level` includes that branch (rotor's ``Taped`` at depth
 1, returning a nested schedule) and is never worse.
 
 Notation of `minigrad.plan.chain`: ``U(p, q)`` the bytes layers ``p .. q-1`` save (the
@@ -332,6 +332,7 @@ def optimal_segments(layers, x=None, budget_bytes: int | None = None, loss=None,
             it), ``x`` missing, or ``loss`` given with a profile (profile with it instead).
 
     Example:
+        >>> import minigrad
         >>> from minigrad import Tensor, nn
         >>> from minigrad.checkpoint import checkpoint_sequential
         >>> _ = minigrad.random.manual_seed(0)

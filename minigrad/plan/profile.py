@@ -94,6 +94,7 @@ def profile_chain(layers, x, loss=None, cost="flops") -> ChainProfile:
     updated once more, as in any extra forward pass.
 
     Example:
+        >>> import numpy as np
         >>> from minigrad import nn
         >>> layers = [nn.Sequential(nn.Linear(8, 8), nn.Tanh()) for _ in range(3)]
         >>> x = Tensor(np.ones((4, 8), np.float32))
