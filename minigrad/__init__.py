@@ -15,7 +15,7 @@ The book's reference implementation of gradient checkpointing. Names follow PyTo
 
 Modules, each importing only those listed before it (README's "How minigrad is built"
 draws them; ``tests/test_imports.py`` checks it): `hooks` (the hook registry),
-`grad_mode`, `tensor` (the engine ch02 shows whole), `memory` (the ledger, an observer
+`grad_mode`, `tensor` (the engine "A tiny autograd that shows its memory" shows whole), `memory` (the ledger, an observer
 of the hooks), `random`, `autograd` (torch-parity extras: ``saved_tensors_hooks``,
 ``grad``, ``backward(inputs=)``, ``retain_grad``), `ops`, `recompute` (the one
 recomputation core: the recompute phase, RNG replay, the op record), `checkpoint`

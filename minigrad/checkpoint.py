@@ -14,8 +14,8 @@ saved is rebuilt by running ``fn`` again during backward. Two implementations, c
   that asked for it. Backward runs through the *original* graph, so ``fn`` may take and
   return anything, call ``backward``/``grad`` itself, and ``minigrad.grad(out, inputs)``
   works through it. (torch: ``_checkpoint_without_reentrant_generator``.)
-* ``use_reentrant=True``: `Checkpoint`, an ordinary `Function` (chapter 3 builds it by
-  hand): its forward runs ``fn`` under ``no_grad`` and saves the inputs; its backward runs
+* ``use_reentrant=True``: `Checkpoint`, an ordinary `Function` (the chapter "Dropping
+  and rebuilding" builds it by hand): its forward runs ``fn`` under ``no_grad`` and saves the inputs; its backward runs
   ``fn`` again with grad enabled and back-propagates through that new graph at once (a
   backward inside the backward: "reentrant"). ``fn`` must return one Tensor; gradients
   reach only the positional tensor inputs, and if none requires grad the output does not
@@ -341,7 +341,8 @@ def _checkpoint_without_reentrant(fn, args, kwargs, preserve_rng_state, check, e
 class Checkpoint(Function):
     """The reentrant checkpoint (``use_reentrant=True``; torch's ``CheckpointFunction``).
 
-    Chapter 3's ``HandCheckpoint`` plus RNG replay and the determinism check. Apply as
+    The ``HandCheckpoint`` of "Dropping and rebuilding" plus RNG replay and the determinism
+    check. Apply as
     ``Checkpoint.apply(run_function, preserve_rng_state, determinism_check, is_tensor, *args)``
     where ``is_tensor[i]`` says whether ``args[i]`` is a Tensor; `checkpoint` does this for you.
 

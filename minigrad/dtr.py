@@ -35,7 +35,7 @@ together, as DTR's alias pools):
   FLOPs once. Costlier to evaluate; the classes over-approximate it.
 * ``"naive"``: ``c(t) / (m(t) * s(t))``, t's own FLOPs only. It evicts cheap arrays whose
   inputs are evicted too, and rebuilding them cascades: it thrashes (measured in
-  ``tests/test_dtr.py`` and in chapter 7).
+  ``tests/test_dtr.py`` and in "Beyond chains").
 
 Model and scope: the pool counts each buffer it keeps once (its base array's bytes), not
 arrays that belong to parameters, buffers or optimizer state; a checkpoint inside the

@@ -308,7 +308,7 @@ class BatchNorm1d(Module):
     Under checkpointing a recomputation would update them a second time (torch
     does); by default minigrad skips the update while
     ``minigrad.checkpoint.is_recomputing()`` is True. ``update_stats_on_recompute=True``
-    restores torch's behaviour (chapter 8 shows the difference).
+    restores torch's behaviour ("When recomputation lies" shows the difference).
 
     Args:
         num_features: C.

@@ -130,7 +130,7 @@ def balanced(n: int, segments: int) -> SegmentPlan:
 
 
 def sqrt_segments(n: int) -> SegmentPlan:
-    """Chen et al.'s rule, in the form chapter 4's theorem analyses: ``k = ceil(sqrt(n))``
+    """Chen et al.'s rule, in the form "The square-root trick"'s theorem analyses: ``k = ceil(sqrt(n))``
     `balanced` segments (lengths ``ceil(n / k)`` or ``floor(n / k)``, so at most
     ``ceil(sqrt(n))`` layers each).
 
