@@ -9,8 +9,8 @@ functions), `BackwardTask` (what a pass does at leaves, nodes, edges) and
 ``backward(inputs=)`` and retained gradients; nothing replaces a method).
 
 What a first reader needs (Context, Function, Tensor, the topological backward) is one
-block between the markers ``# -- the engine a reader builds --`` and ``# -- end --``;
-the plumbing (the running op and pass, the task class) follows it.
+block between two marker comments (the engine a reader builds; end), which the book
+includes by them; the plumbing (the running op and pass, the task class) follows it.
 """
 from __future__ import annotations
 
