@@ -68,7 +68,7 @@ import minigrad  # noqa: E402
 from minigrad import nn, optim  # noqa: E402
 from minigrad import ops as F  # noqa: E402
 from minigrad import plan as P  # noqa: E402
-from minigrad.schedules import checkpoint_sequential  # noqa: E402
+from minigrad.checkpoint import checkpoint_sequential  # noqa: E402
 
 torch.set_num_threads(ARGS.threads)
 # On a shared machine wall time includes the time other processes hold the core;

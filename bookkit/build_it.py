@@ -287,7 +287,7 @@ def check_segment_dp(my_optimal_segments):
 def check_rotor(my_rotor):
     """ch06: ``my_rotor(profile, budget_bytes)`` returns a `NestedSchedule` that fits the
     budget and recomputes exactly ``plan.rotor``'s FLOPs, at every budget tried."""
-    from minigrad.plan.rotor import NestedSchedule, schedule_peak, schedule_recompute_cost
+    from minigrad.plan.nested import NestedSchedule, schedule_peak, schedule_recompute_cost
     cases = 0
     for layers, x, loss in _profiles()[:3]:
         profile = plan.profile_chain(layers[:7], x, loss=None)
@@ -320,7 +320,7 @@ def check_schedule_executor(my_run_schedule):
         schedules.append(plan.revolve(n, 2))
         for s in schedules:
             s = s if hasattr(s, "items") else __import__(
-                "minigrad.plan.rotor", fromlist=["from_revolve"]).from_revolve(s)
+                "minigrad.plan.nested", fromlist=["from_revolve"]).from_revolve(s)
             mine = _measure(layers, x, lambda ls, h: my_run_schedule(ls, s, h))
             lib = _measure(layers, x, lambda ls, h: checkpoint_sequential(ls, s, h))
             where = f"{n} layers, schedule {s.nested}"

@@ -18,7 +18,7 @@ import minigrad
 import minigrad.ops as F
 from bookkit.blas import blas_threads
 from minigrad import Tensor, memory, nn, random
-from minigrad.schedules import checkpoint_sequential
+from minigrad.checkpoint import checkpoint_sequential
 
 __all__ = ["block_chain", "run_chain", "ChainStep", "measure_chain_step", "ChainTimes",
            "time_chain_steps", "WaistChain", "waist_chain"]
@@ -55,7 +55,7 @@ def block_chain(widths, hidden, seed: int = 0, activation: str = "tanh", dtype=n
 
 def run_chain(layers, x, plan=None):
     """Output of ``layers`` applied in turn to ``x`` (shown in chapter 4): plainly (``plan=None``) or
-    through ``minigrad.schedules.checkpoint_sequential(layers, plan, x)`` (``plan``: a
+    through ``minigrad.checkpoint.checkpoint_sequential(layers, plan, x)`` (``plan``: a
     number of segments, a list of segment starts, a `minigrad.plan` plan or a schedule such
     as ``minigrad.plan.revolve(n, slots)``)."""
     if plan is None:

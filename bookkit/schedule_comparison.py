@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import minigrad
 from bookkit.chains import block_chain, measure_chain_step
 from minigrad import Tensor, plan
-from minigrad.plan.rotor import rotor_frontier
+from minigrad.plan.nested import rotor_frontier
 
 __all__ = ["RevolveCase", "compare_at_revolve_peak", "plan_families"]
 
@@ -65,7 +65,7 @@ def compare_at_revolve_peak(n_max: int = 16, width: int = 16, hidden: int = 64, 
 
 def plan_families(profile) -> dict:
     """Every kind of plan the book compares, as points of one memory–compute plane
-    (a book experiment, shown in chapter 6; it was ``minigrad.plan.rotor.frontier_families``).
+    (a book experiment, shown in chapter 6; it was ``minigrad.plan.nested.frontier_families``).
 
     Returns ``{name: [(recompute_cost, peak_bytes, plan), ...]}`` for ``"store all"``,
     ``"sqrt(n)"`` (`sqrt_segments`), ``"segment plans"`` (the smallest peak for each last

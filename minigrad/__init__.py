@@ -6,7 +6,7 @@ The book's reference implementation of gradient checkpointing. Names follow PyTo
     from minigrad import nn, optim
     import minigrad.ops as F                      # the functional ops (like torch.nn.functional)
     from minigrad.checkpoint import checkpoint
-    from minigrad.schedules import checkpoint_sequential
+    from minigrad.checkpoint import checkpoint_sequential
 
     with minigrad.memory.track() as m:            # the byte ledger and FLOP counter
         loss = F.mse_loss(model(x), y)
@@ -15,23 +15,24 @@ The book's reference implementation of gradient checkpointing. Names follow PyTo
 
 Modules, each importing only those listed before it (README's "How minigrad is built"
 draws them; ``tests/test_imports.py`` checks it): `hooks` (the hook registry),
-`grad_mode`, `tensor` (the engine ch02 shows whole), `memory` (the ledger, an observer
+`grad_mode`, `tensor` (the engine "A tiny autograd that shows its memory" shows whole), `memory` (the ledger, an observer
 of the hooks), `random`, `autograd` (torch-parity extras: ``saved_tensors_hooks``,
-``grad``, ``backward(inputs=)``, ``retain_grad``), `ops`, `checkpoint`, `schedules`
-(the executors of plans: ``checkpoint_sequential``, ``run_schedule``), `nn`, `optim`,
+``grad``, ``backward(inputs=)``, ``retain_grad``), `ops`, `recompute` (the one
+recomputation core: the recompute phase, RNG replay, the op record), `checkpoint`
+(``checkpoint``, and the executors of plans: ``checkpoint_sequential``,
+``run_schedule``), `nn`, `optim`,
 `plan` (where to checkpoint: plain data and arithmetic; for a step's DAG, Checkmate's
 integer program, which loads SciPy when it runs), `remat` (runs a graph schedule),
 `dtr` (a byte budget kept at run time by evicting and rebuilding saved arrays), and
-`viz` (plots; imported
-explicitly, it needs matplotlib). minigrad depends on NumPy only.
+`viz` (plots; imported explicitly, it needs matplotlib). minigrad depends on NumPy only.
 """
 from minigrad import tensor
 from minigrad import autograd
 from minigrad import memory
 from minigrad import random
 from minigrad import ops
+from minigrad import recompute
 from minigrad import checkpoint
-from minigrad import schedules
 from minigrad import nn
 from minigrad import optim
 from minigrad import plan

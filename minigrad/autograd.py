@@ -10,9 +10,10 @@
   the nodes that lead to none of the tensors it serves.
 * `saved_arrays`: every array the graph behind a tensor keeps for backward.
 
-They plug into the engine's hook points: the pack function on ``tensor._SAVED_HOOKS``
-and `_Pass`, a `minigrad.tensor.BackwardTask` for the one backward loop. Importing
-minigrad installs the full ``backward`` and ``retain_grad`` on `Tensor`.
+They plug into the engine's hook points (`minigrad.hooks`): the pack function on
+``SAVED_HOOKS``, and on ``BACKWARD_TASKS`` the maker of `_Pass`, a
+`minigrad.tensor.BackwardTask` that ``Tensor.backward`` (the engine's one backward loop)
+runs. No method of `Tensor` is replaced.
 """
 from __future__ import annotations
 
@@ -23,10 +24,10 @@ import numpy as np
 
 from minigrad import tensor as _tensor
 from minigrad._validation import as_array
-from minigrad.hooks import SAVED_HOOKS, hold_role, release_role
+from minigrad.hooks import BACKWARD_TASKS, SAVED_HOOKS, hold_role, release_role
 from minigrad.tensor import BackwardTask, Context, Tensor, graph_nodes, node_of
 
-__all__ = ["saved_tensors_hooks", "grad", "backward", "run_backward", "saved_arrays"]
+__all__ = ["saved_tensors_hooks", "grad", "backward", "backprop", "saved_arrays"]
 
 
 # --- saved-tensor hooks ------------------------------------------------------------------
@@ -207,7 +208,7 @@ def _reaching(order, targets):
     return reach
 
 
-def run_backward(roots, grads, retain_graph=False, capture=(), accumulate=None, inputs=None):
+def backprop(roots, grads, retain_graph=False, capture=(), accumulate=None, inputs=None):
     """Back-propagate ``grads`` (arrays, one per root) through the graph.
 
     Args:
@@ -226,7 +227,7 @@ def run_backward(roots, grads, retain_graph=False, capture=(), accumulate=None, 
 
     Example:
         >>> a = Tensor([1.0, 2.0], requires_grad=True)
-        >>> run_backward([(a * a).sum()], [np.float32(1.0)], capture=[a])
+        >>> backprop([(a * a).sum()], [np.float32(1.0)], capture=[a])
         [array([2., 4.], dtype=float32)]
     """
     if isinstance(roots, Tensor):
@@ -261,12 +262,13 @@ def _tensor_list(x, where, what):
     return items
 
 
-def backward(self, gradient=None, retain_graph: bool = False, inputs=None):
-    """``Tensor.backward``: accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf
-    that requires grad (or only into ``inputs``), and into retained non-leaf gradients.
+def backward(tensor, gradient=None, retain_graph: bool = False, inputs=None):
+    """``tensor.backward(...)`` (as ``torch.autograd.backward``): accumulate
+    d(tensor)/d(leaf) into ``leaf.grad`` for every leaf that requires grad (or only into
+    ``inputs``), and into retained non-leaf gradients.
 
     Args:
-        gradient: d(loss)/d(self), an array of this tensor's shape; defaults to 1 for a
+        gradient: d(loss)/d(tensor), an array of the tensor's shape; defaults to 1 for a
             one-element tensor.
         retain_graph: keep every node's saved arrays (to call backward again).
         inputs: optional tensors: accumulate only into these tensors' ``.grad`` (as
@@ -277,27 +279,26 @@ def backward(self, gradient=None, retain_graph: bool = False, inputs=None):
             a tensor of several elements.
 
     Example:
+        >>> from minigrad import Tensor
         >>> w, x = Tensor([1.0, 2.0], requires_grad=True), Tensor([3.0, 4.0])
-        >>> (w * x).sum().backward(); w.grad
+        >>> backward((w * x).sum()); w.grad
         array([3., 4.], dtype=float32)
     """
+    tensor.backward(gradient, retain_graph, inputs)
+
+
+def _backward_task(tensor, gradient, inputs):
+    """The hook ``Tensor.backward`` calls: the checked root gradient, and the pass that
+    accumulates into every leaf (or only ``inputs``) and keeps retained gradients."""
     accumulate = None
     if inputs is not None:
         accumulate = _tensor_list(inputs, "backward", "inputs")
         if not all(t.requires_grad for t in accumulate):
             raise RuntimeError("backward: every tensor in inputs must require grad")
-    run_backward([self], [root_grad(self, gradient)], retain_graph, accumulate=accumulate)
+    return root_grad(tensor, gradient), _Pass([tensor], (), accumulate)
 
 
-def retain_grad(self):
-    """``Tensor.retain_grad``: keep this non-leaf tensor's gradient in ``.grad`` after
-    backward (like torch)."""
-    if self._ctx is not None:
-        self._ctx.retained = weakref.ref(self)
-
-
-Tensor.backward = backward
-Tensor.retain_grad = retain_grad
+BACKWARD_TASKS.append(_backward_task)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph: bool = False, allow_unused: bool = False):
@@ -333,7 +334,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool = False, allow_u
     if not all(t.requires_grad for t in ins):
         raise RuntimeError("grad: one of the inputs does not require grad")
     roots = [root_grad(o, g, "grad") for o, g in zip(outs, grad_outputs)]
-    results = run_backward(outs, roots, retain_graph=retain_graph, capture=ins, accumulate=())
+    results = backprop(outs, roots, retain_graph=retain_graph, capture=ins, accumulate=())
     if not allow_unused and any(r is None for r in results):
         i = next(i for i, r in enumerate(results) if r is None)
         raise RuntimeError(f"grad: input {i} (shape {ins[i].shape}) was not used to compute the "

@@ -35,7 +35,7 @@ together, as DTR's alias pools):
   FLOPs once. Costlier to evaluate; the classes over-approximate it.
 * ``"naive"``: ``c(t) / (m(t) * s(t))``, t's own FLOPs only. It evicts cheap arrays whose
   inputs are evicted too, and rebuilding them cascades: it thrashes (measured in
-  ``tests/test_dtr.py`` and in chapter 7).
+  ``tests/test_dtr.py`` and in "Beyond chains").
 
 Model and scope: the pool counts each buffer it keeps once (its base array's bytes), not
 arrays that belong to parameters, buffers or optimizer state; a checkpoint inside the
@@ -47,6 +47,8 @@ resident array is pinned or in use by the op that needs room), `BudgetError` say
 many bytes were needed against the budget; the pool never goes over it silently.
 
 Example:
+    >>> import numpy as np
+    >>> import minigrad
     >>> from minigrad import nn
     >>> import minigrad.ops as F
     >>> _ = minigrad.random.manual_seed(0)
@@ -78,8 +80,8 @@ from minigrad import memory as _memory
 from minigrad import random as _random
 from minigrad._validation import check_int
 from minigrad.autograd import saved_tensors_hooks
-from minigrad.grad_mode import enable_grad
-from minigrad.hooks import hold_role, in_phase, register_hooks, release_role
+from minigrad.hooks import hold_role, register_hooks, release_role
+from minigrad.recompute import recomputing, rng_state
 from minigrad.tensor import Tensor
 
 __all__ = ["budget", "Budget", "BudgetError", "HEURISTICS"]
@@ -240,7 +242,7 @@ class Budget:
     def __enter__(self):
         if self._op_hook is not None:
             raise RuntimeError("dtr.budget: this budget is already in use; make a new one")
-        self._rng = _random.get_rng_state()
+        self._rng = rng_state()
         self._op_hook = register_hooks(op=self._on_op)
         self._hooks = saved_tensors_hooks(self._pack, self._unpack)
         self._hooks.__enter__()
@@ -465,7 +467,7 @@ class Budget:
         if self._closing:  # after the block: only its graph's backward still concerns the pool
             return
         pending, self._pending = self._pending, []
-        if fn.name() == "checkpoint":  # checkpoint's nodes (its inputs' keeper, Checkpoint, schedules)
+        if fn.name() == "checkpoint":  # checkpoint's nodes (its inputs' keeper, Checkpoint, run_schedule)
             raise RuntimeError(
                 "dtr.budget: a checkpoint runs inside the budget; the arrays its recomputation "
                 "saves would escape the pool's count. DTR decides itself what to keep and "
@@ -475,7 +477,7 @@ class Budget:
                 raise NotImplementedError(
                     f"dtr.budget: op {fn.name()} draws from its own Generator; the budget "
                     f"replays only minigrad.random's default generator (pass generator=None)")
-        rng_now = _random.get_rng_state()
+        rng_now = rng_state()
         rng = None if rng_now == self._rng else (self._rng, rng_now)
         self._rng = rng_now
         arrays = [a.data if isinstance(a, Tensor) else a for a in args]
@@ -609,16 +611,12 @@ class Budget:
             captured.append(a)
             return _Box(a)
 
-        now = None
-        if op.rng is not None:
-            now = _random.get_rng_state()
-            _random.set_rng_state(op.rng[0])
         self._replaying += 1
         try:
-            with enable_grad(), in_phase("recompute"), \
+            with recomputing(op.rng[0] if op.rng is not None else None), \
                     saved_tensors_hooks(capture, lambda box: box.array):
                 result = op.fn.apply(*args, **kwargs)
-            after = _random.get_rng_state() if op.rng is not None else None
+                after = rng_state() if op.rng is not None else None
             # An op that draws nothing replays fine whatever the state; one that draws must
             # end where its first run ended, or it did not start where that run started.
             if after is not None and after != op.rng[0] and after != op.rng[1]:
@@ -628,8 +626,6 @@ class Budget:
                     f"ops, outside any op); its arrays cannot be rebuilt bit-identically")
         finally:
             self._replaying -= 1
-            if now is not None:
-                _random.set_rng_state(now)
         out = result.data
         meta = [(a.shape, a.dtype) for a in captured]
         if (out.shape, out.dtype) != op.out_meta or meta != op.saved_meta:
@@ -695,6 +691,8 @@ def budget(budget_bytes: int, *, heuristic: str = "dtr") -> Budget:
         ValueError: an unknown heuristic name or a negative budget.
 
     Example:
+        >>> import numpy as np
+        >>> import minigrad
         >>> from minigrad import nn
         >>> import minigrad.ops as F
         >>> model = nn.Sequential(nn.Linear(16, 16), nn.GELU(), nn.Linear(16, 16))

@@ -4,17 +4,20 @@ The engine calls `tell` at its hook points (an array held, a role taken or ended
 run); observers registered with `register_hooks` hear them. The byte ledger
 (`minigrad.memory`) is the observer; no other module calls the ledger. The saved-tensor
 hook point, ``SAVED_HOOKS``, holds the pack functions that
-`minigrad.autograd.saved_tensors_hooks` pushes (innermost last).
+`minigrad.autograd.saved_tensors_hooks` pushes (innermost last); ``BACKWARD_TASKS`` holds
+the function that makes the task ``Tensor.backward`` runs (`minigrad.autograd` installs
+it: ``backward(inputs=)``, retained gradients, argument checks).
 """
 from __future__ import annotations
 
 from contextlib import ExitStack, contextmanager
 
 __all__ = ["register_hooks", "RemovableHandle", "tell", "hold_role", "release_role", "in_phase",
-           "SAVED_HOOKS"]
+           "SAVED_HOOKS", "BACKWARD_TASKS"]
 
 _HOOKS: dict[str, list] = {"array": [], "hold": [], "release": [], "op": [], "phase": []}
 SAVED_HOOKS: list = []  # pack functions of the saved_tensors_hooks blocks, innermost last
+BACKWARD_TASKS: list = []  # (tensor, gradient, inputs) -> (root gradient, task); last wins
 
 
 class RemovableHandle:

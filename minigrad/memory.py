@@ -175,6 +175,10 @@ class _Ledger:
         self.live = dict.fromkeys(CATEGORIES, 0)
         self.trackers: list[Tracker] = []
         self.phase = None  # set by `phase`; None: inferred (see `current_phase`)
+        # id(weak reference) -> (the reference, buffer key): one per counted array object.
+        # A plain weakref with a callback costs a fraction of weakref.finalize, and the
+        # ledger runs at every array event.
+        self._watch: dict[int, tuple] = {}
 
     # --- helpers ---------------------------------------------------------
     def _changed(self):
@@ -206,9 +210,18 @@ class _Ledger:
         """Count array ``a`` (its buffer) until the object ``a`` is freed."""
         key, e = self._entry(a)
         e.refs += 1
-        weakref.finalize(a, self._dead, key).atexit = False
+        self._watch_until_freed(a, key)
         if self.trackers:
             self._changed()
+
+    def _watch_until_freed(self, a, key):
+        r = weakref.ref(a, self._freed)
+        self._watch[id(r)] = (r, key)
+
+    def _freed(self, r):
+        entry = self._watch.pop(id(r), None)
+        if entry is not None:
+            self._dead(entry[1])
 
     def _dead(self, key):
         e = self.entries.get(key)
@@ -229,7 +242,7 @@ class _Ledger:
         # Also count the buffer for as long as this object lives: ``a`` may be a view
         # that outlives every registered object of the same buffer.
         e.refs += 1
-        weakref.finalize(a, self._dead, key).atexit = False
+        self._watch_until_freed(a, key)
         e.roles[role] = e.roles.get(role, 0) + 1
         if _PRIO[role] < _PRIO[e.cat]:
             self._recategorize(e)
@@ -327,6 +340,8 @@ def category(a: np.ndarray) -> str | None:
     ``"parameters"``, ...), or None if minigrad does not count it.
 
     Example:
+        >>> import numpy as np
+        >>> import minigrad
         >>> w = minigrad.nn.Parameter(np.ones(3)); category(w.data)
         'parameters'
     """
@@ -348,6 +363,8 @@ def phase(name: str):
         ValueError: ``name`` is not one of `PHASES`.
 
     Example:
+        >>> import numpy as np
+        >>> import minigrad
         >>> x = minigrad.Tensor(np.ones(4, np.float32), requires_grad=True)
         >>> with track() as m, phase("recompute"):
         ...     y = x.tanh()          # its ops count as recomputation
@@ -442,6 +459,8 @@ def track(record_timeline: bool = True):
     The cyclic garbage collector is paused inside the block (rule 7).
 
     Example:
+        >>> import numpy as np
+        >>> import minigrad
         >>> x = minigrad.Tensor(np.ones(1024, np.float32), requires_grad=True)
         >>> with track() as m:
         ...     loss = x.exp().sum()       # exp saves its 4 KiB output

@@ -17,7 +17,7 @@ from minigrad import ops as F
 from minigrad import random as _random
 from minigrad._validation import check_int, check_number
 from minigrad.checkpoint import checkpoint, is_recomputing
-from minigrad.schedules import checkpoint_sequential
+from minigrad.checkpoint import checkpoint_sequential
 from minigrad.hooks import hold_role, release_role
 from minigrad.tensor import Tensor
 
@@ -308,7 +308,7 @@ class BatchNorm1d(Module):
     Under checkpointing a recomputation would update them a second time (torch
     does); by default minigrad skips the update while
     ``minigrad.checkpoint.is_recomputing()`` is True. ``update_stats_on_recompute=True``
-    restores torch's behaviour (chapter 8 shows the difference).
+    restores torch's behaviour ("When recomputation lies" shows the difference).
 
     Args:
         num_features: C.

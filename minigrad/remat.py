@@ -29,11 +29,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from minigrad import random as _random
-from minigrad._steprecord import StepRecorder, rebuild_view
 from minigrad.autograd import hooks_paused
 from minigrad.grad_mode import enable_grad
-from minigrad.hooks import hold_role, in_phase, register_hooks, release_role
+from minigrad.hooks import hold_role, register_hooks, release_role
+from minigrad.recompute import StepRecorder, rebuild_view, recomputing
 from minigrad.tensor import Tensor
 
 __all__ = ["run"]
@@ -143,13 +142,8 @@ class _Executor(StepRecorder):
                 a = a.copy()  # a recomputation never writes into the step's arrays (BatchNorm)
             args.append(a)
         kwargs = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in rec.kwargs.items()}
-        now = _random.get_rng_state()
-        _random.set_rng_state(rec.rng_state)
-        try:
-            with hooks_paused(), enable_grad(), in_phase("recompute"):
-                out = rec.fn.apply(*args, **kwargs)
-        finally:
-            _random.set_rng_state(now)
+        with hooks_paused(), recomputing(rec.rng_state):
+            out = rec.fn.apply(*args, **kwargs)
         ctx = out._ctx
         saved = [s for s in (ctx.saved if ctx is not None else ()) if isinstance(s, np.ndarray)]
         privates = [None] * sum(1 for s in rec.slots if s.kind == "private")

@@ -2,41 +2,40 @@
 
 An op's forward keeps what its backward needs with ``ctx.save_for_backward`` (the one
 saving point) and records a graph node; backward runs each node once, in reverse
-topological order, and releases what it saved at once. Hook points: ``tell`` (observers
-in `minigrad.hooks`: the ledger), ``SAVED_HOOKS`` (`minigrad.autograd`'s pack functions),
-`BackwardTask` (what a pass does at leaves, nodes, edges; autograd subclasses it).
+topological order, and releases what it saved at once. Hook points: ``tell``
+(observers in `minigrad.hooks`: the ledger), ``SAVED_HOOKS`` (`minigrad.autograd`'s pack
+functions), `BackwardTask` (what a pass does at leaves, nodes, edges) and
+``BACKWARD_TASKS`` (`minigrad.autograd` makes the task ``Tensor.backward`` runs, for
+``backward(inputs=)`` and retained gradients; nothing replaces a method).
+
+What a first reader needs (Context, Function, Tensor, the topological backward) is one
+block between two marker comments (the engine a reader builds; end), which the book
+includes by them; the plumbing (the running op and pass, the task class) follows it.
 """
 from __future__ import annotations
 
 import itertools
+import weakref
 
 import numpy as np
 
 from minigrad import grad_mode
 from minigrad._validation import as_array
-from minigrad.hooks import SAVED_HOOKS, tell
+from minigrad.hooks import BACKWARD_TASKS, SAVED_HOOKS, tell
 
-__all__ = ["Tensor", "Function", "Context", "graph_nodes", "run_backward", "BackwardTask",
-           "current_op", "current_backward"]
+__all__ = ["Tensor", "Function", "Context", "graph_nodes", "run_backward",
+           "BackwardTask", "current_op", "current_backward"]
 
-_CURRENT_OP = None  # the Function whose forward is running (a pack hook may ask)
-_TASKS: list = []  # the backward passes running, innermost last
 _PLAIN = (np.ndarray, type(None))  # a saved entry that is not a pack hook's
+_FREED = ("Trying to backward through the graph a second time (or directly access "
+          "saved tensors after they have already been freed); use retain_graph=True")
 
 
-def current_op():
-    """The `Function` whose ``forward`` is running now, or None."""
-    return _CURRENT_OP
-
-
-def current_backward():
-    """The innermost `BackwardTask` running now, or None outside backward."""
-    return _TASKS[-1] if _TASKS else None
-
-
+# -- the engine a reader builds --
 class Context:
-    """A graph node: its op ``fn``, the ``saved`` arrays, and one edge per input: the input's
-    node (a leaf: itself) if it requires grad, else None. Edges never point at tensors."""
+    """A graph node: its op ``fn``, the ``saved`` arrays, and one edge per input: the
+    input's node (a leaf: itself) if it requires grad, else None. Edges never point at
+    tensors."""
 
     def __init__(self, fn=None, recording: bool = True):
         self.fn, self.recording = fn, recording
@@ -47,9 +46,11 @@ class Context:
         """Keep ``arrays`` (NumPy arrays or None) for backward, if this node records."""
         if not self.recording:
             return
-        arrays = [np.asarray(a) if isinstance(a, np.generic) else a for a in arrays]  # 0-d
+        arrays = [np.asarray(a) if isinstance(a, np.generic) else a
+                  for a in arrays]  # (0-d)
         if SAVED_HOOKS:  # a saved_tensors_hooks block: store what its pack hook returns
-            arrays = [SAVED_HOOKS[-1](a) if isinstance(a, np.ndarray) else a for a in arrays]
+            pack = SAVED_HOOKS[-1]
+            arrays = [pack(a) if isinstance(a, np.ndarray) else a for a in arrays]
         for a in arrays:
             if isinstance(a, np.ndarray):
                 tell("hold", a, "activations")
@@ -58,8 +59,7 @@ class Context:
     @property
     def saved_tensors(self) -> tuple:
         if self.released:
-            raise RuntimeError("Trying to backward through the graph a second time (or directly access saved "
-                               "tensors after they have already been freed); use retain_graph=True")
+            raise RuntimeError(_FREED)
         return tuple(s if isinstance(s, _PLAIN) else s.unpack() for s in self.saved)
 
     def release(self):
@@ -110,21 +110,26 @@ class Function:
     def apply(cls, *args, **kwargs):
         """Run ``forward`` on the arrays; record a node if some input requires grad."""
         global _CURRENT_OP
-        needs = tuple(grad_mode._ENABLED and isinstance(a, Tensor) and a.requires_grad for a in args)
+        needs = tuple(grad_mode._ENABLED and isinstance(a, Tensor) and a.requires_grad
+                      for a in args)
         ctx = Context(cls, recording=any(needs))
         ctx.needs_input_grad = needs
         outer, _CURRENT_OP = _CURRENT_OP, cls
         try:
-            out = cls.forward(ctx, *[a.data if isinstance(a, Tensor) else a for a in args], **kwargs)
+            arrays = [a.data if isinstance(a, Tensor) else a for a in args]
+            out = cls.forward(ctx, *arrays, **kwargs)
         finally:
             _CURRENT_OP = outer
         if isinstance(out, Tensor):
-            raise TypeError(f"{cls.__name__}.forward returned a Tensor; it must return a NumPy array")
-        result = Tensor(np.asarray(out), requires_grad=ctx.recording)  # (0-d: NumPy scalars)
+            raise TypeError(f"{cls.__name__}.forward returned a Tensor; it must return "
+                            f"a NumPy array")
+        result = Tensor(np.asarray(out), requires_grad=ctx.recording)  # (0-d scalars)
         if ctx.recording:
-            ctx.inputs = tuple(node_of(a) if isinstance(a, Tensor) and a.requires_grad else None
-                               for a in args)  # the edges (see Context)
-            ctx.input_shapes = tuple(a.shape if isinstance(a, Tensor) else None for a in args)
+            ctx.inputs = tuple(  # the edges (see Context)
+                node_of(a) if isinstance(a, Tensor) and a.requires_grad else None
+                for a in args)
+            ctx.input_shapes = tuple(a.shape if isinstance(a, Tensor) else None
+                                     for a in args)
             ctx.output_shape = result.shape
             result._ctx = ctx
         tell("op", "forward", cls, ctx, args, kwargs, result)
@@ -132,9 +137,9 @@ class Function:
 
 
 class Tensor:
-    """An array (``data``: a NumPy array, shared; or nested numbers, Python floats becoming
-    float32) with an optional gradient. `minigrad.ops` attaches the operators and array
-    methods, `minigrad.autograd` ``backward(inputs=)`` and ``retain_grad``.
+    """An array (``data``: a NumPy array, shared; or nested numbers, Python floats
+    becoming float32) with an optional gradient. `minigrad.ops` attaches the operators
+    and array methods.
 
     Example:
         >>> x = Tensor([[1.0, 2.0]], requires_grad=True)
@@ -149,7 +154,8 @@ class Tensor:
         self._data = as_array(data, dtype)
         tell("array", self._data)
         if requires_grad and self._data.dtype.kind != "f":
-            raise ValueError(f"only floating-point tensors can require grad, got {self._data.dtype}")
+            raise ValueError(f"only floating-point tensors can require grad, got "
+                             f"{self._data.dtype}")
         self.requires_grad = bool(requires_grad)
         self._grad = self._ctx = None
 
@@ -179,20 +185,31 @@ class Tensor:
     shape = property(lambda self: self._data.shape)
     dtype = property(lambda self: self._data.dtype)
 
-    def backward(self, gradient=None, retain_graph: bool = False):
-        """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires grad."""
-        g = np.ones_like(self._data) if gradient is None else np.asarray(gradient)
-        run_backward([self], [g], retain_graph)
+    def backward(self, gradient=None, retain_graph: bool = False, inputs=None):
+        """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires
+        grad (only into ``inputs`` if given, see `minigrad.autograd.backward`)."""
+        if BACKWARD_TASKS:  # the extras check the arguments and make the pass
+            g, task = BACKWARD_TASKS[-1](self, gradient, inputs)
+        else:
+            g = np.ones_like(self._data) if gradient is None else np.asarray(gradient)
+            task = None
+        run_backward([self], [g], retain_graph, task)
+
+    def retain_grad(self):
+        """Keep this non-leaf tensor's gradient in ``.grad`` after backward."""
+        if self._ctx is not None:
+            self._ctx.retained = weakref.ref(self)
 
 
-# --- the backward pass -------------------------------------------------------------------
+# the backward pass
 def graph_nodes(roots):
-    """The nodes (Contexts) and leaves (Tensors that require grad) behind ``roots``, every
-    input listed before the nodes that use it.
+    """The nodes (Contexts) and leaves (Tensors that require grad) behind ``roots``,
+    every input listed before the nodes that use it.
 
     Example:
         >>> x = Tensor([1.0], requires_grad=True)
-        >>> [n.fn.name() if isinstance(n, Context) else "x" for n in graph_nodes((x.exp() * x).sum())]
+        >>> nodes = graph_nodes((x.exp() * x).sum())
+        >>> [n.fn.name() if isinstance(n, Context) else "x" for n in nodes]
         ['x', 'exp', 'mul', 'sum']
     """
     roots = roots if isinstance(roots, (list, tuple)) else [roots]
@@ -215,31 +232,11 @@ def node_of(t):
     return t._ctx if isinstance(t, Tensor) and t._ctx is not None else t
 
 
-class BackwardTask:
-    """One backward pass: it accumulates into every leaf's ``.grad``, runs every node and
-    follows every edge (``accumulates`` is False for autograd's ``grad()``-like passes)."""
-
-    accumulates = True
-    _ids = itertools.count(1)
-
-    def __init__(self):
-        self.id = next(BackwardTask._ids)
-
-    def leaf(self, leaf, g, owned):
-        if leaf._grad is None:
-            leaf.grad = g if owned else g.copy()
-        else:
-            leaf._grad += g  # in place: no new gradient array
-
-    enter = staticmethod(lambda node, entry: True)  # run this node's backward?
-    follows = staticmethod(lambda edge: True)  # send a gradient along this edge?
-
-
 def run_backward(roots, grads, retain_graph=False, task=None):
-    """Back-propagate ``grads`` (one array per root) in reverse topological order; returns
-    the `BackwardTask` that ran."""
+    """Back-propagate ``grads`` (one array per root) in reverse topological order;
+    returns the `BackwardTask` that ran."""
     task = task or BackwardTask()
-    pending: dict[int, list] = {}  # id(node or leaf) -> [gradient so far, ours to write?]
+    pending: dict[int, list] = {}  # id(node/leaf) -> [gradient so far, ours to write?]
     for r, g in zip(roots, grads):
         _add_grad(pending, id(node_of(r)), np.asarray(g), False)
     _TASKS.append(task)
@@ -260,7 +257,7 @@ def run_backward(roots, grads, retain_graph=False, task=None):
 
 
 def _add_grad(pending, key, g, owned):
-    """Add gradient ``g`` into ``pending[key]``, in place when the sum is ours to write."""
+    """Add gradient ``g`` into ``pending[key]``, in place when the sum is ours."""
     tell("array", g)
     prev = pending.get(key)
     if prev is None:
@@ -268,7 +265,7 @@ def _add_grad(pending, key, g, owned):
     elif prev[1]:
         prev[0] += g
     else:
-        prev[0], prev[1] = np.asarray(prev[0] + g), True  # (0-d arrays add up to scalars)
+        prev[0], prev[1] = np.asarray(prev[0] + g), True  # (0-d arrays add to scalars)
         tell("array", prev[0])
 
 
@@ -286,14 +283,52 @@ def _run_node(ctx, entry, pending, retain_graph, task):
     # Sum into a gradient in place only if nobody else sees it: it owns its buffer and
     # is not g passed straight through (add, sub), unless g was ours.
     taken = set() if owned else {id(g)}
-    for edge, shape, pg in zip(ctx.inputs, ctx.input_shapes, grads if isinstance(grads, tuple) else (grads,)):
+    grads = grads if isinstance(grads, tuple) else (grads,)
+    for edge, shape, pg in zip(ctx.inputs, ctx.input_shapes, grads):
         if pg is None or edge is None or not task.follows(edge):
             continue
         pg = np.asarray(pg)
         if pg.shape != shape:
             raise RuntimeError(f"{ctx.fn.name()}.backward returned a gradient of shape "
                                f"{pg.shape} for an input of shape {shape}")
-        _add_grad(pending, id(edge), pg, pg.base is None and pg.flags.writeable and id(pg) not in taken)
+        ours = pg.base is None and pg.flags.writeable and id(pg) not in taken
+        _add_grad(pending, id(edge), pg, ours)
         taken.add(id(pg))
-    g = grads = pg = packed = None  # drop references so that the observers see the arrays freed
+    g = grads = pg = packed = None  # drop references: the observers see them freed
     tell("op", "backward", ctx.fn, ctx, None, None, None)
+# -- end --
+
+
+# --- plumbing: the running op and pass, what a pass does ---------------------------
+_CURRENT_OP = None  # the Function whose forward is running (a pack hook may ask)
+_TASKS: list = []  # the backward passes running, innermost last
+
+
+def current_op():
+    """The `Function` whose ``forward`` is running now, or None."""
+    return _CURRENT_OP
+
+
+def current_backward():
+    """The innermost `BackwardTask` running now, or None outside backward."""
+    return _TASKS[-1] if _TASKS else None
+
+
+class BackwardTask:
+    """One backward pass: it accumulates into every leaf's ``.grad``, runs every node
+    and follows every edge (``accumulates`` is False for ``grad()``-like passes)."""
+
+    accumulates = True
+    _ids = itertools.count(1)
+
+    def __init__(self):
+        self.id = next(BackwardTask._ids)
+
+    def leaf(self, leaf, g, owned):
+        if leaf._grad is None:
+            leaf.grad = g if owned else g.copy()
+        else:
+            leaf._grad += g  # in place: no new gradient array
+
+    enter = staticmethod(lambda node, entry: True)  # run this node's backward?
+    follows = staticmethod(lambda edge: True)  # send a gradient along this edge?

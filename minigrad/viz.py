@@ -24,7 +24,7 @@ from matplotlib.patches import Patch, Rectangle
 
 from minigrad import memory
 from minigrad.memory import byte_unit  # (viz.byte_unit: the name the chapters use)
-from minigrad.plan.rotor import Taped
+from minigrad.plan.nested import Taped
 
 __all__ = ["timeline", "schedule_diagram", "schedule_steps", "frontier", "byte_unit", "pareto_front",
            "nested_intervals", "nested_schedule_diagram", "frontier_families"]
@@ -76,6 +76,8 @@ def timeline(m, ax=None, categories=None, title="Live memory over one step", sha
         ValueError: an empty timeline, or an unknown category (named).
 
     Example:
+        >>> import numpy as np
+        >>> import minigrad
         >>> x = minigrad.Tensor(np.ones(256, np.float32), requires_grad=True)
         >>> with memory.track() as m:
         ...     x.exp().tanh().sum().backward()
@@ -358,7 +360,7 @@ def frontier_families(families, ax=None, xlabel="recomputed work (FLOPs)",
     """Several families of plans on one memory–compute plane, and their Pareto front.
 
     ``families``: ``{name: [(recompute_cost, peak_bytes, ...), ...]}``, for example
-    `minigrad.plan.rotor.frontier_families` (store all, sqrt(n), one-level DP, Revolve,
+    `minigrad.plan.nested.frontier_families` (store all, sqrt(n), one-level DP, Revolve,
     rotor); names in ``FAMILY_STYLES`` get their marker and colour. With
     ``front``, the plans no other plan beats on both axes are joined by a step
     line. Returns the Axes."""

@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import minigrad  # noqa: E402
 from minigrad import memory, nn  # noqa: E402
 from minigrad import plan as P  # noqa: E402
-from minigrad.schedules import checkpoint_sequential  # noqa: E402
-from minigrad.plan.rotor import from_revolve, schedule_peak  # noqa: E402
+from minigrad.checkpoint import checkpoint_sequential  # noqa: E402
+from minigrad.plan.nested import from_revolve, schedule_peak  # noqa: E402
 
 
 def equal_chain(n: int, layer: str, width: int = 8, batch: int = 4):

@@ -79,7 +79,7 @@ Python ``compute_table`` and ``persistent_rec``), which is not part of this repo
 * 200 profiled minigrad chains (2 to 7 layers, with an MSE or cross-entropy loss on two
   thirds of them) converted by `to_rotor_chain`: the 1193 distinct schedules the
   published solver returned all ran within their limit, each measured peak equal to
-  `minigrad.plan.rotor.schedule_peak`; `minigrad.plan.rotor` at that peak recomputed fewer
+  `minigrad.plan.nested.schedule_peak`; `minigrad.plan.rotor` at that peak recomputed fewer
   FLOPs for 753 of them and as many for 440, never more.
 
 ``tests/rotor_published_record.py`` reruns the comparison given the published code;
@@ -91,7 +91,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Sequence
 
-from minigrad.plan.rotor import Checkpointed, NestedSchedule, Taped, _costs
+from minigrad.plan.nested import Checkpointed, NestedSchedule, Taped, _costs
 
 __all__ = [
     "RotorChain",

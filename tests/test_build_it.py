@@ -11,7 +11,7 @@ from bookkit.yours import HandCheckpoint
 from bookkit.yours import my_checkpoint_sequential as my_cs
 from minigrad import Function, Tensor, enable_grad, memory, plan, saved_tensors_hooks
 from minigrad.checkpoint import checkpoint_sequential
-from minigrad.plan.rotor import NestedSchedule, Taped
+from minigrad.plan.nested import NestedSchedule, Taped
 
 
 def stub(*args, **kwargs):

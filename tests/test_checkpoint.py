@@ -11,7 +11,7 @@ import minigrad as mg
 import minigrad.ops as F
 from minigrad import Tensor, nn
 from minigrad.checkpoint import CheckpointError, checkpoint, is_recomputing, set_checkpoint_early_stop
-from minigrad.schedules import checkpoint_sequential
+from minigrad.checkpoint import checkpoint_sequential
 
 
 # --- random chains -----------------------------------------------------------------------

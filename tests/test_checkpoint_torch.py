@@ -18,7 +18,7 @@ import pytest
 import minigrad as mg
 from minigrad import Function, Tensor, memory, nn
 from minigrad.checkpoint import CheckpointError, checkpoint, set_checkpoint_early_stop
-from minigrad.schedules import checkpoint_sequential
+from minigrad.checkpoint import checkpoint_sequential
 
 BOTH = pytest.mark.parametrize("use_reentrant", [True, False])
 

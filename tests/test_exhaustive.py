@@ -14,7 +14,8 @@ import pytest
 import minigrad
 from minigrad import memory, nn
 from minigrad import plan as P
-from minigrad.schedules import checkpoint_sequential
+from plan_references import optimal_segments_reference
+from minigrad.checkpoint import checkpoint_sequential
 
 from chains import KINDS, make_layer
 
@@ -247,7 +248,7 @@ def test_plan_with_loss_is_the_measured_minimum_of_the_whole_step(name, seed):
     plan = P.optimal_segments(layers, x, loss=loss)
     assert measure_with_loss(layers, x, plan, loss) == (best, plan.recompute_cost)
     assert plan.predicted_peak_activations == best
-    ref = P.optimal_segments_reference(profile)
+    ref = optimal_segments_reference(profile)
     assert (ref.predicted_peak_activations, ref.recompute_cost) == (best, plan.recompute_cost)
     budget = sorted({p for p, _ in table.values()})[1] if len(table) > 1 else best
     pb = P.optimal_segments(layers, x, budget_bytes=budget, loss=loss)

@@ -26,14 +26,13 @@ LAYERS = [
     {"minigrad.memory", "minigrad.random"},
     {"minigrad.autograd"},
     {"minigrad.ops"},
-    {"minigrad._steprecord"},
+    {"minigrad.recompute"},  # the recomputation core every executor uses
     {"minigrad.checkpoint"},
-    {"minigrad.schedules"},
     {"minigrad.nn", "minigrad.optim"},
-    {"minigrad.plan.segments", "minigrad.plan.chain", "minigrad.plan.revolve"},
+    {"minigrad.plan.segments", "minigrad.plan.chain", "minigrad.plan.binomial"},
     {"minigrad.plan.profile", "minigrad.plan.graph"},
     {"minigrad.plan.optimal", "minigrad.plan.checkmate"},
-    {"minigrad.plan.rotor"},
+    {"minigrad.plan.nested"},
     {"minigrad.plan"},
     {"minigrad.dtr", "minigrad.remat"},  # run-time rematerialization, graph schedules
     {"minigrad.viz"},
@@ -104,8 +103,8 @@ def test_the_planners_know_nothing_about_arrays(name, path):
 
 
 def test_import_minigrad_loads_no_torch_scipy_matplotlib_or_viz():
-    code = ("import sys, minigrad, minigrad.plan, minigrad.plan.revolve, minigrad.plan.rotor\n"
-            "from minigrad import tensor, autograd, ops, memory, nn, optim, checkpoint, schedules\n"
+    code = ("import sys, minigrad, minigrad.plan, minigrad.plan.binomial, minigrad.plan.nested\n"
+            "from minigrad import tensor, autograd, ops, memory, nn, optim, checkpoint, recompute\n"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'scipy', 'matplotlib')"
             " or m == 'minigrad.viz')\n"
             "print(','.join(bad))\n")
@@ -114,12 +113,12 @@ def test_import_minigrad_loads_no_torch_scipy_matplotlib_or_viz():
 
 
 # Who may read the ledger's public API (track, base_buffer, category, constants): the
-# profilers (plan.profile, plan.graph and their step recorder), DTR (which buffers the
+# profilers (plan.profile, plan.graph and the step recorder in recompute), DTR (which buffers the
 # ledger counts) and the drawings. Everything else, the engine, the ops, checkpointing
 # and remat (their "recompute" phase goes through hooks.in_phase), the modules and the
 # optimizers, reaches the ledger only through the hook registry (minigrad.hooks).
 LEDGER_READERS = {"minigrad", "minigrad.dtr", "minigrad.plan.profile", "minigrad.viz",
-                  "minigrad._steprecord", "minigrad.plan.graph"}
+                  "minigrad.recompute", "minigrad.plan.graph"}
 
 
 @pytest.mark.parametrize("name, path", list(modules()))
@@ -131,3 +130,54 @@ def test_only_the_ledger_owns_its_state(name, path):
     uses_memory = any(target == "minigrad.memory" for _, target in imported(tree))
     assert not uses_memory or name in LEDGER_READERS, \
         f"{name} imports minigrad.memory; tell the ledger through minigrad.hooks instead"
+
+
+# The public names independent checks import: each must stay importable exactly so.
+PUBLIC_NAMES = [
+    ("minigrad", "grad"), ("minigrad", "Tensor"), ("minigrad", "Function"),
+    ("minigrad.checkpoint", "checkpoint"), ("minigrad.checkpoint", "checkpoint_sequential"),
+    ("minigrad.checkpoint", "run_schedule"), ("minigrad.memory", "track"),
+    *[("minigrad.plan", n) for n in (
+        "ChainProfile", "profile_chain", "sqrt_segments", "optimal_segments",
+        "optimal_one_level", "revolve", "rotor", "rotor_frontier", "NestedSchedule", "Taped",
+        "Checkpointed", "trace_graph", "remat", "store_all", "lower_bound", "keeping",
+        "GraphSchedule")],
+    ("minigrad.remat", "run"), ("minigrad.dtr", "budget"), ("minigrad.dtr", "BudgetError"),
+]
+
+
+@pytest.mark.parametrize("module, name", PUBLIC_NAMES)
+def test_public_names_import_from_one_path(module, name):
+    import importlib
+
+    obj = getattr(importlib.import_module(module), name)
+    assert callable(obj), f"{module}.{name} is {obj!r}"
+    # functions and classes are defined in minigrad (not a leftover alias of another name)
+    assert getattr(obj, "__module__", "").startswith("minigrad"), f"{module}.{name}"
+
+
+def test_no_module_shares_its_name_with_a_function_of_its_package():
+    """``import minigrad.plan.rotor`` must not give a module while ``minigrad.plan.rotor`` is
+    a function (or the reverse): a package's submodule names and its attributes that are
+    not modules are disjoint."""
+    import importlib
+    import pkgutil
+    import types
+
+    for pkg_name in ("minigrad", "minigrad.plan"):
+        pkg = importlib.import_module(pkg_name)
+        for m in pkgutil.iter_modules(pkg.__path__):
+            value = getattr(pkg, m.name, None)
+            assert value is None or isinstance(value, types.ModuleType), \
+                f"{pkg_name}.{m.name} is both a module and a {type(value).__name__}"
+
+
+def test_checkpoint_sequential_has_one_home():
+    import minigrad.checkpoint as C
+    from minigrad import nn
+
+    assert C.checkpoint_sequential.__module__ == "minigrad.checkpoint"
+    assert C.run_schedule.__module__ == "minigrad.checkpoint"
+    assert nn.checkpoint_sequential is C.checkpoint_sequential
+    for path in ROOT.rglob("*.py"):  # no module writes names into another
+        assert "_checkpoint.checkpoint_sequential =" not in path.read_text(), path

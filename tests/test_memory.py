@@ -7,7 +7,7 @@ import pytest
 
 import minigrad as mg
 from minigrad import Tensor, nn, optim
-from minigrad.schedules import checkpoint_sequential
+from minigrad.checkpoint import checkpoint_sequential
 
 @pytest.fixture(autouse=True)
 def collect_garbage():

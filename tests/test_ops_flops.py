@@ -176,7 +176,7 @@ def test_ledger_flops_by_phase_for_a_checkpointed_chain():
     per_fwd = 2 * 4 * 8 * 8 + 4 * 8
     per_bwd = 2 * (2 * 4 * 8 * 8) + (4 * 8 - 8)
     with memory.track() as m:
-        y = mg.schedules.checkpoint_sequential(layers, [0, 2, 4], x)
+        y = mg.checkpoint.checkpoint_sequential(layers, [0, 2, 4], x)
         y.backward(np.ones(y.shape))
     assert m.flops["forward"] == 6 * per_fwd
     assert m.flops["recompute"] == 4 * per_fwd  # layers 0-3: checkpointed segments

@@ -11,6 +11,7 @@ from fractions import Fraction
 import pytest
 
 from minigrad import plan as P
+from plan_references import optimal_segments_reference
 from minigrad.plan import ChainProfile
 
 
@@ -176,10 +177,10 @@ def test_optimal_segments_is_minimal(seed):
         assert pb.predicted_peak_activations == min(p for c, p in within if c == pb.recompute_cost)
 
         # the reference DP (the recurrence, as written) finds the same optimum
-        ref = P.optimal_segments_reference(pr)
+        ref = optimal_segments_reference(pr)
         assert (ref.predicted_peak_activations, ref.recompute_cost) == \
             (plan.predicted_peak_activations, plan.recompute_cost)
-        ref_b = P.optimal_segments_reference(pr, budget_bytes=budget)
+        ref_b = optimal_segments_reference(pr, budget_bytes=budget)
         assert (ref_b.predicted_peak_activations, ref_b.recompute_cost) == \
             (pb.predicted_peak_activations, pb.recompute_cost)
 

@@ -22,8 +22,9 @@ import minigrad
 import minigrad.ops as F
 from minigrad import memory
 from minigrad import plan as P
-from minigrad.schedules import checkpoint_sequential
-from minigrad.plan.rotor import NestedSchedule, enumerate_schedules, schedule_peak, schedule_recompute_cost
+from plan_references import optimal_segments_reference
+from minigrad.checkpoint import checkpoint_sequential
+from minigrad.plan.nested import NestedSchedule, enumerate_schedules, schedule_peak, schedule_recompute_cost
 
 from test_exhaustive import random_chain
 
@@ -64,13 +65,13 @@ def test_one_level_planners_equal_brute_force_for_every_budget(seed):
     profile = random_profile(seed, n)
     table = [(P.predict_peak(profile, s), Fraction(P.recompute_cost(profile, s))) for s in segmentations(n)]
     best = min(p for p, _ in table)
-    for plan in (P.optimal_segments(profile), P.optimal_segments_reference(profile)):
+    for plan in (P.optimal_segments(profile), optimal_segments_reference(profile)):
         assert plan.predicted_peak_activations == best == P.predict_peak(profile, plan)
         assert Fraction(plan.recompute_cost) == min(c for p, c in table if p == best)
     for budget in sorted({p for p, _ in table}):
         least = min(c for p, c in table if p <= budget)
         for plan in (P.optimal_segments(profile, budget_bytes=budget),
-                     P.optimal_segments_reference(profile, budget_bytes=budget)):
+                     optimal_segments_reference(profile, budget_bytes=budget)):
             assert Fraction(plan.recompute_cost) == least
             assert plan.predicted_peak_activations == min(p for p, c in table if c == least and p <= budget)
     with pytest.raises(ValueError, match=f"allowed: budget_bytes >= {best}"):

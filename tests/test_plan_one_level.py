@@ -16,8 +16,8 @@ import minigrad.ops as F
 from minigrad import memory
 from minigrad import plan as P
 from minigrad.checkpoint import checkpoint_sequential
-from minigrad.plan.rotor import optimal_one_level
-from minigrad.plan.rotor import (NestedSchedule, enumerate_schedules, schedule_peak,
+from minigrad.plan.nested import optimal_one_level
+from minigrad.plan.nested import (NestedSchedule, enumerate_schedules, schedule_peak,
                                  schedule_recompute_cost)
 
 from test_plan_brute_force import random_profile

@@ -5,7 +5,7 @@ from functools import lru_cache
 import numpy as np
 import pytest
 
-from minigrad import plan as ML  # the binomial schedule: minigrad/plan/revolve.py
+from minigrad import plan as ML  # the binomial schedule: minigrad/plan/binomial.py
 
 
 @lru_cache(maxsize=None)
@@ -89,8 +89,9 @@ def test_bad_input(n, slots, msg):
 
 def _engine():
     import minigrad as mg
-    from minigrad import nn, schedules
-    return mg, nn, schedules.checkpoint_sequential  # (imports kept local: numbers first)
+    from minigrad import nn
+    from minigrad.checkpoint import checkpoint_sequential
+    return mg, nn, checkpoint_sequential  # (imports kept local: numbers first)
 
 
 class Counted:
@@ -168,7 +169,7 @@ def test_revolve_memory_stays_within_its_slots(s):
 
 def test_run_schedule_rejects_a_plan_for_another_chain():
     mg, nn, checkpoint_sequential = _engine()
-    from minigrad.schedules import run_schedule
+    from minigrad.checkpoint import run_schedule
     layers = [nn.Tanh() for _ in range(4)]
     x = mg.Tensor(np.ones((2, 3), np.float32), requires_grad=True)
     with pytest.raises(ValueError, match="n=5 layers but 4"):

@@ -20,8 +20,8 @@ import minigrad
 import minigrad.ops as F
 from minigrad import memory, nn
 from minigrad import plan as P
-from minigrad.schedules import checkpoint_sequential
-from minigrad.plan.rotor import (Checkpointed, NestedSchedule, Taped, count_schedules,
+from minigrad.checkpoint import checkpoint_sequential
+from minigrad.plan.nested import (Checkpointed, NestedSchedule, Taped, count_schedules,
                                  enumerate_schedules, from_revolve,
                                  from_segments, rotor_frontier, rotor_reference, schedule_layer_calls,
                                  schedule_peak, schedule_recompute_cost)

@@ -21,9 +21,9 @@ import minigrad
 import minigrad.ops as F
 from minigrad import memory
 from minigrad import plan as P
-from minigrad.schedules import checkpoint_sequential
+from minigrad.checkpoint import checkpoint_sequential
 import rotor_published as RP  # tests/rotor_published.py
-from minigrad.plan.rotor import NestedSchedule, enumerate_schedules, schedule_peak, schedule_recompute_cost
+from minigrad.plan.nested import NestedSchedule, enumerate_schedules, schedule_peak, schedule_recompute_cost
 
 from test_plan_rotor import chain
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import minigrad
 from minigrad import nn
 from minigrad import plan as P
-from minigrad.schedules import checkpoint_sequential
+from minigrad.checkpoint import checkpoint_sequential
 
 from chains import KINDS, make_layer
 

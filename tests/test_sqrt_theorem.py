@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from minigrad import Function, Tensor, memory, plan
-from minigrad.schedules import checkpoint_sequential
+from minigrad.checkpoint import checkpoint_sequential
 
 C_FLOATS, A_FLOATS = 4, 16  # per layer: its input and 4x as much of its own (float32)
 C, A = 4 * C_FLOATS, 4 * A_FLOATS

@@ -81,7 +81,7 @@ def test_frontier_from_profile_points():
 def test_timeline_of_a_checkpointed_step():
     import minigrad
     from minigrad import memory, nn
-    from minigrad.schedules import checkpoint_sequential
+    from minigrad.checkpoint import checkpoint_sequential
 
     minigrad.random.manual_seed(0)
     layers = [nn.Linear(64, 64) if i % 2 == 0 else nn.ReLU() for i in range(8)]

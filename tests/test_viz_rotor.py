@@ -13,7 +13,7 @@ import minigrad  # noqa: E402
 from minigrad import nn, viz  # noqa: E402
 from minigrad import plan as P  # noqa: E402
 from bookkit.schedule_comparison import plan_families  # noqa: E402
-from minigrad.plan.rotor import from_revolve  # noqa: E402
+from minigrad.plan.nested import from_revolve  # noqa: E402
 from minigrad.plan import NestedSchedule, revolve  # noqa: E402
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 from minigrad import memory
 from minigrad import random as _random
-from minigrad._steprecord import StepRecorder
+from minigrad.recompute import StepRecorder
 from minigrad.grad_mode import enable_grad
 from minigrad.tensor import Context, Tensor, graph_nodes
 
@@ -238,6 +238,8 @@ def trace_graph(step, *inputs) -> GraphProfile:
         TypeError: ``step`` does not return a one-element Tensor that requires grad.
 
     Example:
+        >>> import numpy as np
+        >>> import minigrad
         >>> from minigrad import Tensor, nn
         >>> import minigrad.ops as F
         >>> model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))

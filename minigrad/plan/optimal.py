@@ -4,7 +4,7 @@ the optimal one-level schedule, which may also tape a layer and keep it.
 Scope: `optimal_segments` is optimal among *segment plans* (contiguous segments, every
 one checkpointed except the last, as ``checkpoint_sequential`` runs a list of starts). It
 excludes keeping a costly layer taped between two checkpoints;
-`minigrad.plan.rotor.optimal_one_level` includes that branch (rotor's ``Taped`` at depth
+`minigrad.plan.nested.optimal_one_level` includes that branch (rotor's ``Taped`` at depth
 1, returning a nested schedule) and is never worse.
 
 Notation of `minigrad.plan.chain`: ``U(p, q)`` the bytes layers ``p .. q-1`` save (the
@@ -22,7 +22,7 @@ least recomputation obeys
                       min over j with K + V(i, j) <= M of C(i, j) + work(j, K + a_i) )
 
 (a segment ``[i, j)`` whose output ``x_j`` needs no grad records nothing: no term, ``K``
-unchanged, no cost). `optimal_segments_reference` evaluates these recurrences as written,
+unchanged, no cost). ``tests/plan_references.py`` evaluates these recurrences as written,
 memoised on ``(i, K)``: short and obviously right, but ``K`` can take exponentially many
 values. `optimal_segments` gets the same optimum fast: for a candidate peak ``M``, one
 ``O(n^2)`` pass computes, for every start ``i``, the smallest ``K`` with which a plan can
@@ -36,78 +36,16 @@ checks both against each other and against brute force on numbers,
 """
 from __future__ import annotations
 
-import dataclasses
 from fractions import Fraction
-from functools import lru_cache
 
 import numpy as np
 
 from minigrad._validation import check_int
 from minigrad.plan.chain import ChainProfile, predict_peak, recompute_cost, segment_peak
-from minigrad.plan.profile import check_cost_name, profile_chain
+from minigrad.plan.profile import as_profile
 from minigrad.plan.segments import SegmentPlan
 
-__all__ = ["optimal_segments", "optimal_segments_from_profile", "optimal_segments_reference",
-           "min_peak_for_each_last_start"]
-
-
-def optimal_segments_reference(profile: ChainProfile, budget_bytes: int | None = None) -> SegmentPlan:
-    """The optimum of `optimal_segments`, straight from the recurrences of the module
-    docstring (exponential in the worst case: for small chains and for checking).
-
-    Args:
-        profile: a `ChainProfile`.
-        budget_bytes: optional peak budget (bytes).
-
-    Returns:
-        A `SegmentPlan` with the same peak and recomputation as `optimal_segments` (ties
-        may pick other starts).
-
-    Raises:
-        ValueError: an infeasible budget (the smallest feasible one is named).
-
-    Example:
-        >>> from minigrad.plan.chain import ChainProfile
-        >>> profile = ChainProfile(input_bytes=(64, 8, 64, 8), output_bytes=8,
-        ...                        saves_input=(True,) * 4, saves_output=(False,) * 4,
-        ...                        own_bytes=(256, 32, 256, 32), cost=(10, 1, 10, 1))
-        >>> ref = optimal_segments_reference(profile)
-        >>> fast = optimal_segments(profile)
-        >>> (ref.predicted_peak_activations, ref.recompute_cost) == (
-        ...     fast.predicted_peak_activations, fast.recompute_cost)
-        True
-    """
-    U, V, a = profile.tables()
-    n = profile.n
-    rg = profile.requires_grad or (True,) * (n + 1)
-    cost = [Fraction(c) for c in profile.cost]
-
-    @lru_cache(maxsize=None)
-    def peak(i, K):
-        best = K + int(U[i, n])
-        for j in range(i + 1, n):
-            rest = peak(j, K) if not rg[j] else max(K + int(V[i, j]), peak(j, K + int(a[i])))
-            best = min(best, rest)
-        return best
-
-    M = peak(0, 0) if budget_bytes is None else check_int("budget_bytes", budget_bytes, 0,
-                                                          where="optimal_segments_reference")
-
-    @lru_cache(maxsize=None)
-    def work(i, K):  # (recomputation, peak, starts): the cheapest, then lowest, feasible suffix
-        options = [(Fraction(0), K + int(U[i, n]), (i,))] if K + int(U[i, n]) <= M else []
-        for j in range(i + 1, n):
-            term, c, kept = (0, 0, K) if not rg[j] else (K + int(V[i, j]), sum(cost[i:j]), K + int(a[i]))
-            rest = work(j, kept) if term <= M else None
-            if rest is not None:
-                options.append((c + rest[0], max(term, rest[1]), (i,) + rest[2]))
-        return min(options, key=lambda o: o[:2]) if options else None
-
-    best = work(0, 0)
-    if best is None:
-        raise ValueError(f"optimal_segments_reference: budget_bytes={M} is infeasible; allowed: "
-                         f"budget_bytes >= {peak(0, 0)}")
-    return _plan(profile, best[2], "reference")
+__all__ = ["optimal_segments", "min_peak_for_each_last_start"]
 
 
 def _plan(profile, starts, kind):
@@ -232,52 +170,6 @@ class _Solver:
         return min(self.min_peak(first=e) for e in self.firsts)
 
 
-def optimal_segments_from_profile(profile: ChainProfile, budget_bytes: int | None = None) -> SegmentPlan:
-    """The optimal one-level plan for ``profile`` (see `optimal_segments`).
-
-    Example:
-        >>> from minigrad.plan.chain import ChainProfile
-        >>> profile = ChainProfile(input_bytes=(64, 8, 64, 8), output_bytes=8,
-        ...                        saves_input=(True,) * 4, saves_output=(False,) * 4,
-        ...                        own_bytes=(256, 32, 256, 32), cost=(10, 1, 10, 1))
-        >>> optimal_segments_from_profile(profile, budget_bytes=430).starts
-        (0, 2)
-    """
-    solver = _Solver(profile)
-    floor = 0  # a known lower bound on every plan's peak
-    if budget_bytes is None:
-        budget = floor = solver.best()[0]
-    else:
-        budget = check_int("budget_bytes", budget_bytes, 0, where="optimal_segments")
-    # Least recomputation under the budget. The recomputed layers are those from the first
-    # node's start e* (0 in the usual case) to the last start, so the cost is
-    # prefix[last] - prefix[e*]: find the cheapest feasible pair (exact even for float costs).
-    prefix = [Fraction(0)]
-    for c in profile.cost:
-        prefix.append(prefix[-1] + Fraction(c))
-    options = []  # (cost, e*, last)
-    for e in solver.firsts:
-        r = solver.run(budget, e)
-        options += [(prefix[p] - prefix[e], e, int(p)) for p in np.nonzero(r.last_term <= budget)[0]]
-    if not options:
-        best = solver.best()[0]
-        raise ValueError(
-            f"optimal_segments: budget_bytes={budget} is infeasible: the smallest achievable peak "
-            f"of saved activations for this chain is {best} bytes; allowed: budget_bytes >= {best}")
-    cheapest = min(o[0] for o in options)
-    # Among plans with that cost (several when some layers cost 0), the smallest
-    # peak; remaining ties go to the earliest last start.
-    candidates = []
-    for c, e, p in options:
-        if c == cheapest:
-            peak, starts = solver.min_peak(last=p, first=e, hi=budget, lo=floor)
-            candidates.append((peak, p, starts))
-    peak, _, starts = min(candidates)
-    plan = _plan(profile, starts, "optimal")
-    assert plan.predicted_peak_activations == peak <= budget, (plan, peak, budget)
-    return plan
-
-
 def min_peak_for_each_last_start(profile: ChainProfile) -> list[tuple]:
     """The memory–compute frontier's raw points: for each last start ``p`` (and, when the
     chain begins with layers whose outputs need no grad, each choice of the first
@@ -332,8 +224,9 @@ def optimal_segments(layers, x=None, budget_bytes: int | None = None, loss=None,
             it), ``x`` missing, or ``loss`` given with a profile (profile with it instead).
 
     Example:
+        >>> import minigrad
         >>> from minigrad import Tensor, nn
-        >>> from minigrad.schedules import checkpoint_sequential
+        >>> from minigrad.checkpoint import checkpoint_sequential
         >>> _ = minigrad.random.manual_seed(0)
         >>> layers = [nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 4), nn.Tanh()]
         >>> x = Tensor(minigrad.random.randn(2, 4), requires_grad=True)
@@ -343,16 +236,37 @@ def optimal_segments(layers, x=None, budget_bytes: int | None = None, loss=None,
         >>> checkpoint_sequential(layers, plan, x).shape
         (2, 4)
     """
-    if isinstance(layers, ChainProfile):
-        if loss is not None:
-            raise ValueError("optimal_segments: a ChainProfile already includes its loss; pass "
-                             "loss to profile_chain(layers, x, loss) instead")
-        profile = layers
-        check_cost_name(cost, "optimal_segments", profile.n)
-        if not isinstance(cost, str):
-            profile = dataclasses.replace(profile, cost=tuple(cost))
+    profile = as_profile(layers, x, loss, cost, "optimal_segments")
+    solver = _Solver(profile)
+    floor = 0  # a known lower bound on every plan's peak
+    if budget_bytes is None:
+        budget = floor = solver.best()[0]
     else:
-        if x is None:
-            raise ValueError("optimal_segments(layers, x): x (the chain's input Tensor) is required")
-        profile = profile_chain(layers, x, loss=loss, cost=cost)
-    return optimal_segments_from_profile(profile, budget_bytes)
+        budget = check_int("budget_bytes", budget_bytes, 0, where="optimal_segments")
+    # Least recomputation under the budget. The recomputed layers are those from the first
+    # node's start e* (0 in the usual case) to the last start, so the cost is
+    # prefix[last] - prefix[e*]: find the cheapest feasible pair (exact even for float costs).
+    prefix = [Fraction(0)]
+    for c in profile.cost:
+        prefix.append(prefix[-1] + Fraction(c))
+    options = []  # (cost, e*, last)
+    for e in solver.firsts:
+        r = solver.run(budget, e)
+        options += [(prefix[p] - prefix[e], e, int(p)) for p in np.nonzero(r.last_term <= budget)[0]]
+    if not options:
+        best = solver.best()[0]
+        raise ValueError(
+            f"optimal_segments: budget_bytes={budget} is infeasible: the smallest achievable peak "
+            f"of saved activations for this chain is {best} bytes; allowed: budget_bytes >= {best}")
+    cheapest = min(o[0] for o in options)
+    # Among plans with that cost (several when some layers cost 0), the smallest
+    # peak; remaining ties go to the earliest last start.
+    candidates = []
+    for c, e, p in options:
+        if c == cheapest:
+            peak, starts = solver.min_peak(last=p, first=e, hi=budget, lo=floor)
+            candidates.append((peak, p, starts))
+    peak, _, starts = min(candidates)
+    plan = _plan(profile, starts, "optimal")
+    assert plan.predicted_peak_activations == peak <= budget, (plan, peak, budget)
+    return plan

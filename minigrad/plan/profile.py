@@ -9,6 +9,8 @@ saved view of a parameter is a parameter, not an activation).
 """
 from __future__ import annotations
 
+import dataclasses
+
 from minigrad import memory
 from minigrad import random as _random
 from minigrad.plan.chain import ChainProfile
@@ -16,7 +18,7 @@ from minigrad.autograd import saved_tensors_hooks
 from minigrad.grad_mode import enable_grad
 from minigrad.tensor import Tensor
 
-__all__ = ["profile_chain", "COSTS", "check_cost_name"]
+__all__ = ["profile_chain", "as_profile", "COSTS", "check_cost_name"]
 
 #: What ``profile_chain(cost=...)`` can measure per layer.
 COSTS = ("flops", "ops")
@@ -94,6 +96,7 @@ def profile_chain(layers, x, loss=None, cost="flops") -> ChainProfile:
     updated once more, as in any extra forward pass.
 
     Example:
+        >>> import numpy as np
         >>> from minigrad import nn
         >>> layers = [nn.Sequential(nn.Linear(8, 8), nn.Tanh()) for _ in range(3)]
         >>> x = Tensor(np.ones((4, 8), np.float32))
@@ -194,3 +197,30 @@ def _check_private(k, i, nbytes, owner, boundaries, what):
                          f"array, which is not the boundary between them; the planner's chain model "
                          f"cannot account for it")
 
+
+def as_profile(layers, x=None, loss=None, cost="flops", where: str = "plan") -> ChainProfile:
+    """The one adapter of the planners: ``layers`` as a `ChainProfile`.
+
+    A `ChainProfile` is returned as is (``cost``, a sequence of ``n`` numbers, replaces
+    its costs; a ``loss`` is refused: the profile already includes its own); a list of
+    layers is measured on ``x`` by `profile_chain`.
+
+    Example:
+        >>> from minigrad.plan.chain import ChainProfile
+        >>> profile = ChainProfile(input_bytes=(64, 8), output_bytes=8,
+        ...                        saves_input=(True,) * 2, saves_output=(False,) * 2,
+        ...                        own_bytes=(256, 32), cost=(10, 1))
+        >>> as_profile(profile, cost=[1, 1]).cost
+        (1, 1)
+    """
+    if isinstance(layers, ChainProfile):
+        if loss is not None:
+            raise ValueError(f"{where}: a ChainProfile already includes its loss; pass "
+                             f"loss to profile_chain(layers, x, loss) instead")
+        check_cost_name(cost, where, layers.n)
+        if not isinstance(cost, str):
+            return dataclasses.replace(layers, cost=tuple(cost))
+        return layers
+    if x is None:
+        raise ValueError(f"{where}(layers, x): x (the chain's input Tensor) is required")
+    return profile_chain(layers, x, loss=loss, cost=cost)

@@ -64,7 +64,7 @@ class SegmentPlan:
     @property
     def actions(self) -> tuple:
         """What ``checkpoint_sequential`` does, in order, in the action vocabulary of
-        ``minigrad.schedules.run_schedule``: ``("snapshot", i)``, ``("advance", i, j)``,
+        ``minigrad.checkpoint.run_schedule``: ``("snapshot", i)``, ``("advance", i, j)``,
         ``("tape", i)`` (run layer ``i`` taped, keeping its saved arrays), ``("reverse", i)``
         (back-propagate through it, freeing them), ``("restore", i)``, ``("free", i)``."""
         out = []
@@ -130,7 +130,7 @@ def balanced(n: int, segments: int) -> SegmentPlan:
 
 
 def sqrt_segments(n: int) -> SegmentPlan:
-    """Chen et al.'s rule, in the form chapter 4's theorem analyses: ``k = ceil(sqrt(n))``
+    """Chen et al.'s rule, in the form "The square-root trick"'s theorem analyses: ``k = ceil(sqrt(n))``
     `balanced` segments (lengths ``ceil(n / k)`` or ``floor(n / k)``, so at most
     ``ceil(sqrt(n))`` layers each).
 

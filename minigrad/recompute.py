@@ -1,30 +1,182 @@
-"""Record the forward pass of one training step op by op: what `plan.trace_graph` measures
-and what `minigrad.remat.run` replays (one recorder, so that both see the same graph).
+"""The one recomputation core: what every executor that recomputes shares.
 
-A `StepRecorder` is a pack hook plus an op observer (the engine's public hook points).
-Every array an op saves for backward is packed into a `Slot` placeholder; when the op has
-returned, the observer classifies each slot by the buffer it lives in (the ledger's rule:
-a view and its base are one buffer):
+Four executors rebuild arrays a forward pass once made: a checkpoint's frame
+(`minigrad.checkpoint.checkpoint`), the schedule executor (``run_schedule``), the graph
+schedule executor (`minigrad.remat.run`) and DTR's pool (`minigrad.dtr.budget`). They
+record the forward and enter the recompute phase the same way, here:
+
+* `recomputing`: the one way into the recompute phase: grad enabled, the ledger's phase
+  ``"recompute"`` (it counts those ops apart), `is_recomputing` True (``nn.BatchNorm1d``
+  updates its running statistics once), and the random state of the first run replayed
+  (`rng_state`), the caller's state put back after.
+* `OpLog`: the (op, output shape, dtype) of every op a forward ran, and whether an input
+  required grad; `compare_ops` raises `CheckpointError` at the first op a recomputation
+  ran differently (the determinism check).
+* `StepRecorder`: the full record of a step's forward, op by op (`OpRecord`: function,
+  arguments, RNG state before it, saved arrays classified by buffer), what
+  `minigrad.plan.trace_graph` measures and `minigrad.remat.run` replays.
+
+A recorder's saved arrays are packed into `Slot` placeholders; when the op has returned,
+the observer classifies each slot by the buffer it lives in (the ledger's rule: a view and
+its base are one buffer):
 
 * ``"node"``: a view of (or the very) output of an op recorded earlier, or of this op's
   own output: it can be rebuilt from that output;
 * ``"const"``: a buffer that no recorded op produced (a user input, a parameter);
 * ``"private"``: anything else (a dropout mask, a normalised input): only re-running this
   op's forward gives it back.
+
+Freeing is the engine's: what an executor keeps lives in a `minigrad.tensor.Context`
+(the one saving point) and goes with ``Context.release``.
 """
 from __future__ import annotations
 
 import weakref
+from contextlib import contextmanager
 
 import numpy as np
 
 from minigrad import memory
 from minigrad import random as _random
 from minigrad.autograd import saved_tensors_hooks
-from minigrad.hooks import register_hooks
+from minigrad.grad_mode import enable_grad
+from minigrad.hooks import in_phase, register_hooks
 from minigrad.tensor import Tensor
 
-__all__ = ["Slot", "OpRecord", "StepRecorder", "view_spec", "rebuild_view"]
+__all__ = ["CheckpointError", "is_recomputing", "recomputing", "rng_state", "OpLog",
+           "compare_ops", "check_flag", "determinism", "Slot", "OpRecord", "StepRecorder",
+           "view_spec", "rebuild_view"]
+
+
+class CheckpointError(RuntimeError):
+    """A recomputation did not reproduce the original forward (torch's ``CheckpointError``)."""
+
+
+_DEPTH = 0  # how many recomputations are running (nested ones count)
+
+
+def is_recomputing() -> bool:
+    """True while an executor re-runs a forward during backward (a checkpoint, a schedule,
+    a graph schedule, DTR's rebuild).
+
+    Example:
+        >>> from minigrad import Tensor
+        >>> from minigrad.checkpoint import checkpoint
+        >>> def f(h):
+        ...     print("recomputing" if is_recomputing() else "first forward")
+        ...     return h.tanh()
+        >>> checkpoint(f, Tensor([1.0], requires_grad=True)).sum().backward()
+        first forward
+        recomputing
+    """
+    return _DEPTH > 0
+
+
+def rng_state(preserve: bool = True):
+    """The random state to replay later (None when ``preserve`` is False: nothing replays)."""
+    return _random.get_rng_state() if preserve else None
+
+
+@contextmanager
+def recomputing(replay_rng=None):
+    """Run a recomputation: grad enabled, ledger phase ``"recompute"``, `is_recomputing`
+    True, and the random state ``replay_rng`` of the first run (from `rng_state`; None:
+    leave the state alone) replayed, then the caller's state put back.
+
+    Example:
+        >>> from minigrad import random
+        >>> state = rng_state()
+        >>> first = random.rand(2)
+        >>> with recomputing(state):
+        ...     again = random.rand(2)
+        >>> bool((first == again).all()), is_recomputing()
+        (True, False)
+    """
+    global _DEPTH
+    now = _random.get_rng_state() if replay_rng is not None else None
+    if replay_rng is not None:
+        _random.set_rng_state(replay_rng)
+    _DEPTH += 1
+    try:
+        with enable_grad(), in_phase("recompute"):  # the ledger counts it apart
+            yield
+    finally:
+        _DEPTH -= 1
+        if now is not None:
+            _random.set_rng_state(now)
+
+
+def check_flag(name, value, where) -> bool:
+    """``value`` as a bool, or a TypeError naming ``name`` if it is not True or False."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{where}: {name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def determinism(value) -> bool:
+    """Whether ``determinism_check`` (torch's ``"default"``/``"none"``, or a bool) checks."""
+    if value in ("default", True):
+        return True
+    if value in ("none", False):
+        return False
+    raise ValueError(f"checkpoint: determinism_check must be 'default' or 'none' (or True/False), "
+                     f"got {value!r}")
+
+
+class OpLog:
+    """The (op, output shape, dtype) of every op run while `watching`, and whether any op's
+    input required grad (a parameter inside the function).
+
+    Example:
+        >>> from minigrad import Tensor
+        >>> log = OpLog()
+        >>> with log.watching():
+        ...     y = Tensor([1.0, 2.0]).exp().sum()
+        >>> [op for op, shape, dtype in log.ops]
+        ['exp', 'sum']
+    """
+
+    def __init__(self):
+        self.ops: list[tuple] = []
+        self.saw_grad = False
+
+    def __call__(self, kind, fn, ctx, args, kwargs, out):
+        # A nested checkpoint's own node is left out: under no_grad (the first run of a
+        # reentrant checkpoint) a nested checkpoint is a plain call and makes none.
+        if kind != "forward" or fn.name() == "checkpoint":
+            return
+        self.ops.append((fn.name(), out.shape, out.dtype))
+        if not self.saw_grad:
+            self.saw_grad = any(isinstance(a, Tensor) and a.requires_grad for a in args)
+
+    @contextmanager
+    def watching(self):
+        handle = register_hooks(op=self)
+        try:
+            yield self
+        finally:
+            handle.remove()
+
+
+def compare_ops(first: list, again: list, what: str = "checkpoint") -> None:
+    """Raise `CheckpointError` naming the first op whose recomputed output differs."""
+    for i, (x, y) in enumerate(zip(first, again)):
+        if x != y:
+            raise CheckpointError(
+                f"{what}: the recomputation differs from the original forward at op #{i} "
+                f"'{y[0]}' (original op '{x[0]}'): original output shape {x[1]} dtype {x[2]}, "
+                f"recomputed shape {y[1]} dtype {y[2]}. The checkpointed function must run the "
+                f"same ops on the same shapes each time (beware of state it reads or mutates).")
+    if len(first) != len(again):
+        i = min(len(first), len(again))
+        extra = (again if len(again) > len(first) else first)[i]
+        which = "recomputation ran an extra" if len(again) > len(first) else "recomputation skipped the"
+        raise CheckpointError(
+            f"{what}: the {which} op #{i} '{extra[0]}' (original forward ran {len(first)} ops, "
+            f"recomputation {len(again)}).")
+
+
+# --- the full record of a step's forward (trace_graph, remat.run) ---------------------------
 
 
 def view_spec(a: np.ndarray):

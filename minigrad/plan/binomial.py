@@ -26,7 +26,7 @@ layer, so the layers are called ``t(l, s) + l`` times in all; at most ``s``
 snapshots are held at any time, the chain's input counting as one.
 
 Execution. ``checkpoint_sequential(layers, plan, x)`` hands the plan to
-`minigrad.schedules.run_schedule`, which performs the actions one by one (a loop, so a
+`minigrad.checkpoint.run_schedule`, which performs the actions one by one (a loop, so a
 1000-layer chain with one slot is no deeper to run than one with many). Every value is
 recomputed from the same inputs by the same ops, so the gradients are bit-identical to
 running the chain without checkpointing. The schedule reads recursively (for ``l > 1``
@@ -194,7 +194,7 @@ def revolve_actions(n: int, slots: int) -> list[tuple]:
 class RevolvePlan:
     """A binomial (nested) checkpointing schedule for a chain of ``n`` layers: plain data.
 
-    Accepted by ``minigrad.schedules.checkpoint_sequential(layers, plan, x)``, which walks
+    Accepted by ``minigrad.checkpoint.checkpoint_sequential(layers, plan, x)``, which walks
     its ``actions`` with ``run_schedule``.
 
     Attributes:

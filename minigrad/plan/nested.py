@@ -7,7 +7,7 @@ checkpointed segment is recomputed during backward, parts of it may be checkpoin
 "Optimal checkpointing for heterogeneous chains: how to train deep neural networks
 with limited memory") find the best nesting for a chain of layers of different sizes
 and costs by dynamic programming; their solver is called *rotor*. `rotor` here solves
-the same problem under minigrad's byte ledger, exactly; `minigrad.plan.rotor_published`
+the same problem under minigrad's byte ledger, exactly; ``tests/rotor_published.py``
 restates the published recurrence in rotor's own model and maps a `ChainProfile` onto it.
 Shown in the chapter "Beyond one level".
 
@@ -130,7 +130,7 @@ import numpy as np
 from minigrad._validation import check_int
 from minigrad.plan.chain import ChainProfile
 from minigrad.plan.profile import check_cost_name, profile_chain
-from minigrad.plan.revolve import binomial_split
+from minigrad.plan.binomial import binomial_split
 from minigrad.plan.segments import explicit
 
 __all__ = [
@@ -842,6 +842,8 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
             rounded to ``slots``, or the arguments are inconsistent.
 
     Example:
+        >>> import numpy as np
+        >>> import minigrad
         >>> from minigrad import nn
         >>> from minigrad.checkpoint import checkpoint_sequential
         >>> _ = minigrad.random.manual_seed(0)
@@ -975,7 +977,7 @@ def optimal_one_level(layers, x=None, budget_bytes: int | None = None, loss=None
     a layer run taped (``Taped(i)``: its saved arrays stay until its backward, never
     recomputed) or a checkpointed segment (``Checkpointed(s, j)``: runs untaped, keeps
     ``x_s``, and in backward reruns ``s .. j-1`` taped, with no checkpoint inside). The
-    peak is `minigrad.plan.rotor.schedule_peak`'s (rotor's byte model; the segment-plan
+    peak is `minigrad.plan.nested.schedule_peak`'s (rotor's byte model; the segment-plan
     refinement for outputs that need no grad is not used). Among these schedules this
     returns the least recomputed work whose peak fits ``budget_bytes`` (ties: the smaller
     peak), or without a budget the smallest peak (and the least work at it). Every
