@@ -6,7 +6,7 @@ published solver's discretisation (``slots=``).
 * with ``slots``, every schedule's true peak fits the budget, its work is no less than the
   exact optimum and no more than the exact optimum at the budget minus the rounding
   bound stated in `rotor`'s docstring, and it runs within the budget under the ledger;
-* long chains plan in seconds (generous bounds; ``scripts/rotor_scaling.py`` measures).
+* long chains plan in seconds (generous bounds; ``benchmarks/rotor_scaling.py`` measures).
 """
 import time
 
@@ -139,7 +139,7 @@ def test_a_slotted_schedule_runs_within_its_budget():
 
 # n identical GPT blocks (minigrad's TransformerBlock, width 32, 4 heads, batch 4 x 16
 # tokens) and a mean-square loss: the chain the scaling script times.
-gpt_chain = load_module(ROOT / "scripts" / "rotor_scaling.py").gpt_chain
+gpt_chain = load_module(ROOT / "benchmarks" / "rotor_scaling.py").gpt_chain
 
 
 def test_long_chains_plan_in_seconds():

@@ -1,4 +1,4 @@
-"""Revolve, the one-level optimum and the nested optimum at Revolve's own peak (issue 9, item 5).
+"""Revolve, the one-level optimum and the nested optimum at Revolve's own peak.
 
 Revolve (Griewank & Walther) is optimal for equal layers in its own model, where
 memory is counted in slots and every step is run taped and reversed at once. Under
@@ -10,8 +10,8 @@ optimum (`minigrad.plan.rotor`) for it, runs both with ``checkpoint_sequential``
 counts the recomputed layer calls. Every number printed is measured (and asserted equal to the planners'
 predictions).
 
-    .venv/bin/python scripts/revolve_vs_rotor.py            # n = 2 .. 20, Linear layers
-    .venv/bin/python scripts/revolve_vs_rotor.py --n-max 12 --layer mlp --table
+    .venv/bin/python benchmarks/revolve_vs_rotor.py            # n = 2 .. 20, Linear layers
+    .venv/bin/python benchmarks/revolve_vs_rotor.py --n-max 12 --layer mlp --table
 """
 from __future__ import annotations
 

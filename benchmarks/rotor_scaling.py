@@ -2,8 +2,8 @@
 
 Usage:
 
-    python scripts/rotor_scaling.py            # the cases and the fitted exponent
-    python scripts/rotor_scaling.py --quick    # up to 400 layers
+    python benchmarks/rotor_scaling.py            # the timed cases and the fitted exponent
+    python benchmarks/rotor_scaling.py --quick    # up to 400 layers
 
 Two families of chains, each planned at its smallest peak (``rotor(profile)``, exact) and
 at larger budgets (exact on the gcd grid while it is small, else with ``slots=``):
