@@ -1,5 +1,5 @@
-"""What a reader of the HTML book sees of each notebook, counted from the notebooks' JSON:
-the before/after numbers of issue 17. `make metrics` runs it.
+"""What a reader of the HTML book sees of each notebook, counted from the notebooks' JSON
+(the numbers to compare before and after a change to the pages). `make metrics` runs it.
 
 Per notebook and in total:
 

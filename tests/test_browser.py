@@ -2,7 +2,7 @@
 
 - Equations are typeset by the MathJax copy served from the book itself, and no request
   leaves localhost.
-- Every page of the table of contents, at 1280 px and at 390 px (issue 17): no console
+- Every page of the table of contents, at 1280 px and at 390 px: no console
   error; one search box; at 1280 px no code cell, output, table or display equation
   scrolls sideways or is cut off; every figure is SVG or stored at 2x or more and has alt
   text; at 390 px the page itself never scrolls sideways.
@@ -95,7 +95,7 @@ def test_page_typesets_math_offline(page_path, server, browser):
     assert any("/_static/mathjax/" in u for u in requests), "MathJax was not loaded locally"
 
 
-# --- Every page, at a desktop and a phone width (issue 17) ---------------------------
+# --- Every page, at a desktop and a phone width ---------------------------------------
 
 WIDTHS = {"desktop": (1280, 900), "phone": (390, 844)}
 

@@ -42,7 +42,7 @@ def test_every_id_has_a_row():
 
 
 # Facts the book demonstrates with executed code and a measurement, not prose alone: the
-# checklist's [measure] items, and S28 and S30 (issue 10 asks for them executed too).
+# checklist's [measure] items, and S28 and S30, executed too.
 MEASURED = {f"S{i}" for i in (2, 3, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15, 16, 17, 18, 19, 22, 23,
                               24, 25, 26, 27, 28, 29, 30, 33, 34, 35, 37)}
 

@@ -202,7 +202,7 @@ def test_revolve_prediction_is_exact(seed):
     assert P.predict_peak(profile, seg) == P.predict_peak(profile, seg.starts)
 
 
-# --- the loss is part of the planned step (issue 8, item 5) -------------------------------------
+# --- the loss is part of the planned step ------------------------------------------------------
 class SquareMean(minigrad.Function):
     """An MSE-like loss that saves its input: mean(y * y)."""
 

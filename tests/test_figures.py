@@ -103,7 +103,7 @@ def test_nbval_fails_on_a_stale_figure(tmp_path, monkeypatch):
         assert result.returncode == 0, result.stdout[-2000:]
 
 
-# --- Figures a reader can read (issue 17) ---------------------------------------------
+# --- Figures a reader can read --------------------------------------------------------
 
 def test_a_chapter_kernel_stores_figures_at_2x(tmp_path, monkeypatch):
     """In a real kernel, in a chapter's order (the setup cell imports bookkit, a later

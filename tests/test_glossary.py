@@ -1,4 +1,4 @@
-"""The glossary is linked from the chapters (issue 17): every term is the target of a
+"""The glossary is linked from the chapters: every term is the target of a
 ``{term}`` role on at least one page, every role names a glossary term, and
 scripts/link_glossary.py (which adds the links to notebooks) links only prose, only
 once per term and notebook, and changes nothing the second time."""

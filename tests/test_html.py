@@ -1,6 +1,6 @@
 """The built HTML: every notebook page exists and has a working Colab launch link;
 exercises and figures are numbered per chapter, no page loads thebe, glued numbers are
-not bold, and assignment pages collapse their setup cell (issue 17)."""
+not bold, and assignment pages collapse their setup cell."""
 from __future__ import annotations
 
 import re
@@ -36,7 +36,7 @@ def test_no_page_loads_scripts_or_styles_from_another_host():
     assert not offenders, f"pages that would load from another host: {offenders}"
 
 
-# --- Reader-first pages (issue 17), checked in the built HTML ---------------------------
+# --- Reader-first pages, checked in the built HTML --------------------------------------
 
 def _chapter_pages():
     import re as _re

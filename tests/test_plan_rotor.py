@@ -9,7 +9,7 @@ executor (``checkpoint_sequential`` walking a schedule's actions).
 * the planned schedules give bit-identical gradients, never recompute more than the
   one-level optimum, and make the loss part of the step;
 * under the ledger, equal-layer chains: the one-level plan beats Revolve at Revolve's
-  own peak whenever it fits, the nested optimum always does (issue 9, item 5).
+  own peak whenever it fits, the nested optimum always does.
 """
 import math
 

@@ -143,7 +143,7 @@ gpt_chain = load_module(ROOT / "benchmarks" / "rotor_scaling.py").gpt_chain
 
 
 def test_long_chains_plan_in_seconds():
-    """Generous bounds (the issue's targets are 2 s and 60 s; measured: well below)."""
+    """Generous bounds (targets: 2 s and 60 s; measured: well below)."""
     profile = gpt_chain(100)
     t = time.process_time()
     smallest = P.rotor(profile)

@@ -1,5 +1,5 @@
-"""What a reader of the HTML book sees of each notebook, checked from its JSON (issue 17,
-CONTRIBUTING.md "A chapter is one notebook"):
+"""What a reader of the HTML book sees of each notebook, checked from its JSON
+(CONTRIBUTING.md "A chapter is one notebook"):
 
 - visible code lines fit 79 columns and visible text-output lines 88 (the 1280 px
   column shows about 88 characters of code font);

@@ -1,4 +1,4 @@
-"""Reader-first page mechanics for the book (issue 17), in one small Sphinx extension.
+"""Reader-first page mechanics for the book, in one small Sphinx extension.
 
 - **Numbers per chapter.** Sphinx numbers figures, tables, code listings and
   sphinx-exercise's exercises across the whole book unless the toctree is numbered
