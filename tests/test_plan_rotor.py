@@ -26,7 +26,7 @@ from minigrad.plan.rotor import (Checkpointed, NestedSchedule, Taped, count_sche
                                  from_segments, rotor_frontier, rotor_reference, schedule_layer_calls,
                                  schedule_peak, schedule_recompute_cost)
 
-from test_exhaustive import random_chain
+from chains import random_chain
 
 from bookkit.schedule_comparison import plan_families
 
