@@ -69,9 +69,11 @@ metrics: $(STAMP)
 chromium:
 	@scripts/ensure_chromium.sh
 
-# Quick loop while writing minigrad: no notebooks, no book.
+# Quick loop while writing minigrad: no notebooks, no book, no `slow` cases (the
+# exhaustive and multi-process ones, and all but a spread of each grid: tests/marks.py);
+# phase 1 of `make test` runs them all, each once.
 unit: $(STAMP)
-	$(BIN)/python -m pytest tests -m "not book" -q
+	$(BIN)/python -m pytest -n $(TEST_JOBS) -q -m "not book and not slow" tests
 
 # Re-execute notebooks in place so their stored outputs are what the code prints
 # (NOTEBOOKS=notebooks/ch07_*.ipynb for one).

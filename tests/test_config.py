@@ -8,8 +8,9 @@ import bookkit
 import re
 
 from bookkit.versions import MINIMUM
-from bookpaths import (ROOT, SETUP_TAG, cell_source, config, load_notebook, notebook_paths,
-                       setup_cell_requirements, setup_cell_text, source_for, toc_files)
+from bookpaths import (ROOT, SETUP_TAG, cell_source, chapter, chapter_id, chapters, config,
+                       load_notebook, notebook_paths, setup_cell_requirements, setup_cell_text,
+                       source_for, toc_files)
 
 
 def test_repository_url_is_set_once_and_used_consistently():
@@ -28,6 +29,17 @@ def test_every_toc_entry_exists_and_every_notebook_is_listed():
     unlisted = [p.relative_to(ROOT).with_suffix("").as_posix() for p in notebook_paths()
                 if p.relative_to(ROOT).with_suffix("").as_posix() not in listed]
     assert not unlisted, f"notebooks missing from _toc.yml: {unlisted}"
+
+
+def test_chapters_are_numbered_in_the_order_of_the_toc():
+    # _toc.yml is the one list of chapters: numbers follow it, 0, 1, 2, ... with no gap,
+    # and every notebook is a chapter (chNN_slug), so a number is derived from the slug
+    numbers = [int(path.name[2:4]) for path in chapters().values()]
+    assert numbers == list(range(len(numbers))), numbers
+    assert sorted(chapters().values()) == notebook_paths()
+    assert chapter_id("sqrt_trick") == "ch04" and chapter("sqrt_trick").is_file()
+    with pytest.raises(KeyError, match="no chapter 'no_such' in _toc.yml"):
+        chapter("no_such")
 
 
 def test_there_are_notebooks():

@@ -91,6 +91,7 @@ def test_bad_measurement_line_is_named(tmp_path):
         gpu_report.load_records(meas)
 
 
+@pytest.mark.slow
 def test_execute_collects_what_notebooks_record(tmp_path, monkeypatch):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(

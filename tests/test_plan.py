@@ -328,18 +328,7 @@ def test_plans_for_another_chain_are_refused():
         P.recompute_cost(pr, P.revolve(6, 2))
 
 
-# --- sqrt(n): the plan of chapter 4's theorem -------------------------------------------------
-def test_sqrt_segments_peak_within_the_theorem_bound_for_every_n_up_to_512():
-    # Chapter 4's chain: every layer saves its input (c bytes) and a private array (a bytes).
-    a, c = 2048, 512
-    for n in range(1, 513):
-        pr = ChainProfile(input_bytes=(c,) * n, output_bytes=c, saves_input=(True,) * n,
-                          saves_output=(False,) * n, own_bytes=(a,) * n, cost=(1,) * n)
-        k = math.ceil(math.sqrt(n))
-        peak = P.predict_peak(pr, P.sqrt_segments(n))
-        assert peak <= k * (a + 2 * c), n
-        if n % 37 == 1:  # and the lower bound of the theorem: no one-level plan beats it
-            assert P.optimal_segments(pr).predicted_peak_activations >= math.sqrt(n * a * c) - c / 2
+# The sqrt(n) theorem for every n <= 512 (predicted and measured): tests/test_sqrt_theorem.py.
 
 
 def test_balanced_and_uniform_splits():
