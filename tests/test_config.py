@@ -109,3 +109,18 @@ def test_notebook_outputs_are_stored_in_order_without_errors(path):
     errors = [o for c in code for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors, f"{path.name}: stored error outputs"
     assert nb["metadata"].get("kernelspec", {}).get("name") == "python3"
+
+
+NUMBER_WORDS = ("zero one two three four five six seven eight nine ten eleven twelve").split()
+
+
+@pytest.mark.parametrize("page, phrase", [
+    ("README.md", r"(\w+) otter-grader master notebooks"),
+    ("book/intro.md", r"(\w+) autograded assignments"),
+    ("book/assignments/instructors.md", r"(\w+) autograded assignments"),
+])
+def test_pages_count_the_assignments_there_are(page, phrase):
+    # the maps say what the code does: one master notebook per assignment folder
+    count = sum(1 for p in (ROOT / "assignments").glob("a[0-9]*_*") if p.is_dir())
+    said = re.findall(phrase, (ROOT / page).read_text(), re.I)
+    assert said and all(word.lower() == NUMBER_WORDS[count] for word in said), (page, said, count)
