@@ -1,5 +1,5 @@
 """bookkit.distributed: the torchrun launcher, the per-rank meters and the experiments
-of chapter 17 (one real two-process job, the rest in a one-process gloo group)."""
+of "Beyond one device" (one real two-process job, the rest in a one-process gloo group)."""
 from __future__ import annotations
 
 import importlib.util

@@ -1,4 +1,4 @@
-"""Chapter 4's theorem, measured: the balanced sqrt(n) plan's peak for every n <= 512.
+"""The theorem of "The square-root trick", predicted and measured: the balanced sqrt(n) plan's peak for every n <= 512.
 
 A chain in the theorem's model: every layer saves its input (``c`` bytes) and ``a`` bytes of
 its own, nothing else (its output is saved, if at all, by the next layer); the loss (a sum)
