@@ -115,12 +115,12 @@ def _chains():
     return out
 
 
-# --- chapter 1 ----------------------------------------------------------------------------
+# --- Where training memory goes -----------------------------------------------------------
 @_checker("my_saved_bytes")
 def check_saved_bytes(my_saved_bytes):
-    """ch01: ``my_saved_bytes(batch, widths)`` predicts the bytes of saved activations
-    at the end of the forward pass of an MLP ``Linear -> Tanh -> ... -> Linear`` (float32,
-    loss ``y.sum()``); compared with the ledger."""
+    """In "Where training memory goes": ``my_saved_bytes(batch, widths)`` predicts the bytes
+    of saved activations at the end of the forward pass of an MLP ``Linear -> Tanh -> ... ->
+    Linear`` (float32, loss ``y.sum()``); compared with the ledger."""
     from minigrad import nn
     cases = 0
     for batch, widths in ((4, [8, 16, 8]), (32, [16, 256, 16]), (3, [5, 7, 9, 11]),
@@ -143,12 +143,12 @@ def check_saved_bytes(my_saved_bytes):
     return cases
 
 
-# --- chapter 2 ----------------------------------------------------------------------------
+# --- A tiny autograd that shows its memory ------------------------------------------------
 @_checker("my_backward")
 def check_backward(my_backward):
-    """ch02: ``my_backward(loss)`` fills ``.grad`` of every leaf like ``loss.backward()``
-    and frees each node's saved arrays once its backward has run (the ledger's saved
-    activations end at zero)."""
+    """In "A tiny autograd that shows its memory": ``my_backward(loss)`` fills ``.grad`` of
+    every leaf like ``loss.backward()`` and frees each node's saved arrays once its backward
+    has run (the ledger's saved activations end at zero)."""
     from minigrad import nn
     cases = 0
     for seed, build in enumerate((
@@ -182,12 +182,13 @@ def check_backward(my_backward):
     return cases
 
 
-# --- chapter 3 ----------------------------------------------------------------------------
+# --- Dropping and rebuilding --------------------------------------------------------------
 @_checker("HandCheckpoint")
 def check_hand_checkpoint(hand_checkpoint_cls):
-    """ch03: ``HandCheckpoint.apply(x, fn)`` against ``checkpoint(fn, x,
-    use_reentrant=True)``: gradients bit for bit, peak of saved activations to the byte,
-    recomputed FLOPs (one rebuild of the segment, in the ``"recompute"`` phase)."""
+    """In "Dropping and rebuilding": ``HandCheckpoint.apply(x, fn)`` against
+    ``checkpoint(fn, x, use_reentrant=True)``: gradients bit for bit, peak of saved
+    activations to the byte, recomputed FLOPs (one rebuild of the segment, in the
+    ``"recompute"`` phase)."""
     cases = 0
     for layers, x in _chains()[:3]:
         if not x.requires_grad:
@@ -205,11 +206,12 @@ def check_hand_checkpoint(hand_checkpoint_cls):
     return cases
 
 
-# --- chapter 4 ----------------------------------------------------------------------------
+# --- The square-root trick ----------------------------------------------------------------
 @_checker("my_sqrt_starts")
 def check_sqrt_starts(my_sqrt_starts):
-    """ch04: ``my_sqrt_starts(n)``: ceil(sqrt(n)) segments whose lengths differ by at most
-    one, longer ones first, as ``plan.sqrt_segments(n).starts``."""
+    """In "The square-root trick": ``my_sqrt_starts(n)``: ceil(sqrt(n)) segments whose
+    lengths differ by at most one, longer ones first, as
+    ``plan.sqrt_segments(n).starts``."""
     cases = 0
     for n in range(1, 130):
         mine = [int(s) for s in my_sqrt_starts(n)]
@@ -221,9 +223,9 @@ def check_sqrt_starts(my_sqrt_starts):
 
 @_checker("my_checkpoint_sequential")
 def check_checkpoint_sequential(my_checkpoint_sequential, checkpoint_fn):
-    """ch04: ``my_checkpoint_sequential(layers, starts, x, checkpoint_fn)`` against
-    ``checkpoint_sequential(layers, starts, x, use_reentrant=True)``: gradients bit for
-    bit, peak to the byte, recomputed FLOPs."""
+    """In "The square-root trick": ``my_checkpoint_sequential(layers, starts, x,
+    checkpoint_fn)`` against ``checkpoint_sequential(layers, starts, x,
+    use_reentrant=True)``: gradients bit for bit, peak to the byte, recomputed FLOPs."""
     cases = 0
     for layers, x in _chains()[:3]:
         n = len(layers)
@@ -241,7 +243,7 @@ def check_checkpoint_sequential(my_checkpoint_sequential, checkpoint_fn):
     return cases
 
 
-# --- chapter 5 ----------------------------------------------------------------------------
+# --- Choosing where to checkpoint ---------------------------------------------------------
 def _profiles():
     from bookkit.chains import waist_chain
     out = []
@@ -259,9 +261,10 @@ def _profiles():
 
 @_checker("my_optimal_segments")
 def check_segment_dp(my_optimal_segments):
-    """ch05: ``my_optimal_segments(profile, budget_bytes=None)`` returns segment starts
-    whose (peak, recomputed FLOPs) equal ``plan.optimal_segments``' for no budget and for
-    budgets up to storing everything, and whose plan, executed, measures that peak."""
+    """In "Choosing where to checkpoint": ``my_optimal_segments(profile,
+    budget_bytes=None)`` returns segment starts whose (peak, recomputed FLOPs) equal
+    ``plan.optimal_segments``' for no budget and for budgets up to storing everything, and
+    whose plan, executed, measures that peak."""
     cases = 0
     for layers, x, loss in _profiles():
         profile = plan.profile_chain(layers, x, loss=loss)
@@ -282,11 +285,12 @@ def check_segment_dp(my_optimal_segments):
     return cases
 
 
-# --- chapter 6 ----------------------------------------------------------------------------
+# --- Beyond one level ---------------------------------------------------------------------
 @_checker("my_rotor")
 def check_rotor(my_rotor):
-    """ch06: ``my_rotor(profile, budget_bytes)`` returns a `NestedSchedule` that fits the
-    budget and recomputes exactly ``plan.rotor``'s FLOPs, at every budget tried."""
+    """In "Beyond one level": ``my_rotor(profile, budget_bytes)`` returns a `NestedSchedule`
+    that fits the budget and recomputes exactly ``plan.rotor``'s FLOPs, at every budget
+    tried."""
     from minigrad.plan.nested import NestedSchedule, schedule_peak, schedule_recompute_cost
     cases = 0
     for layers, x, loss in _profiles()[:3]:
@@ -306,9 +310,9 @@ def check_rotor(my_rotor):
 
 @_checker("my_run_schedule")
 def check_schedule_executor(my_run_schedule):
-    """ch06: ``my_run_schedule(layers, schedule, x)`` runs a nested schedule like
-    ``checkpoint_sequential(layers, schedule, x)``: gradients bit for bit, peak of saved
-    activations to the byte, recomputed FLOPs."""
+    """In "Beyond one level": ``my_run_schedule(layers, schedule, x)`` runs a nested
+    schedule like ``checkpoint_sequential(layers, schedule, x)``: gradients bit for bit,
+    peak of saved activations to the byte, recomputed FLOPs."""
     cases = 0
     for layers, x in _chains()[:3]:
         n = len(layers)
@@ -331,12 +335,13 @@ def check_schedule_executor(my_run_schedule):
     return cases
 
 
-# --- chapter 8 ----------------------------------------------------------------------------
+# --- When recomputation lies --------------------------------------------------------------
 @_checker("my_hook_checkpoint")
 def check_hook_checkpoint(my_hook_checkpoint):
-    """ch08: ``my_hook_checkpoint(fn, x)`` (built on ``saved_tensors_hooks``) against
-    ``checkpoint(fn, x)``: gradients bit for bit (also when ``x`` needs no grad), and no
-    array saved inside ``fn`` stays stored after the forward pass."""
+    """In "When recomputation lies": ``my_hook_checkpoint(fn, x)`` (built on
+    ``saved_tensors_hooks``) against ``checkpoint(fn, x)``: gradients bit for bit (also when
+    ``x`` needs no grad), and no array saved inside ``fn`` stays stored after the forward
+    pass."""
     cases = 0
     for layers, x in _chains():
         for a, b in ((0, 2), (1, len(layers))):

@@ -1,10 +1,10 @@
 """Part I's build-it pieces, as the book solves them, for the chapters that build on them.
 
-Chapter 3 has the reader write `HandCheckpoint`; chapter 4 passes it to the reader's
-`my_checkpoint_sequential`; chapter 5 runs its plans with that; chapter 6 nests it. Each
-later chapter imports the book's solution from here, and says so: paste your own version
-in its place and the chapter runs on your code. `bookkit.build_it` checks every piece
-against minigrad.
+"Dropping and rebuilding" has the reader write `HandCheckpoint`; "The square-root trick"
+passes it to the reader's `my_checkpoint_sequential`; "Choosing where to checkpoint" runs
+its plans with that; "Beyond one level" nests it. Each later chapter imports the book's
+solution from here, and says so: paste your own version in its place and the chapter runs on
+your code. `bookkit.build_it` checks every piece against minigrad.
 
 Example:
     >>> from bookkit.yours import HandCheckpoint, my_checkpoint_sequential
@@ -19,8 +19,8 @@ __all__ = ["HandCheckpoint", "my_checkpoint_sequential"]
 
 
 class HandCheckpoint(Function):
-    """Chapter 3's checkpoint by hand: run ``fn`` on ``x`` keeping only ``x``; rebuild
-    ``fn``'s graph in backward. Apply as ``HandCheckpoint.apply(x, fn)``."""
+    """The checkpoint of "Dropping and rebuilding" by hand: run ``fn`` on ``x`` keeping only
+    ``x``; rebuild ``fn``'s graph in backward. Apply as ``HandCheckpoint.apply(x, fn)``."""
 
     @staticmethod
     def forward(ctx, x, fn):
@@ -43,9 +43,9 @@ class HandCheckpoint(Function):
 
 
 def my_checkpoint_sequential(layers, starts, x, checkpoint_fn):
-    """Chapter 4's ``checkpoint_sequential``: run ``layers`` on ``x``, every segment
-    but the last through ``checkpoint_fn(segment, h)``; ``starts``: the segments'
-    first layers, from 0."""
+    """The ``checkpoint_sequential`` of "The square-root trick": run ``layers`` on ``x``,
+    every segment but the last through ``checkpoint_fn(segment, h)``; ``starts``: the
+    segments' first layers, from 0."""
     bounds = list(starts) + [len(layers)]
 
     def segment(a, b):  # layers a .. b-1 as one function

@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from marks import fast_every
+
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 from hypothesis import given, settings  # noqa: E402
@@ -38,7 +40,7 @@ GRID = [(make, attn, dropout, recompute)
         for recompute in ("none", "full", "selective")]
 
 
-@pytest.mark.parametrize("make,attn,dropout,recompute", GRID,
+@pytest.mark.parametrize("make,attn,dropout,recompute", fast_every(GRID, 7),
                          ids=[f"{m.__name__}-{a}-p{p}-{r}" for m, a, p, r in GRID])
 def test_estimate_equals_measurement_on_grid(make, attn, dropout, recompute):
     # Alternate dtype, batch and optimizer across the grid so each appears with each mode.
@@ -76,6 +78,7 @@ def configs(draw):
                  hidden_act=draw(st.sampled_from(sorted(calculator.ACTIVATIONS))))
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @given(config=configs(), batch=st.integers(1, 4), seq=st.integers(32, 128),
        dtype=st.sampled_from(["float32", "bfloat16", "bf16-autocast"]),
@@ -276,6 +279,7 @@ def run_main(capsys, *args):
     return subprocess.CompletedProcess(args, code, out.out, out.err)
 
 
+@pytest.mark.slow
 def test_cli_prints_the_estimate_as_a_table():
     args = ["--model", "gpt2", "--n-layer", "24", "--n-embd", "1024", "--n-head", "16",
             "--batch-size", "8", "--seq-len", "1024", "--recompute", "full", "--dropout", "0"]

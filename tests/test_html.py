@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from bookpaths import HTML, config, notebook_paths
+from bookpaths import HTML, chapter, config, notebook_paths
 
 pytestmark = pytest.mark.book
 
@@ -71,7 +71,7 @@ def test_no_page_loads_thebe():
 def test_glued_numbers_are_not_bold():
     css = (HTML / "_static" / "reader.css").read_text()
     assert re.search(r"span\.pasted-text[^{]*\{[^}]*font-weight:\s*normal", css)
-    page = (HTML / "notebooks" / "ch00_five_minutes.html").read_text()
+    page = (HTML / "notebooks" / f"{chapter('five_minutes').stem}.html").read_text()
     assert "reader.css" in page and 'class="pasted-text"' in page
 
 

@@ -16,6 +16,8 @@ import math
 import numpy as np
 import pytest
 
+from marks import fast_every
+
 import minigrad
 import minigrad.ops as F
 from minigrad import memory, nn
@@ -26,7 +28,7 @@ from minigrad.plan.nested import (Checkpointed, NestedSchedule, Taped, count_sch
                                  from_segments, rotor_frontier, rotor_reference, schedule_layer_calls,
                                  schedule_peak, schedule_recompute_cost)
 
-from test_exhaustive import random_chain
+from chains import random_chain
 
 from bookkit.schedule_comparison import plan_families
 
@@ -164,8 +166,8 @@ def _revolve_as_tape_reverse(actions):
 
 
 # --------------------------------------------------------------------------- model vs ledger
-@pytest.mark.parametrize("seed,n,kind", [(0, 4, "grad"), (1, 4, "nograd"), (2, 4, "grad"),
-                                         (4, 4, "prefix"), (5, 5, "prefix")])
+@pytest.mark.parametrize("seed,n,kind", fast_every([(0, 4, "grad"), (1, 4, "nograd"), (2, 4, "grad"),
+                                                    (4, 4, "prefix"), (5, 5, "prefix")], 3))
 def test_every_nested_schedule_is_predicted_exactly(seed, n, kind):
     layers, x = prefix_chain(seed, n) if kind == "prefix" else chain(seed, n, grad=kind == "grad")
     profile = P.profile_chain(layers, x)
@@ -180,6 +182,7 @@ def test_every_nested_schedule_is_predicted_exactly(seed, n, kind):
         assert (P.predict_peak(profile, s), P.recompute_cost(profile, s)) == (expected[0], expected[2])
 
 
+@pytest.mark.slow
 def test_six_layers_exhaustive_executed():
     # All 25216 nested schedules of a 6-layer chain are predicted; the 2880 that tape the
     # last layer (the others recompute it at once, for nothing, when no loss follows)
@@ -211,7 +214,7 @@ def test_six_layers_exhaustive_executed():
 
 
 # --------------------------------------------------------------------------- solver vs brute force
-@pytest.mark.parametrize("seed", range(14))
+@pytest.mark.parametrize("seed", fast_every(range(14), 7))
 def test_solver_equals_brute_force_for_every_budget(seed):
     rng = np.random.default_rng(1000 + seed)
     n = 1 + seed % 6
