@@ -14,7 +14,7 @@ the reader's definitions.
 Example:
     >>> from bookkit.yours import load
     >>> hand_cls = load("HandCheckpoint", path="/nonexistent/yours.py")
-    HandCheckpoint: the book's (no yours.py entry; pass chapter 3's check to use yours)
+    HandCheckpoint: the book's (pass chapter 3's check to use yours)
     >>> hand_cls.__name__
     'HandCheckpoint'
 """
@@ -55,6 +55,10 @@ INF = float("inf")
 
 # name -> (source, namespace) of the %%yours cells run in this session
 _CELLS: dict = {}
+# name -> the reader's object whose check agreed in this session
+_PASSED: dict = {}
+# name -> the book's solution defined by a %%solution cell in this session
+_SOLUTIONS: dict = {}
 
 
 def yours_path(path=None) -> Path:
@@ -90,6 +94,7 @@ def save_source(name, obj, path=None):
     cell = _CELLS.get(name)
     if cell is None or cell[1].get(name) is not obj:
         return None
+    _PASSED[name] = obj
     target = yours_path(path)
     sections = _sections(target.read_text()) if target.exists() else {}
     sections[name] = _definitions(cell[0])[0] + "\n"
@@ -100,14 +105,18 @@ def save_source(name, obj, path=None):
     return target
 
 
-def load(name, path=None, **uses):
-    """The reader's ``name`` from yours.py when it is there, else the book's; prints one
-    line saying whose version runs.
+def load(name, path=None):
+    """The reader's ``name`` when there is one that passed its check, else the book's;
+    prints one line saying whose version runs.
+
+    In order: the reader's object whose check agreed in this session (a ``%%yours``
+    cell); the reader's from yours.py (its pieces run together: a saved
+    ``my_run_schedule`` uses the saved ``HandCheckpoint``); the book's solution from a
+    ``%%solution`` cell of this session; the book's copy in this module.
 
     Args:
         name: a Part I piece (``"HandCheckpoint"``, ``"my_checkpoint_sequential"``...).
         path: yours.py (default: `yours_path`).
-        **uses: objects the piece refers to (``HandCheckpoint=...``), in its namespace.
 
     Returns:
         The function or class.
@@ -115,22 +124,28 @@ def load(name, path=None, **uses):
     Example:
         >>> from bookkit.yours import load
         >>> f = load("my_checkpoint_sequential", path="/nonexistent/yours.py")
-        my_checkpoint_sequential: the book's (no yours.py entry; pass chapter 4's check to use yours)
+        my_checkpoint_sequential: the book's (pass chapter 4's check to use yours)
     """
+    if name in _PASSED:
+        print(f"{name}: yours (checked above)")
+        return _PASSED[name]
     target = yours_path(path)
     sections = _sections(target.read_text()) if target.exists() else {}
     if name in sections:
-        ns = {"__name__": f"yours_{name}"}
+        ns = {"__name__": "yours"}
         exec(compile(PRELUDE, str(target), "exec"), ns)
-        ns.update(uses)
-        exec(compile(sections[name], str(target), "exec"), ns)
+        for piece, source in sections.items():  # chapter order: earlier pieces first
+            exec(compile(source, f"{target}:{piece}", "exec"), ns)
         print(f"{name}: yours (from {target})")
         return ns[name]
-    if name not in globals():
+    how = f"pass chapter {CHAPTER.get(name, '?')}'s check to use yours"
+    if name in _SOLUTIONS:
+        print(f"{name}: the book's solution ({how})")
+        return _SOLUTIONS[name]
+    if name not in __all__:
         raise KeyError(f"load: no piece named {name!r} in {target} or in the book; "
                        f"known: {sorted(CHAPTER)}")
-    print(f"{name}: the book's (no yours.py entry; pass chapter "
-          f"{CHAPTER.get(name, '?')}'s check to use yours)")
+    print(f"{name}: the book's ({how})")
     return globals()[name]
 
 
@@ -158,6 +173,8 @@ def register_magics(ip=None):
     def solution(line, cell):
         ns = dict(ip.user_ns)
         exec(compile(cell, "<solution>", "exec"), ns)
+        for name in _definitions(cell)[1]:
+            _SOLUTIONS[name] = ns[name]
 
     ip.register_magic_function(yours, "cell", "yours")
     ip.register_magic_function(solution, "cell", "solution")

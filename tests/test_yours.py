@@ -16,7 +16,8 @@ def ip(tmp_path, monkeypatch):
     from IPython.testing.globalipapp import start_ipython
     shell = start_ipython() or IPython.get_ipython()
     monkeypatch.setenv("BOOK_YOURS", str(tmp_path / "yours.py"))
-    monkeypatch.setattr(yours, "_CELLS", {})
+    for table in ("_CELLS", "_PASSED", "_SOLUTIONS"):
+        monkeypatch.setattr(yours, table, {})
     yours.register_magics(shell)
     shell.user_ns.update(check_sqrt_starts=B.check_sqrt_starts,
                          check_checkpoint_sequential=B.check_checkpoint_sequential)
@@ -43,7 +44,10 @@ def test_passing_cell_is_saved_and_loaded(ip, tmp_path, capsys):
     assert "# --- yours: my_sqrt_starts (chapter 4) ---" in text
     assert "check_sqrt_starts" not in text.split("---", 2)[-1]  # the check call dropped
     f = yours.load("my_sqrt_starts")
-    assert "my_sqrt_starts: yours" in capsys.readouterr().out
+    assert "my_sqrt_starts: yours (checked above)" in capsys.readouterr().out
+    yours._PASSED.clear()  # a later chapter, another session: from the file
+    f = yours.load("my_sqrt_starts")
+    assert "my_sqrt_starts: yours (from" in capsys.readouterr().out
     assert f(10) == [0, 3, 6, 8]
 
 
@@ -59,6 +63,8 @@ def test_stub_and_solution_are_not_saved(ip, tmp_path, capsys):
         ip.user_ns["my_sqrt_starts"](4)
     yours.load("HandCheckpoint")
     assert "HandCheckpoint: the book's" in capsys.readouterr().out
+    assert yours.load("my_sqrt_starts")(10) == [0, 3, 6, 8]
+    assert "my_sqrt_starts: the book's solution" in capsys.readouterr().out
 
 
 def test_pieces_compose(ip, tmp_path, capsys):
@@ -71,6 +77,7 @@ def test_pieces_compose(ip, tmp_path, capsys):
     ip.run_cell_magic("yours", "", hand_src + "\nfrom bookkit.build_it import "
                       "check_hand_checkpoint\ncheck_hand_checkpoint(HandCheckpoint)\n")
     assert "HandCheckpoint: saved" in capsys.readouterr().out
+    yours._PASSED.clear()
     cls = yours.load("HandCheckpoint")
     assert cls is not HandCheckpoint and cls.__name__ == "HandCheckpoint"
     B.check_hand_checkpoint(cls)
