@@ -781,3 +781,26 @@ def test_gradient_hint_names_the_largest_difference():
     hint = B._grad_diff(b, a)
     assert "gradient 1" in hint and "0.5" in hint
     assert B._grad_diff([a[1] * (1 + 1e-7)], [a[1]]) is None
+
+
+def test_book_backward_handles_a_400_block_chain():
+    """ch02's solution (the %%solution cell) orders a deep chain without RecursionError
+    and passes the check."""
+    import json
+
+    from bookkit.chains import block_chain
+    from bookpaths import ROOT
+    nb = json.loads((ROOT / "notebooks" / "ch02_tiny_autograd.ipynb").read_text())
+    cell = next("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"
+                and "".join(c["source"]).startswith("%%solution")
+                and "def my_backward" in "".join(c["source"]))
+    ns = {"np": np, "Tensor": Tensor, "Context": Context, "node_of": node_of,
+          "check_backward": lambda f: None}
+    exec(cell.split("\n", 1)[1], ns)
+    layers = block_chain([4] * 401, 4)
+    x = Tensor(minigrad.random.randn(2, 4), requires_grad=True)
+    h = x
+    for layer in layers:
+        h = layer(h)
+    ns["my_backward"](h.sum())
+    assert x.grad is not None and x.grad.shape == (2, 4)
