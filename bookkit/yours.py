@@ -48,7 +48,7 @@ import minigrad
 import minigrad.ops as F
 from minigrad import (Function, Tensor, enable_grad, memory, no_grad, plan,
                       saved_tensors_hooks)
-from minigrad.plan.rotor import Checkpointed, NestedSchedule, Taped
+from minigrad.plan import Checkpointed, NestedSchedule, Taped
 from minigrad.tensor import Context, node_of
 
 INF = float("inf")

@@ -24,7 +24,7 @@ from minigrad import (
     saved_tensors_hooks,
 )
 from minigrad.checkpoint import checkpoint
-from minigrad.plan.rotor import Checkpointed, NestedSchedule, Taped
+from minigrad.plan import Checkpointed, NestedSchedule, Taped
 from minigrad.tensor import Context, node_of
 
 # --- ch01: my_saved_bytes ------------------------------------------------------------------
