@@ -146,3 +146,25 @@ def test_numbers_restart_per_chapter_in_document_order():
     assert ext.chapter_number("notebooks/ch04_sqrt_trick") == 4
     assert ext.chapter_number("notebooks/ch00_five_minutes") == 0
     assert ext.chapter_number("book/playbook") is None
+
+
+def test_images_lose_a_fixed_height_but_keep_their_width():
+    from docutils import nodes
+
+    ext = _reader_pages_extension()
+    sized = nodes.image(uri="a.png", width="682px", height="286px")
+    assert ext.free_height(sized) and "height" not in sized and sized["width"] == "682px"
+    only_height = nodes.image(uri="b.png", height="100px")  # an author's own choice
+    assert not ext.free_height(only_height) and only_height["height"] == "100px"
+
+
+def test_icon_script_is_dropped_and_nothing_else():
+    ext = _reader_pages_extension()
+    page = ('<head>\n  <link rel="preload" as="script" '
+            'href="../_static/scripts/fontawesome.js?digest=1" />\n'
+            '  <script defer src="../_static/scripts/fontawesome.js?digest=1"></script>\n'
+            '  <script defer src="../_static/scripts/pydata-sphinx-theme.js"></script>\n'
+            '</head>')
+    lighter = ext.drop_icon_script(page)
+    assert "fontawesome" not in lighter and "pydata-sphinx-theme.js" in lighter
+    assert ext.drop_icon_script(lighter) == lighter

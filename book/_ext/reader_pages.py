@@ -13,6 +13,16 @@
   one search box (pydata's header repeated it: ``navbar_persistent``), and the page's
   colour mode defaults to ``auto`` (an empty ``default_mode`` logs a console error on
   every first visit).
+- **Figures keep their shape.** A notebook's PNG output carries its nominal width and
+  height (IPython's retina metadata), which myst-nb writes as an inline
+  ``style="width: 682px; height: 286px"``; narrowed by ``max-width: 100%`` on a phone,
+  the fixed height squashed every figure to about half its aspect ratio. The height
+  is dropped: the width still caps the figure at its nominal size and the browser
+  derives the height from the image itself.
+- **No 1.5 MB icon script.** pydata-sphinx-theme loads FontAwesome's SVG-with-JS
+  bundle (``fontawesome.js``, 1.49 MB, most of a page's weight) although its own CSS
+  already draws the same icons from the webfonts it ships (about 150 KB, cached).
+  The script's ``<script>`` and preload tags are removed from every built page.
 - **Assignment pages' setup cell collapsed.** The first code cell of a page under
   ``book/assignments/`` (the setup cell, which otter-assign writes) gets the
   ``hide-input`` treatment without a tag in the notebook, so ``scripts/assignments.py``
@@ -24,6 +34,8 @@ import re
 
 from docutils import nodes
 
+ICON_SCRIPT = re.compile(
+    r'[ \t]*<(?:script|link)\b[^>]*_static/scripts/fontawesome\.js[^>]*>(?:</script>)?\n?')
 CHAPTER = re.compile(r"(?:^|/)ch(\d+)_[^/]*$")
 ASSIGNMENTS = "book/assignments/"
 
@@ -62,6 +74,36 @@ def _drop_thebe(app, pagename, templatename, context, doctree):
         and "THEBE" not in str(getattr(js, "attributes", {}).get("body", ""))]
 
 
+def free_height(image: nodes.image) -> bool:
+    """Drop a fixed height from an image that also has a width; True if dropped."""
+    if "width" in image and "height" in image:
+        del image["height"]
+        return True
+    return False
+
+
+def _responsive_images(app, doctree, docname):
+    for image in doctree.findall(nodes.image):
+        free_height(image)
+
+
+def drop_icon_script(html: str) -> str:
+    """A built page without fontawesome.js's ``<script>`` and ``<link rel=preload>``."""
+    return ICON_SCRIPT.sub("", html)
+
+
+def _drop_icon_script_everywhere(app, exception):
+    if exception is not None or app.builder.format != "html":
+        return
+    from pathlib import Path
+
+    for path in Path(app.outdir).rglob("*.html"):
+        text = path.read_text(encoding="utf-8")
+        lighter = drop_icon_script(text)
+        if lighter != text:
+            path.write_text(lighter, encoding="utf-8")
+
+
 def _collapse_assignment_setup(app, doctree):
     docname = app.env.docname
     if not docname.startswith(ASSIGNMENTS):
@@ -88,4 +130,6 @@ def setup(app):
     app.connect("env-get-updated", _number_per_chapter, priority=900)
     app.connect("html-page-context", _drop_thebe)
     app.connect("doctree-read", _collapse_assignment_setup)
+    app.connect("doctree-resolved", _responsive_images)
+    app.connect("build-finished", _drop_icon_script_everywhere)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
