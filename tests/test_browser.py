@@ -376,3 +376,43 @@ def test_page_reads_at_1280_and_390_px(page_path, server, browser):
         problems.append(f"at 390 px: {phone['searches']} search boxes shown (one expected)")
     problems += [f"at 390 px, console error: {e[:200]}" for e in errors[seen:]]
     assert not problems, f"{page_path}:\n  " + "\n  ".join(problems)
+
+
+# --- Opened from disk (file://), as a reader who downloaded the built book does ----
+
+def file_url(page_path: str) -> str:
+    return (HTML / page_path).resolve().as_uri()
+
+
+@pytest.mark.parametrize("page_path", toc_pages())
+def test_page_opened_from_disk_logs_no_error(page_path, browser):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(file_url(page_path), wait_until="load")
+    page.evaluate("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
+    page.wait_for_timeout(100)
+    page.close()
+    assert not errors, f"{page_path} from file://: {errors[:3]}"
+
+
+@pytest.mark.parametrize("how", ["http", "file"])
+def test_search_results_have_snippets_and_no_console_error(how, server, browser):
+    """Sphinx's search page fetches each result's page for its snippet; from file:// a
+    browser refuses (a CORS error per result) unless offline_search.js answers."""
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    url = f"{server}/search.html" if how == "http" else file_url("search.html")
+    page.goto(url + "?q=checkpoint", wait_until="load")
+    page.wait_for_function(
+        "() => document.querySelectorAll('#search-results li p.context').length >= 5",
+        timeout=20_000)
+    snippets = page.evaluate("() => Array.from(document.querySelectorAll("
+                             "'#search-results li p.context')).map(p => p.innerText)")
+    page.wait_for_timeout(500)
+    page.close()
+    assert sum("checkpoint" in s.lower() for s in snippets) >= 5, snippets[:5]
+    assert not errors, f"search from {how}: {len(errors)} console errors: {errors[:3]}"

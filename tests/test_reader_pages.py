@@ -168,3 +168,17 @@ def test_icon_script_is_dropped_and_nothing_else():
     lighter = ext.drop_icon_script(page)
     assert "fontawesome" not in lighter and "pydata-sphinx-theme.js" in lighter
     assert ext.drop_icon_script(lighter) == lighter
+
+
+def test_search_text_is_a_script_keyed_by_page():
+    import json
+
+    from docutils import nodes
+
+    ext = _reader_pages_extension()
+    doc = nodes.paragraph(text="Keep  a few\n segment inputs.")
+    assert ext.page_text(doc) == "Keep a few segment inputs."
+    script = ext.search_text_js({"book/glossary.html": "a </script> b"})
+    assert script.startswith("window.BOOK_SEARCH_TEXT = ") and script.endswith(";\n")
+    assert json.loads(script[len("window.BOOK_SEARCH_TEXT = "):-2]) == {
+        "book/glossary.html": "a </script> b"}

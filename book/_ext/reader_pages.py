@@ -23,6 +23,10 @@
   bundle (``fontawesome.js``, 1.49 MB, most of a page's weight) although its own CSS
   already draws the same icons from the webfonts it ships (about 150 KB, cached).
   The script's ``<script>`` and preload tags are removed from every built page.
+- **Offline search snippets.** Opened from disk, the search page cannot fetch the
+  pages it cuts its snippets from; every page's text goes into
+  ``_static/search_text.js`` and ``_static/offline_search.js`` answers those fetches
+  from it (over HTTP nothing changes).
 - **Assignment pages' setup cell collapsed.** The first code cell of a page under
   ``book/assignments/`` (the setup cell, which otter-assign writes) gets the
   ``hide-input`` treatment without a tag in the notebook, so ``scripts/assignments.py``
@@ -92,11 +96,32 @@ def drop_icon_script(html: str) -> str:
     return ICON_SCRIPT.sub("", html)
 
 
+def page_text(doctree) -> str:
+    """A page's prose and code as plain text, whitespace collapsed (for search snippets)."""
+    return " ".join(doctree.astext().split())
+
+
+def _keep_page_text(app, doctree, docname):
+    if app.builder.format == "html":
+        texts = app.env.__dict__.setdefault("_reader_page_texts", {})
+        texts[app.builder.get_target_uri(docname)] = page_text(doctree)
+
+
+def search_text_js(texts: dict[str, str]) -> str:
+    """``_static/search_text.js``: each page's text, keyed by its path in the book."""
+    import json
+
+    return "window.BOOK_SEARCH_TEXT = " + json.dumps(texts, sort_keys=True) + ";\n"
+
+
 def _drop_icon_script_everywhere(app, exception):
     if exception is not None or app.builder.format != "html":
         return
     from pathlib import Path
 
+    texts = app.env.__dict__.get("_reader_page_texts", {})
+    (Path(app.outdir) / "_static" / "search_text.js").write_text(
+        search_text_js(texts), encoding="utf-8")
     for path in Path(app.outdir).rglob("*.html"):
         text = path.read_text(encoding="utf-8")
         lighter = drop_icon_script(text)
@@ -131,5 +156,6 @@ def setup(app):
     app.connect("html-page-context", _drop_thebe)
     app.connect("doctree-read", _collapse_assignment_setup)
     app.connect("doctree-resolved", _responsive_images)
+    app.connect("doctree-resolved", _keep_page_text)
     app.connect("build-finished", _drop_icon_script_everywhere)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
