@@ -182,3 +182,11 @@ def test_search_text_is_a_script_keyed_by_page():
     assert script.startswith("window.BOOK_SEARCH_TEXT = ") and script.endswith(";\n")
     assert json.loads(script[len("window.BOOK_SEARCH_TEXT = "):-2]) == {
         "book/glossary.html": "a </script> b"}
+
+
+def test_collapsed_cells_say_what_they_hold():
+    ext = _reader_pages_extension()
+    assert ext.cell_prompt("# Setup: works inside\ntry:\n\n    import x") == \
+        "Show the setup code (3 lines)"
+    assert ext.cell_prompt("def f():\n    return 1") == "Show the code (2 lines)"
+    assert ext.cell_prompt("x = 1") == "Show the code (1 line)"

@@ -27,6 +27,9 @@
   pages it cuts its snippets from; every page's text goes into
   ``_static/search_text.js`` and ``_static/offline_search.js`` answers those fetches
   from it (over HTTP nothing changes).
+- **Collapsed cells say what they hold.** myst-nb's toggle reads "Show code cell
+  source" on every collapsed cell; here it reads "Show the setup code (12 lines)" or
+  "Show the code (48 lines)", unless the cell sets its own ``code_prompt_show``.
 - **Assignment pages' setup cell collapsed.** The first code cell of a page under
   ``book/assignments/`` (the setup cell, which otter-assign writes) gets the
   ``hide-input`` treatment without a tag in the notebook, so ``scripts/assignments.py``
@@ -144,6 +147,25 @@ def _collapse_assignment_setup(app, doctree):
         return  # only the first code cell
 
 
+DEFAULT_PROMPT = "Show code cell {type}"
+
+
+def cell_prompt(source: str) -> str:
+    """The toggle's label for a collapsed code cell of this source."""
+    n = sum(1 for line in source.splitlines() if line.strip())
+    what = "the setup code" if source.lstrip().startswith("# Setup") else "the code"
+    return f"Show {what} ({n} line{'s' if n != 1 else ''})"
+
+
+def _label_collapsed_cells(app, doctree):
+    for node in doctree.findall(nodes.container):
+        if (node.get("nb_element") != "cell_code" or not node.get("hide_mode")
+                or node.get("prompt_show") != DEFAULT_PROMPT or not node.children
+                or node.children[0].get("nb_element") != "cell_code_source"):
+            continue
+        node["prompt_show"] = cell_prompt(node.children[0].astext())
+
+
 def _theme_defaults(app, config):
     config.html_theme_options["navbar_persistent"] = []
     config.html_context.setdefault("default_mode", "auto")
@@ -155,6 +177,7 @@ def setup(app):
     app.connect("env-get-updated", _number_per_chapter, priority=900)
     app.connect("html-page-context", _drop_thebe)
     app.connect("doctree-read", _collapse_assignment_setup)
+    app.connect("doctree-read", _label_collapsed_cells, priority=600)
     app.connect("doctree-resolved", _responsive_images)
     app.connect("doctree-resolved", _keep_page_text)
     app.connect("build-finished", _drop_icon_script_everywhere)
