@@ -94,6 +94,7 @@ def measure(browser, url: str, docname: str) -> dict:
         if label == "1280":
             row.update(weight_kb=round(page.evaluate(WEIGHT_JS) / 1024),
                        code_lines=m["visibleCodeLines"], cells_over_40=len(m["longCells"]))
+        row[f"label_px_{label}"] = round(m["labelPx"], 1) if m["labelPx"] else None
         row.update({f"height_{label}": m["pageHeight"], f"squashed_{label}": len(m["squashed"]),
                     f"splits_{label}": m["nSplits"], f"wrapped_{label}": len(m["wrapped"])})
         page.close()
@@ -112,6 +113,10 @@ def print_metrics(rows: list[dict]) -> None:
     print("total: " + ", ".join(f"{k} {sum(r[k] for r in rows)}" for k in TOTALS))
     heights = sorted(r["height_1280"] for r in rows)
     weights = sorted(r["weight_kb"] for r in rows)
+    labels = [r["label_px_390"] for r in rows if r["label_px_390"]]
+    if labels:
+        print(f"smallest figure label at 390 px: {min(labels)} px (median page "
+              f"{sorted(labels)[len(labels) // 2]} px)")
     print(f"height at 1280 px: median {heights[len(heights) // 2]} px, max {heights[-1]} px; "
           f"weight: median {weights[len(weights) // 2]} KB, max {weights[-1]} KB")
 

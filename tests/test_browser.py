@@ -182,6 +182,15 @@ READING_JS = """() => {
       squashed.push(`${(img.src || '').split('/').pop().slice(0, 24)}: ` +
                     `${ratio.toFixed(2)} of its aspect ratio`);
   }
+  // Chapter figures are drawn with 11 pt labels at 100 dpi and stored at 2x: a label is
+  // 15.3 px times the figure's shown width over its nominal width (reported, not
+  // asserted: 9 px at 390 px needs larger labels, re-drawn in every chapter).
+  let labelPx = null;
+  for (const img of article.querySelectorAll('div.cell_output img')) {
+    if (!shown(img) || !img.naturalWidth || /\\.svg/i.test(img.src)) continue;
+    const px = 11 * 100 / 72 * img.getBoundingClientRect().width / (img.naturalWidth / 2);
+    labelPx = labelPx === null ? px : Math.min(labelPx, px);
+  }
   // A word (or number) of a table cell whose letters lie on two lines.
   const splits = [];
   let nSplits = 0;
@@ -248,7 +257,7 @@ READING_JS = """() => {
   const willSee = Array.from(article.querySelectorAll('.admonition-title'))
     .find(e => /What you will see/i.test(e.textContent));
   const figure = Array.from(article.querySelectorAll('img, figure, svg')).find(onFirstScreen);
-  return {squashed, splits, nSplits, wrapped, longCells, visibleCodeLines, tooWide,
+  return {labelPx, squashed, splits, nSplits, wrapped, longCells, visibleCodeLines, tooWide,
           searchOnFirstScreen, question: onFirstScreen(question), hasQuestion: !!question,
           willSee: onFirstScreen(willSee), figure: !!figure,
           pageHeight: document.documentElement.scrollHeight,

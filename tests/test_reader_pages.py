@@ -168,6 +168,12 @@ def test_icon_script_is_dropped_and_nothing_else():
     lighter = ext.drop_icon_script(page)
     assert "fontawesome" not in lighter and "pydata-sphinx-theme.js" in lighter
     assert ext.drop_icon_script(lighter) == lighter
+    search = ('<script src="../_static/searchtools.js"></script>\n'
+              '<script src="../_static/language_data.js"></script>\n'
+              '<script src="../searchindex.js"></script>\n<script src="../_static/doctools.js">'
+              '</script>')
+    assert ext.drop_icon_script(search) == '<script src="../_static/doctools.js"></script>'
+    assert ext.drop_icon_script(search, search_page=True) == search
 
 
 def test_search_text_is_a_script_keyed_by_page():

@@ -23,6 +23,10 @@
   bundle (``fontawesome.js``, 1.49 MB, most of a page's weight) although its own CSS
   already draws the same icons from the webfonts it ships (about 150 KB, cached).
   The script's ``<script>`` and preload tags are removed from every built page.
+  So are, on every page but the search page, the search index and Sphinx's search
+  scripts (0.24 MB), which pydata loads everywhere for its search-as-you-type mode;
+  the book leaves that mode off, and the search box sends the reader to the search
+  page, which loads them itself.
 - **Offline search snippets.** Opened from disk, the search page cannot fetch the
   pages it cuts its snippets from; every page's text goes into
   ``_static/search_text.js`` and ``_static/offline_search.js`` answers those fetches
@@ -43,6 +47,9 @@ from docutils import nodes
 
 ICON_SCRIPT = re.compile(
     r'[ \t]*<(?:script|link)\b[^>]*_static/scripts/fontawesome\.js[^>]*>(?:</script>)?\n?')
+SEARCH_SCRIPTS = re.compile(
+    r'[ \t]*<script\b[^>]*src="[^"]*(?:searchindex\.js|_static/searchtools\.js|'
+    r'_static/language_data\.js)[^"]*"[^>]*></script>\n?')
 CHAPTER = re.compile(r"(?:^|/)ch(\d+)_[^/]*$")
 ASSIGNMENTS = "book/assignments/"
 
@@ -94,9 +101,11 @@ def _responsive_images(app, doctree, docname):
         free_height(image)
 
 
-def drop_icon_script(html: str) -> str:
-    """A built page without fontawesome.js's ``<script>`` and ``<link rel=preload>``."""
-    return ICON_SCRIPT.sub("", html)
+def drop_icon_script(html: str, search_page: bool = False) -> str:
+    """A built page without fontawesome.js's ``<script>`` and ``<link rel=preload>``,
+    and, unless it is the search page, without the search index and scripts."""
+    html = ICON_SCRIPT.sub("", html)
+    return html if search_page else SEARCH_SCRIPTS.sub("", html)
 
 
 def page_text(doctree) -> str:
@@ -127,7 +136,7 @@ def _drop_icon_script_everywhere(app, exception):
         search_text_js(texts), encoding="utf-8")
     for path in Path(app.outdir).rglob("*.html"):
         text = path.read_text(encoding="utf-8")
-        lighter = drop_icon_script(text)
+        lighter = drop_icon_script(text, search_page=path.name == "search.html")
         if lighter != text:
             path.write_text(lighter, encoding="utf-8")
 
