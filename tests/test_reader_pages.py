@@ -196,3 +196,13 @@ def test_collapsed_cells_say_what_they_hold():
         "Show the setup code (3 lines)"
     assert ext.cell_prompt("def f():\n    return 1") == "Show the code (2 lines)"
     assert ext.cell_prompt("x = 1") == "Show the code (1 line)"
+
+
+def test_github_icon_is_drawn_inline_from_the_bundle_path():
+    ext = _reader_pages_extension()
+    bundle = 'x={"github-alt":[480,512,[],"f113","M1 1"],github:[496,512,[],"f09b","M165.9 397z"]}'
+    page = '<a><i class="fab fa-github"></i></a>'
+    drawn = ext.inline_github_icon(page, bundle)
+    assert 'viewBox="0 0 496 512"' in drawn and 'd="M165.9 397z"' in drawn
+    assert "fa-github" not in drawn
+    assert ext.inline_github_icon(page, "no icons here") == page

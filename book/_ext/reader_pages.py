@@ -23,6 +23,8 @@
   bundle (``fontawesome.js``, 1.49 MB, most of a page's weight) although its own CSS
   already draws the same icons from the webfonts it ships (about 150 KB, cached).
   The script's ``<script>`` and preload tags are removed from every built page.
+  The one brand icon (the header's GitHub link) is drawn inline from the same
+  bundle's path, so no page loads the 0.11 MB brands webfont for one glyph.
   So are, on every page but the search page, the search index and Sphinx's search
   scripts (0.24 MB), which pydata loads everywhere for its search-as-you-type mode;
   the book leaves that mode off, and the search box sends the reader to the search
@@ -50,6 +52,8 @@ ICON_SCRIPT = re.compile(
 SEARCH_SCRIPTS = re.compile(
     r'[ \t]*<script\b[^>]*src="[^"]*(?:searchindex\.js|_static/searchtools\.js|'
     r'_static/language_data\.js)[^"]*"[^>]*></script>\n?')
+GITHUB_ICON = '<i class="fab fa-github"></i>'
+GITHUB_PATH = re.compile(r'[{,]"?github"?:\[(\d+),(\d+),\[[^\]]*\],"[0-9a-f]+","([^"]+)"')
 CHAPTER = re.compile(r"(?:^|/)ch(\d+)_[^/]*$")
 ASSIGNMENTS = "book/assignments/"
 
@@ -126,17 +130,33 @@ def search_text_js(texts: dict[str, str]) -> str:
     return "window.BOOK_SEARCH_TEXT = " + json.dumps(texts, sort_keys=True) + ";\n"
 
 
+def inline_github_icon(html: str, icons_js: str) -> str:
+    """The page with FontAwesome's GitHub ``<i>`` drawn as an inline SVG, from the
+    path in the theme's ``fontawesome.js`` (the page unchanged if it is not there)."""
+    match = GITHUB_PATH.search(icons_js)
+    if not match or GITHUB_ICON not in html:
+        return html
+    width, height, path = match.groups()
+    svg = (f'<svg class="svg-inline--fa" viewBox="0 0 {width} {height}" width="1em" '
+           f'height="1em" aria-hidden="true" focusable="false">'
+           f'<path fill="currentColor" d="{path}"></path></svg>')
+    return html.replace(GITHUB_ICON, svg)
+
+
 def _drop_icon_script_everywhere(app, exception):
     if exception is not None or app.builder.format != "html":
         return
     from pathlib import Path
 
+    icons = Path(app.outdir) / "_static" / "scripts" / "fontawesome.js"
+    icons_js = icons.read_text(encoding="utf-8") if icons.is_file() else ""
     texts = app.env.__dict__.get("_reader_page_texts", {})
     (Path(app.outdir) / "_static" / "search_text.js").write_text(
         search_text_js(texts), encoding="utf-8")
     for path in Path(app.outdir).rglob("*.html"):
         text = path.read_text(encoding="utf-8")
         lighter = drop_icon_script(text, search_page=path.name == "search.html")
+        lighter = inline_github_icon(lighter, icons_js)
         if lighter != text:
             path.write_text(lighter, encoding="utf-8")
 
