@@ -58,10 +58,13 @@ test: $(STAMP) chromium
 
 # A screenshot tour of the built book for layout review (not committed): every page's
 # first screen and one mid-page screen at 1280 px and its first screen at 390 px, in
-# _build/screens/ (open index.html there). Builds the book from the stored outputs first.
+# _build/screens/ (open index.html there), then the browser test's measurements per page
+# (squashed figures, split words, wrapped code, long cells, heights, weight). Builds the
+# book from the stored outputs first.
 screens: $(STAMP) chromium
 	$(BIN)/python scripts/build_book.py --stored-outputs
 	$(BIN)/python scripts/screens.py
+	$(BIN)/python scripts/screens.py --metrics --json _build/screens/metrics.json
 
 # What a reader sees of each notebook: visible plumbing lines, clipped lines, figures by
 # format, words per chapter (scripts/reading_metrics.py; exit 1 over the goals).
