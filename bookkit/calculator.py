@@ -75,7 +75,7 @@ from typing import Any
 __all__ = [
     "ModelSpec", "Term", "model_spec", "activation_terms", "estimate_training_memory",
     "estimate_from_spec", "parameter_count", "measure_training_memory",
-    "measure_cuda_activations",
+    "measure_cuda_activations", "measure_step_peak",
     "alive_bytes_three_ways",
     "enable_selective_recomputation", "build_model", "DTYPE_BYTES", "PRECISIONS", "DEVICES",
     "OPTIMIZERS",
@@ -787,7 +787,81 @@ def estimate_from_spec(spec: ModelSpec, *, batch_size: int, seq_len: int,
     logits = sum(term.bytes for term in terms if term.group == "logits")
     breakdown = _breakdown(parameters, gradients, optimizer_bytes, activations, logits)
     breakdown["terms"] = {term.name: term.bytes for term in terms}
+    timeline, phase, peak = _step_timeline(spec, batch_size, seq_len, precision, optimizer,
+                                           recompute, device, breakdown)
+    breakdown.update(peak=peak, peak_phase=phase, timeline=timeline)
     return breakdown
+
+
+def _step_timeline(spec: ModelSpec, b: int, s: int, precision: str, optimizer: str,
+                   recompute: str, device: str, breakdown: dict) -> tuple[dict, str, int]:
+    """Bytes alive over one steady-state step (see ``estimate_training_memory``):
+    ``(timeline, peak_phase, peak)``. The step is the Trainer's: ``zero_grad(set_to_none)``,
+    ``model(..., labels=ids)``, the output dropped but for the loss, ``backward()``,
+    ``step()``; AdamW's state exists already."""
+    w = _widths(precision, device)
+    p, e, f = w.param, w.compute, FLOAT32_BYTES
+    t, h, v, L = b * s, spec.hidden, spec.vocab, spec.n_layers
+    static = breakdown["parameters"] + breakdown["optimizer"]
+    returned = t * v * (f if w.autocast else e)          # the logits the caller drops
+    # What one layer keeps without recomputation, in the order the forward makes it.
+    layer_terms = [term.each for term in activation_terms(
+        spec, batch_size=b, seq_len=s, precision=precision, recompute="none", device=device)
+        if term.group in ("layer", "attention", "weights")]
+    layer_bytes = sum(layer_terms)
+    n_params, _ = parameter_count(spec)
+    head_params = 0 if spec.tie_embeddings else v * h
+    layer_params = (n_params - v * h - head_params - spec.max_positions * h) // L
+    held_layers = 0 if recompute == "full" else layer_bytes * L
+    if recompute == "selective":
+        held_layers = sum(
+            term.bytes for term in activation_terms(
+                spec, batch_size=b, seq_len=s, precision=precision, recompute="selective",
+                device=device) if term.group in ("layer", "attention", "weights"))
+    acts = breakdown["activations"]
+    timeline = {"start": static + t * INDEX_BYTES}
+    peaks = {}
+    # Forward: under autocast the cache also holds the checkpointed layers' bfloat16
+    # weights until the model's forward returns.
+    cache = (_matmul_weights_per_layer(spec) * e * L
+             if w.autocast and recompute == "full" else 0)
+    fwd_end = static + acts - returned
+    timeline["forward"] = fwd_end
+    peaks["forward"] = static + acts + cache
+    # The loss's backward: the gradient of the log-softmax and its input's gradient,
+    # both float32 logit-sized, next to the saved log-softmax.
+    loss_peak = fwd_end + 2 * t * v * f
+    timeline["loss backward"] = fwd_end - t * v * f + t * v * e   # dlogits in dtype
+    grads = (head_params or v * h) * p if not spec.tie_embeddings else v * h * p
+    logits_left = breakdown["logits"] - returned - t * v * f
+    cur = fwd_end - logits_left - t * v * f + grads + t * h * e
+    bwd_peak = max(loss_peak, cur + t * v * e)
+    remaining = held_layers
+    per = held_layers // L
+    for layer in range(L, 0, -1):
+        recomputed = layer_bytes if recompute == "full" else (
+            layer_bytes - per if recompute == "selective" else 0)
+        # Backward walks the layer's tensors in reverse: when it reaches one, that
+        # tensor and all made before it are alive, with its gradient and the gradient
+        # it passes on (each as large as the tensor).
+        before_layer = cur + recomputed - layer_bytes + layer_params * p
+        prefix = 0
+        for each in layer_terms:
+            prefix += each
+            bwd_peak = max(bwd_peak, before_layer + prefix + each)
+        remaining -= per
+        cur = cur - per + layer_params * p
+        timeline[f"layer {layer} backward"] = cur
+    end = static + breakdown["gradients"] + t * INDEX_BYTES
+    timeline["backward"] = end
+    peaks["backward"] = bwd_peak
+    # The update: per parameter tensor, a few temporaries as large as the largest one.
+    largest_param = max(v * h, layer_params and h * spec.intermediate) * p
+    temps = 2 * largest_param if optimizer == "adamw" else largest_param
+    peaks["optimizer"] = end + temps
+    timeline["optimizer"] = end
+    phase = max(peaks, key=peaks.get)
+    return timeline, phase, peaks[phase]
 
 
 def _breakdown(parameters: int, gradients: int, optimizer: int, activations: int,
@@ -1055,6 +1129,71 @@ def measure_training_memory(config, *, batch_size: int, seq_len: int, precision:
     opt = (torch.optim.AdamW(params) if optimizer == "adamw" else torch.optim.SGD(params, lr=1e-3))
     opt.step()
     return _breakdown(tensor_bytes(params), gradients, optimizer_state_bytes(opt), activations, logits)
+
+
+def measure_step_peak(config, *, batch_size: int, seq_len: int, precision: str = "fp32",
+                      optimizer: str = "adamw", recompute: str = "none",
+                      seed: int = 0) -> dict[str, Any]:
+    """The CPU allocator's highest point over one steady-state training step.
+
+    Independent of the formula: builds the model (``build_model``), runs one step to
+    allocate the optimizer's state, then measures a second one as the Trainer runs
+    it: ``zero_grad(set_to_none=True)``, ``out = model(input_ids=ids, labels=ids,
+    use_cache=False)``, ``loss = out.loss``, ``del out``, ``loss.backward()``,
+    ``opt.step()``. What exists before (parameters, buffers, optimizer state, token
+    ids) is counted from the tensors; the rest by ``AllocatorTrace`` (one thread).
+
+    Returns:
+        ``{"peak": bytes, "peak_phase": "forward"|"backward"|"optimizer",
+        "timeline": {"start", "forward", "backward", "optimizer": bytes at the end
+        of each phase}}``.
+
+    Example:
+        >>> from transformers import LlamaConfig
+        >>> cfg = LlamaConfig(hidden_size=32, intermediate_size=64,
+        ...                   num_hidden_layers=1, num_attention_heads=2,
+        ...                   num_key_value_heads=2, vocab_size=128)
+        >>> m = measure_step_peak(cfg, batch_size=1, seq_len=8)
+        >>> m["peak"] >= m["timeline"]["forward"]
+        True
+    """
+    torch = _torch()
+    from bookkit.step_memory import optimizer_state_bytes, tensor_bytes
+    from bookkit.torchmem import AllocatorTrace, older_objects_frozen
+
+    _check_choice("optimizer", optimizer, OPTIMIZERS)
+    model, ids = _model_and_batch(config, batch_size, seq_len, precision, recompute, seed)
+    params = list(model.parameters())
+    opt = (torch.optim.AdamW(params) if optimizer == "adamw"
+           else torch.optim.SGD(params, lr=1e-3))
+
+    def step(trace=None):
+        opt.zero_grad(set_to_none=True)
+        out = model(input_ids=ids, labels=ids, use_cache=False)
+        loss = out.loss
+        del out
+        if trace:
+            trace.mark("forward")
+        loss.backward()
+        del loss
+        if trace:
+            trace.mark("backward")
+        opt.step()
+
+    step()                                  # allocates the optimizer's state
+    opt.zero_grad(set_to_none=True)
+    gc.collect()
+    start = (tensor_bytes(params) + tensor_bytes(model.buffers())
+             + optimizer_state_bytes(opt) + tensor_bytes([ids]))
+    with older_objects_frozen(), AllocatorTrace("cpu") as trace:
+        step(trace)
+    phases = {"forward": trace.peaks["forward"], "backward": trace.peaks["backward"],
+              "optimizer": trace.peaks["end"]}
+    phase = max(phases, key=phases.get)
+    timeline = {"start": start, "forward": start + trace.held["forward"],
+                "backward": start + trace.held["backward"],
+                "optimizer": start + trace.end_bytes}
+    return {"peak": start + phases[phase], "peak_phase": phase, "timeline": timeline}
 
 
 def alive_bytes_three_ways(config, *, batch_size: int, seq_len: int, precision: str = "fp32",
