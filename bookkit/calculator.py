@@ -812,12 +812,12 @@ def _step_timeline(spec: ModelSpec, b: int, s: int, precision: str, optimizer: s
     n_params, _ = parameter_count(spec)
     head_params = 0 if spec.tie_embeddings else v * h
     layer_params = (n_params - v * h - head_params - spec.max_positions * h) // L
-    held_layers = 0 if recompute == "full" else layer_bytes * L
-    if recompute == "selective":
-        held_layers = sum(
-            term.bytes for term in activation_terms(
-                spec, batch_size=b, seq_len=s, precision=precision, recompute="selective",
-                device=device) if term.group in ("layer", "attention", "weights"))
+    # What the layers hold until their backward under this recompute (for "full": the
+    # checkpoint's input and RNG state); each layer's share is freed by its backward.
+    held_layers = sum(
+        term.bytes for term in activation_terms(
+            spec, batch_size=b, seq_len=s, precision=precision, recompute=recompute,
+            device=device) if term.group in ("layer", "attention", "weights"))
     acts = breakdown["activations"]
     timeline = {"start": static + t * INDEX_BYTES}
     peaks = {}
@@ -848,7 +848,9 @@ def _step_timeline(spec: ModelSpec, b: int, s: int, precision: str, optimizer: s
         prefix = 0
         for each in layer_terms:
             prefix += each
-            bwd_peak = max(bwd_peak, before_layer + prefix + each)
+            # Under autocast a bfloat16 tensor's gradient is also cast to float32 for
+            # the float32 op that made its input: one more copy.
+            bwd_peak = max(bwd_peak, before_layer + prefix + (2 if w.autocast else 1) * each)
         remaining -= per
         cur = cur - per + layer_params * p
         timeline[f"layer {layer} backward"] = cur
@@ -919,7 +921,15 @@ def estimate_training_memory(config, *, batch_size: int, seq_len: int, precision
         weight copies the products saved),
         ``logits`` (the part of ``activations`` that the output layer and the loss
         hold), ``total`` (the sum of the first four), and ``terms`` (activation bytes
-        by term, in the order of ``activation_terms``).
+        by term, in the order of ``activation_terms``). And the step's highest point:
+        ``peak`` (bytes alive at once over a steady-state step as the Trainer runs
+        it: AdamW's state allocated, ``zero_grad(set_to_none=True)``, the model
+        called with ``labels``, its output dropped but for the loss, ``backward()``,
+        ``step()``; with the loss's two float32 logit-sized gradients, autocast's
+        weight cache, gradients as they appear and the update's temporaries),
+        ``peak_phase`` (``"forward"``, ``"backward"`` or ``"optimizer"``) and
+        ``timeline`` (bytes at the end of each phase and of each layer's backward).
+        ``measure_step_peak`` measures the same on a CPU.
 
     Example:
         >>> from transformers import GPT2Config
