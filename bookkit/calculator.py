@@ -78,7 +78,7 @@ __all__ = [
     "measure_cuda_activations", "measure_step_peak",
     "alive_bytes_three_ways",
     "enable_selective_recomputation", "build_model", "DTYPE_BYTES", "PRECISIONS", "DEVICES",
-    "OPTIMIZERS",
+    "OPTIMIZERS", "required_bytes", "fits", "CUDA_CONTEXT_BYTES", "ALLOCATOR_MARGIN",
     "RECOMPUTE", "ACTIVATIONS", "PRESETS", "CUDA_SOURCES", "format_table", "main",
 ]
 
@@ -944,6 +944,49 @@ def estimate_training_memory(config, *, batch_size: int, seq_len: int, precision
     return estimate_from_spec(model_spec(config), batch_size=batch_size, seq_len=seq_len,
                               precision=dtype if dtype is not None else precision,
                               optimizer=optimizer, recompute=recompute, device=device)
+
+
+# What a GPU needs besides the step's tensors (assumptions, not measurements): the CUDA
+# context of the process (kernels and libraries loaded; PyTorch's notes on CUDA
+# memory management say it takes "a few hundred MB" to over 1 GB depending on the
+# GPU and libraries: docs.pytorch.org/docs/stable/notes/cuda.html) and the caching
+# allocator's rounding and fragmentation (blocks rounded to 512 bytes and 2 MiB
+# segments; 5 % is our stated margin, not a measured bound).
+CUDA_CONTEXT_BYTES = 2 ** 30
+ALLOCATOR_MARGIN = 0.05
+GB = 10 ** 9      # GPU memory is sold in decimal GB
+
+
+def required_bytes(estimate: Mapping[str, Any], device: str = "cuda") -> int:
+    """Bytes a device needs for the step: ``peak`` plus the stated headroom.
+
+    On ``"cuda"``: ``peak`` × (1 + ``ALLOCATOR_MARGIN``) + ``CUDA_CONTEXT_BYTES``;
+    on ``"cpu"`` (what the book measures): ``peak`` itself.
+
+    Example:
+        >>> from bookkit.calculator import required_bytes
+        >>> required_bytes({"peak": 10 ** 9}, "cpu")
+        1000000000
+        >>> required_bytes({"peak": 10 ** 9}) == int(1.05e9) + 2 ** 30
+        True
+    """
+    peak = estimate["peak"]
+    if _check_choice("device", device, DEVICES) == "cpu":
+        return peak
+    return int(round(peak * (1 + ALLOCATOR_MARGIN))) + CUDA_CONTEXT_BYTES
+
+
+def fits(estimate: Mapping[str, Any], memory_gb: float, device: str = "cuda") -> bool:
+    """Whether ``required_bytes(estimate, device)`` fits in ``memory_gb`` decimal GB.
+
+    Example:
+        >>> from bookkit.calculator import fits
+        >>> fits({"peak": 22 * 10 ** 9}, 24)
+        False
+    """
+    if isinstance(memory_gb, bool) or not memory_gb > 0:
+        raise ValueError(f"memory_gb must be a positive number, got {memory_gb!r}")
+    return required_bytes(estimate, device) <= memory_gb * GB
 
 
 # ---------------------------------------------------------------------------------

@@ -10,7 +10,8 @@ import pytest
 pytest.importorskip("transformers")
 from transformers import GPT2Config, LlamaConfig  # noqa: E402
 
-from bookkit.calculator import estimate_training_memory, measure_step_peak  # noqa: E402
+from bookkit.calculator import (  # noqa: E402
+    estimate_training_memory, fits, measure_step_peak, required_bytes)
 
 TOLERANCE = 0.03
 
@@ -83,3 +84,25 @@ def test_peak_is_at_least_the_forward_end_and_logits_heavy_peaks_in_the_loss():
     # Two float32 logit-sized gradients above the forward's end, less the returned logits.
     t_v = 2 * 128 * 8000
     assert est["peak"] == est["timeline"]["forward"] + 2 * 4 * t_v
+
+
+def test_largest_length_the_calculator_fits_runs_and_the_next_does_not():
+    # A scaled "does it fit?": a 40 MB budget on the CPU, lengths in steps of 32.
+    budget = 40 * 10 ** 6
+    kw = dict(batch_size=2, precision="bf16-autocast", recompute="full")
+    lengths = range(32, 1025, 32)
+    fitting = [s for s in lengths
+               if fits(estimate_training_memory(LOGITS, seq_len=s, **kw), budget / 1e9, "cpu")]
+    largest = max(fitting)
+    assert largest + 32 in lengths
+    assert measure_step_peak(LOGITS, seq_len=largest, **kw)["peak"] <= budget
+    assert measure_step_peak(LOGITS, seq_len=largest + 32, **kw)["peak"] > budget
+
+
+def test_required_bytes_adds_the_stated_headroom_on_cuda_only():
+    est = {"peak": 20 * 10 ** 9}
+    assert required_bytes(est, "cpu") == est["peak"]
+    assert required_bytes(est) == 21 * 10 ** 9 + 2 ** 30
+    assert fits(est, 23) and not fits(est, 22)
+    with pytest.raises(ValueError, match="memory_gb"):
+        fits(est, 0)
