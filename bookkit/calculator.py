@@ -451,8 +451,7 @@ def _sym(nbytes: int, e: int) -> str:
 
 
 def activation_terms(config, *, batch_size: int, seq_len: int, precision: str = "fp32",
-                     recompute: str = "none", device: str = "cpu",
-                     dtype: str | None = None) -> list[Term]:
+                     recompute: str = "none", device: str = "cpu") -> list[Term]:
     """The tensors one forward pass keeps alive until backward, as ``Term``s.
 
     Args:
@@ -463,7 +462,6 @@ def activation_terms(config, *, batch_size: int, seq_len: int, precision: str = 
             with float32 outputs: the Trainer's ``bf16=True`` through accelerate).
         recompute: ``"none"``, ``"full"`` or ``"selective"``.
         device: ``"cpu"`` or ``"cuda"`` (the kernels; bytes on that device).
-        dtype: the old name of ``precision`` (``"float32"``, ``"bfloat16"``).
 
     Returns:
         The list of terms; their ``bytes`` add up to ``activations`` of
@@ -473,7 +471,7 @@ def activation_terms(config, *, batch_size: int, seq_len: int, precision: str = 
     spec = model_spec(config)
     b = _check_positive("batch_size", batch_size)
     s = _check_positive("seq_len", seq_len)
-    w = _widths(dtype if dtype is not None else precision, device)
+    w = _widths(precision, device)
     _check_choice("recompute", recompute, RECOMPUTE)
     if spec.model == "gpt2" and s > spec.max_positions:
         raise ValueError(f"seq_len {s} exceeds GPT-2's n_positions {spec.max_positions}")
@@ -767,11 +765,9 @@ def _core_terms(add, spec: ModelSpec, b: int, s: int, w: _Widths) -> None:
 # ---------------------------------------------------------------------------------
 def estimate_from_spec(spec: ModelSpec, *, batch_size: int, seq_len: int,
                        precision: str = "fp32", optimizer: str = "adamw",
-                       recompute: str = "none", device: str = "cpu",
-                       dtype: str | None = None) -> dict[str, Any]:
+                       recompute: str = "none", device: str = "cpu") -> dict[str, Any]:
     """``estimate_training_memory`` for a ``ModelSpec`` (what the JavaScript mirrors)."""
     _check_choice("optimizer", optimizer, OPTIMIZERS)
-    precision = dtype if dtype is not None else precision
     terms = activation_terms(spec, batch_size=batch_size, seq_len=seq_len, precision=precision,
                              recompute=recompute, device=device)
     p = _widths(precision, device).param
@@ -876,7 +872,7 @@ def _breakdown(parameters: int, gradients: int, optimizer: int, activations: int
 
 def estimate_training_memory(config, *, batch_size: int, seq_len: int, precision: str = "fp32",
                              optimizer: str = "adamw", recompute: str = "none",
-                             device: str = "cpu", dtype: str | None = None) -> dict[str, Any]:
+                             device: str = "cpu") -> dict[str, Any]:
     """Bytes one training step of a Hugging Face causal LM needs, by category.
 
     For ``AutoModelForCausalLM.from_config(config)`` trained with
@@ -911,7 +907,6 @@ def estimate_training_memory(config, *, batch_size: int, seq_len: int, precision
             dropout, float32 ``pow`` under autocast, RNG states and Python scalars
             in host memory; see ``CUDA_SOURCES``). The bytes are those of the
             tensors; the CUDA caching allocator rounds each block up to 512 bytes.
-        dtype: the old name of ``precision``.
 
     Returns:
         A dict of byte counts: ``parameters``, ``gradients``, ``optimizer``,
@@ -942,7 +937,7 @@ def estimate_training_memory(config, *, batch_size: int, seq_len: int, precision
         True
     """
     return estimate_from_spec(model_spec(config), batch_size=batch_size, seq_len=seq_len,
-                              precision=dtype if dtype is not None else precision,
+                              precision=precision,
                               optimizer=optimizer, recompute=recompute, device=device)
 
 
@@ -995,16 +990,6 @@ def fits(estimate: Mapping[str, Any], memory_gb: float, device: str = "cuda") ->
 def _torch():
     import torch
     return torch
-
-
-def __getattr__(name):
-    # The torch meter lives in bookkit.torchmem (with the other torch meters); this keeps
-    # `from bookkit.calculator import ForwardMemoryMeter` working without importing torch
-    # when only the formula is used.
-    if name in ("ForwardMemoryMeter", "_cpu_allocations_alive"):
-        from bookkit import torchmem
-        return getattr(torchmem, name)
-    raise AttributeError(f"module 'bookkit.calculator' has no attribute {name!r}")
 
 
 def _checkpointed_core(implementation: str):
@@ -1143,7 +1128,7 @@ def measure_cuda_activations(config, *, batch_size: int, seq_len: int, precision
 
 def measure_training_memory(config, *, batch_size: int, seq_len: int, precision: str = "fp32",
                             optimizer: str = "adamw", recompute: str = "none",
-                            seed: int = 0, dtype: str | None = None) -> dict[str, int]:
+                            seed: int = 0) -> dict[str, int]:
     """Run one training step and measure what ``estimate_training_memory`` estimates.
 
     Builds the model (``build_model``), runs ``model(input_ids=ids, labels=ids,
@@ -1160,7 +1145,6 @@ def measure_training_memory(config, *, batch_size: int, seq_len: int, precision:
     from bookkit.torchmem import ForwardMemoryMeter, older_objects_frozen
 
     _check_choice("optimizer", optimizer, OPTIMIZERS)
-    precision = dtype if dtype is not None else precision
     model, ids = _model_and_batch(config, batch_size, seq_len, precision, recompute, seed)
     head = model.get_output_embeddings()
     handle = head.register_forward_pre_hook(lambda *_: meter.phase("head"))
@@ -1250,8 +1234,7 @@ def measure_step_peak(config, *, batch_size: int, seq_len: int, precision: str =
 
 
 def alive_bytes_three_ways(config, *, batch_size: int, seq_len: int, precision: str = "fp32",
-                           recompute: str = "none", seed: int = 0,
-                           dtype: str | None = None) -> dict[str, int]:
+                           recompute: str = "none", seed: int = 0) -> dict[str, int]:
     """The activations of one forward pass by three meters that know nothing of the formula.
 
     Each runs ``model(input_ids=ids, labels=ids, use_cache=False)`` on a fresh model
@@ -1276,7 +1259,6 @@ def alive_bytes_three_ways(config, *, batch_size: int, seq_len: int, precision: 
     """
     from bookkit.torchmem import older_objects_frozen
 
-    precision = dtype if dtype is not None else precision
     with older_objects_frozen():   # each gc.collect() below sees only this call's objects
         return _alive_bytes_three_ways(config, batch_size, seq_len, precision, recompute, seed)
 
@@ -1369,8 +1351,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seq-len", type=int, default=1024)
     p.add_argument("--precision", choices=PRECISIONS, default="fp32",
                    help="bf16-autocast: the Trainer's bf16=True (float32 model under autocast)")
-    p.add_argument("--dtype", choices=tuple(DTYPE_BYTES), help="old name: float32 = "
-                   "--precision fp32, bfloat16 = --precision bf16")
     p.add_argument("--device", choices=DEVICES, default="cpu",
                    help="whose kernels: cpu (measured) or cuda (read from torch's source)")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw")
@@ -1429,8 +1409,6 @@ def _config_from_args(args):
 def main(argv=None) -> int:
     """Command line: print the breakdown of one configuration as a table."""
     args = _parser().parse_args(argv)
-    if args.dtype is not None:
-        args.precision = PRECISION_ALIASES[args.dtype]
     try:
         config = _config_from_args(args)
         est = estimate_training_memory(config, batch_size=args.batch_size, seq_len=args.seq_len,
