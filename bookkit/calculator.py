@@ -1432,6 +1432,11 @@ def main(argv=None) -> int:
         device=args.device,
         recompute=args.recompute)
     print(format_table(est, terms))
+    need = required_bytes(est, args.device)
+    print(f"step peak {_human(est['peak'])} ({est['peak_phase']}); needs {need / GB:.2f} GB"
+          + (" with 1 GiB CUDA context and 5 % allocator margin" if args.device == "cuda" else "")
+          + "; fits on: " + " · ".join(
+              f"{g} GB {'yes' if need <= g * GB else 'no'}" for g in (24, 40, 80)))
     return 0
 
 

@@ -106,3 +106,15 @@ def test_required_bytes_adds_the_stated_headroom_on_cuda_only():
     assert fits(est, 23) and not fits(est, 22)
     with pytest.raises(ValueError, match="memory_gb"):
         fits(est, 0)
+
+
+def test_cli_prints_the_peak_and_fits_from_it(capsys):
+    from bookkit.calculator import main
+
+    assert main(["--model", "llama", "--num-hidden-layers", "2", "--hidden-size", "256",
+                 "--num-attention-heads", "8", "--num-key-value-heads", "2",
+                 "--intermediate-size", "512", "--vocab-size", "1000", "--no-terms",
+                 "--device", "cuda"]) == 0
+    out = capsys.readouterr().out
+    assert "step peak" in out and "1 GiB CUDA context" in out
+    assert "fits on: 24 GB yes · 40 GB yes · 80 GB yes" in out
