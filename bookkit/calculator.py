@@ -153,7 +153,9 @@ CUDA_SOURCES = {
         "linear/addmm/matmul/bmm/scaled_dot_product_attention run in bfloat16: inputs "
         "cast (saved copies), weights cast once and cached (leaf tensors) until the "
         "autocast region exits; softmax/log_softmax run in float32 (the models' "
-        "inputs to them are float32 already). The same lists serve the CPU except pow.",
+        "inputs to them are float32 already). The CPU's lists differ: there pow, rsqrt, "
+        "layer_norm, softmax and log_softmax return bfloat16 (measured, chapter 22); "
+        "only the losses run in float32.",
         "torch/include/ATen/autocast_mode.h:820-853 (AT_FORALL_LOWER_PRECISION_FP), "
         "916-927 (AT_FORALL_FP32_SET_OPT_DTYPE)"),
     "host-side RNG states and scalars": (
