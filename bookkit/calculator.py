@@ -843,6 +843,10 @@ def _step_timeline(spec: ModelSpec, b: int, s: int, precision: str, optimizer: s
         # tensor and all made before it are alive, with its gradient and the gradient
         # it passes on (each as large as the tensor).
         before_layer = cur + recomputed - layer_bytes + layer_params * p
+        if recompute == "full" and (spec.model == "gpt2" or w.residual == FLOAT32_BYTES):
+            # The recomputed norm's input is the checkpoint's input itself (Llama's
+            # float32 upcast copies only a bfloat16 residual), counted already.
+            before_layer -= t * h * w.residual
         prefix = 0
         for each in layer_terms:
             prefix += each
@@ -1435,10 +1439,11 @@ def main(argv=None) -> int:
         recompute=args.recompute)
     print(format_table(est, terms))
     need = required_bytes(est, args.device)
-    print(f"step peak {_human(est['peak'])} ({est['peak_phase']}); needs {need / GB:.2f} GB"
-          + (" with 1 GiB CUDA context and 5 % allocator margin" if args.device == "cuda" else "")
-          + "; fits on: " + " · ".join(
-              f"{g} GB {'yes' if need <= g * GB else 'no'}" for g in (24, 40, 80)))
+    print(f"step peak {_human(est['peak'])} ({est['peak_phase']})")
+    print(f"needs {need / GB:.2f} GB"
+          + (" (1 GiB CUDA context, 5 % allocator margin)" if args.device == "cuda" else ""))
+    print("fits on: " + " · ".join(
+        f"{g} GB {'yes' if need <= g * GB else 'no'}" for g in (24, 40, 80)))
     return 0
 
 
