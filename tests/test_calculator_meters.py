@@ -53,9 +53,9 @@ TOKEN_IDS = "token ids (embedding)"
 # -- the exact relations --------------------------------------------------------------------
 def check_meters(config, batch_size, seq_len, dtype, recompute):
     terms = {t.name: t.bytes for t in activation_terms(config, batch_size=batch_size, seq_len=seq_len,
-                                                       dtype=dtype, recompute=recompute)}
+                                                       precision=dtype, recompute=recompute)}
     activations = sum(terms.values())
-    measured = alive_bytes_three_ways(config, batch_size=batch_size, seq_len=seq_len, dtype=dtype,
+    measured = alive_bytes_three_ways(config, batch_size=batch_size, seq_len=seq_len, precision=dtype,
                                       recompute=recompute)
     rng = sum(v for k, v in terms.items() if k.startswith("CPU RNG state"))
     closure = sum(v for k, v in terms.items() if "(checkpoint closure)" in k)

@@ -118,8 +118,8 @@ def test_autocast_model_states_are_sixteen_bytes_per_parameter():
     assert copies == 2 * weights
 
 
-def test_old_dtype_names_still_work():
-    a = estimate_training_memory(gpt2(), batch_size=1, seq_len=8, dtype="bfloat16")
+def test_dtype_names_are_precisions():
+    a = estimate_training_memory(gpt2(), batch_size=1, seq_len=8, precision="bfloat16")
     b = estimate_training_memory(gpt2(), batch_size=1, seq_len=8, precision="bf16")
     assert a == b
 
