@@ -44,8 +44,18 @@ import numpy as np
 
 from minigrad.plan.graph import GraphProfile
 
-__all__ = ["GraphSchedule", "NoScheduleFound", "remat", "lower_bound", "simulate", "store_all", "keeping",
-           "activation_peak", "IMPROVEMENTS", "build_program"]
+__all__ = [
+    "IMPROVEMENTS",
+    "GraphSchedule",
+    "NoScheduleFound",
+    "activation_peak",
+    "build_program",
+    "keeping",
+    "lower_bound",
+    "remat",
+    "simulate",
+    "store_all",
+]
 
 #: The improvements `remat` applies by default (see the module docstring).
 IMPROVEMENTS = ("prune", "forced", "tight_free")
@@ -563,8 +573,8 @@ def remat(graph: GraphProfile, budget_bytes: int, *, time_limit_s: float = 60, r
                options={"time_limit": float(time_limit_s), "disp": False,
                         "mip_rel_gap": 0.0})
     seconds = time.perf_counter() - t0
-    sizes = dict(n_variables=n, n_binaries=int(sum(P.binary)), n_constraints=len(P.lb),
-                 solve_time_s=seconds, solver="highs")
+    sizes = {"n_variables": n, "n_binaries": int(sum(P.binary)), "n_constraints": len(P.lb),
+                 "solve_time_s": seconds, "solver": "highs"}
     if relax:
         if res.x is None:
             raise ValueError(f"remat(relax=True): the LP relaxation has no solution "
