@@ -414,3 +414,32 @@ def test_revolve_against_one_level_and_rotor_at_its_own_peak():
     peak, rev_calls, _ = measure(layers, x, from_revolve(P.revolve(5, 2)))
     one = P.optimal_segments(layers, x, budget_bytes=peak, cost="ops")
     assert (rev_calls, measure(layers, x, one)[1]) == (6, 3)
+
+
+def test_a_schedule_nested_1000_levels_deep_needs_no_recursion():
+    import sys
+    from minigrad.plan.rotor import NestedSchedule
+    n = 1000
+    spec = [n - 1]
+    for i in reversed(range(n - 1)):  # checkpoint [i, n): tape i, then the rest nested
+        spec = [(i, n, [i] + spec)] if i else [i] + spec
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(400)  # well below the nesting: nothing below may recurse
+    try:
+        s = NestedSchedule.from_nested(n, spec)
+        depth, nested, text = s.depth, s.nested, str(s)
+        cps, actions, short = s.checkpoints, s.actions, repr(s)
+    finally:
+        sys.setrecursionlimit(old)
+    assert depth == n - 2 and len(cps) == n - 2 and cps[-1] == (n - 2, n, n - 2)
+    assert text.count("\n") == len(cps) + n - 1 and len(short) < 200
+    assert sum(a[0] == "reverse" for a in actions) == n
+    assert sum(a[0] == "snapshot" for a in actions) == sum(a[0] == "free" for a in actions)
+    flat, stack = [], [nested]
+    while stack:  # the nested form holds every layer once
+        for it in stack.pop():
+            if isinstance(it, tuple):
+                stack.append(it[2])
+            else:
+                flat.append(it)
+    assert sorted(flat) == list(range(n))

@@ -218,6 +218,12 @@ class NestedSchedule:
     def __str__(self):
         return "\n".join(_lines(self.items, 0))
 
+    def __repr__(self):
+        # the items nest one level per layer at the smallest peak: summarise them
+        return (f"NestedSchedule(n={self.n}, depth={self.depth}, "
+                f"checkpoints={len(self.checkpoints)}, predicted_peak_activations="
+                f"{self.predicted_peak_activations}, recompute_cost={self.recompute_cost})")
+
     @property
     def depth(self) -> int:
         """Nesting depth: 0 when nothing is checkpointed, 1 for one-level plans."""
@@ -228,13 +234,9 @@ class NestedSchedule:
         """Every checkpoint as ``(start, stop, level)``, in order of its first forward
         (level 1 = top level, 2 = inside a level-1 checkpoint's recomputation, ...)."""
         out = []
-
-        def walk(items, level):
-            for it in items:
-                if isinstance(it, Checkpointed):
-                    out.append((it.start, it.stop, level))
-                    walk(it.inner, level + 1)
-        walk(self.items, 1)
+        for it, level in _walk(self.items):
+            if isinstance(it, Checkpointed):
+                out.append((it.start, it.stop, level + 1))
         return out
 
     @property
@@ -258,63 +260,99 @@ class NestedSchedule:
                         out.append(("snapshot", it.start))
                     out.append(("advance", it.start, it.stop))
 
-        def backward(items):
-            for it in reversed(items):
-                if isinstance(it, Taped):
-                    out.append(("reverse", it.layer))
-                    continue
+        forward(self.items)
+        stack = [(reversed(self.items), None)]  # iterative: deep schedules nest ~n levels
+        while stack:
+            items, owner = stack[-1]
+            it = next(items, None)
+            if it is None:
+                stack.pop()
+                if owner is not None:
+                    held[owner.start] -= 1
+                    if held[owner.start] == 0:
+                        out.append(("free", owner.start))
+            elif isinstance(it, Taped):
+                out.append(("reverse", it.layer))
+            else:
                 out.append(("restore", it.start))
                 forward(it.inner)
-                backward(it.inner)
-                held[it.start] -= 1
-                if held[it.start] == 0:
-                    out.append(("free", it.start))
-        forward(self.items)
-        backward(self.items)
+                stack.append((reversed(it.inner), it))
         return tuple(out)
 
     @property
     def nested(self):
         """The schedule as nested Python data: an int ``i`` for ``Taped(i)``, a tuple
         ``(start, stop, [inner...])`` for a checkpoint. Round-trips with `from_nested`."""
-        def conv(items):
-            return [it.layer if isinstance(it, Taped) else (it.start, it.stop, conv(it.inner))
-                    for it in items]
-        return conv(self.items)
+        root = []
+        stack = [(iter(self.items), root)]
+        while stack:
+            items, out = stack[-1]
+            it = next(items, None)
+            if it is None:
+                stack.pop()
+            elif isinstance(it, Taped):
+                out.append(it.layer)
+            else:
+                inner = []
+                out.append((it.start, it.stop, inner))
+                stack.append((iter(it.inner), inner))
+        return root
 
     @classmethod
     def from_nested(cls, n: int, spec, **kwargs) -> "NestedSchedule":
         """Build a schedule from the `nested` form: ``[(0, 3, [(0, 1, [0]), 1, 2]), 3, 4]``."""
-        def conv(items):
-            out = []
-            for it in items:
-                if isinstance(it, tuple) and len(it) == 3:
-                    out.append(Checkpointed(int(it[0]), int(it[1]), tuple(conv(it[2]))))
-                elif isinstance(it, (int,)) and not isinstance(it, bool):
-                    out.append(Taped(int(it)))
-                else:
-                    raise ValueError(f"a nested schedule item is an int (a taped layer) or a tuple "
-                                     f"(start, stop, [inner items]), got {it!r}")
-            return out
-        return cls(n=n, items=tuple(conv(spec)), **kwargs)
+        root = []
+        stack = [(iter(spec), root, None)]  # built bottom-up without recursion
+        while stack:
+            items, out, owner = stack[-1]
+            it = next(items, None)
+            if it is None:
+                stack.pop()
+                if owner is not None:
+                    stack[-1][1].append(Checkpointed(owner[0], owner[1], tuple(out)))
+            elif isinstance(it, tuple) and len(it) == 3:
+                stack.append((iter(it[2]), [], (int(it[0]), int(it[1]))))
+            elif isinstance(it, (int,)) and not isinstance(it, bool):
+                out.append(Taped(int(it)))
+            else:
+                raise ValueError(f"a nested schedule item is an int (a taped layer) or a tuple "
+                                 f"(start, stop, [inner items]), got {it!r}")
+        return cls(n=n, items=tuple(root), **kwargs)
+
+
+def _walk(items):
+    """Every item with its nesting level (0 = top), in the order of their first forward:
+    an explicit stack, so a schedule nested 1,000 levels deep needs no recursion."""
+    stack = [(iter(items), 0)]
+    while stack:
+        it = next(stack[-1][0], None)
+        if it is None:
+            stack.pop()
+            continue
+        level = stack[-1][1]
+        yield it, level
+        if isinstance(it, Checkpointed):
+            stack.append((iter(it.inner), level + 1))
 
 
 def _lines(items, indent):
-    out = []
-    for it in items:
-        out.append("    " * indent + str(it))
-        if isinstance(it, Checkpointed):
-            out += _lines(it.inner, indent + 1)
-    return out
+    return ["    " * (indent + level) + str(it) for it, level in _walk(items)]
 
 
 def _depth(items):
-    return max([1 + _depth(it.inner) for it in items if isinstance(it, Checkpointed)], default=0)
+    return max((level + 1 for it, level in _walk(items) if isinstance(it, Checkpointed)),
+               default=0)
 
 
 def _check_items(items, start, stop, top=False):
     """Items must cover ``start .. stop-1`` in order; a checkpoint's inner items must
     not be a single checkpoint of the same range (that would nest forever)."""
+    stack = [(items, start, stop, top)]  # iterative: deep schedules nest ~n levels
+    while stack:
+        _check_level(*stack.pop(), stack)
+
+
+def _check_level(items, start, stop, top, stack):
     pos = start
     for it in items:
         if isinstance(it, Taped):
@@ -329,7 +367,7 @@ def _check_items(items, start, stop, top=False):
             if len(inner) == 1 and isinstance(inner[0], Checkpointed) and \
                     (inner[0].start, inner[0].stop) == (it.start, it.stop):
                 raise ValueError(f"{it} recomputes itself as one checkpoint of the same range")
-            _check_items(inner, it.start, it.stop)
+            stack.append((inner, it.start, it.stop, False))
             pos = it.stop
         else:
             raise TypeError(f"schedule items are Taped or Checkpointed, got {type(it).__name__}")
