@@ -443,3 +443,43 @@ def test_a_schedule_nested_1000_levels_deep_needs_no_recursion():
             else:
                 flat.append(it)
     assert sorted(flat) == list(range(n))
+
+
+def test_slots_bound_the_exact_optimum_from_both_sides():
+    from minigrad import plan as P
+    from minigrad.plan.chain import ChainProfile
+    rng = np.random.default_rng(11)
+    for n in (6, 9, 12):
+        p = ChainProfile(input_bytes=tuple(int(4 * rng.integers(10, 500)) for _ in range(n)),
+                         output_bytes=400, saves_input=tuple(bool(b) for b in rng.integers(0, 2, n)),
+                         saves_output=tuple(bool(b) for b in rng.integers(0, 2, n)),
+                         own_bytes=tuple(int(4 * rng.integers(0, 300)) for _ in range(n)),
+                         cost=tuple(int(c) for c in rng.integers(1, 1000, n)), loss_saves_input=True)
+        smallest = P.rotor(p).predicted_peak_activations
+        for budget in (smallest, int(smallest * 1.3), int(smallest * 2)):
+            exact = P.rotor(p, budget_bytes=budget)
+            assert exact.optimal and exact.lower_bound_cost is None
+            for slots in (8, 32, 128):
+                try:
+                    s = P.rotor(p, budget_bytes=budget, slots=slots)
+                except ValueError:
+                    continue  # rounding up leaves nothing that fits
+                assert s.predicted_peak_activations <= budget
+                low = s.recompute_cost if s.optimal else s.lower_bound_cost
+                assert low <= exact.recompute_cost <= s.recompute_cost
+
+
+def test_a_long_chain_gets_one_entry_point_and_a_proven_bound():
+    from minigrad import plan as P
+    from minigrad.plan.chain import ChainProfile
+    rng = np.random.default_rng(0)
+    n = 120
+    p = ChainProfile(input_bytes=tuple(int(4 * rng.integers(100, 5000)) for _ in range(n)),
+                     output_bytes=4000, saves_input=tuple(bool(b) for b in rng.integers(0, 2, n)),
+                     saves_output=tuple(bool(b) for b in rng.integers(0, 2, n)),
+                     own_bytes=tuple(int(4 * rng.integers(0, 3000)) for _ in range(n)),
+                     cost=tuple(int(c) for c in rng.integers(100, 100000, n)), loss_saves_input=True)
+    budget = int(0.3 * sum(p.input_bytes))
+    s = P.rotor(p, budget_bytes=budget)  # exact grid too large: slots, bounded
+    assert s.predicted_peak_activations <= budget
+    assert not s.optimal and 0 < s.lower_bound_cost < s.recompute_cost

@@ -189,6 +189,9 @@ class NestedSchedule:
         predicted_peak_activations: bytes, filled in by the planner.
         recompute_cost: forward work redone in backward, in the profile's cost unit
             (FLOPs by default), filled in by the planner.
+        lower_bound_cost: None when the planner proved the schedule optimal; else a
+            proven lower bound on the optimum's work (`rotor` on a long chain plans on a
+            grid of memory slots: see `rotor`'s ``slots``).
 
     ``checkpoint_sequential(layers, schedule, x)`` runs it (it walks `actions`),
     ``minigrad.plan.predict_peak`` and ``recompute_cost`` replay those actions, and
@@ -209,6 +212,13 @@ class NestedSchedule:
     items: tuple
     predicted_peak_activations: int | None = None
     recompute_cost: float | None = None
+    lower_bound_cost: float | None = None
+
+    @property
+    def optimal(self) -> bool:
+        """True unless the planner could only bound the optimum: then it recomputes at
+        most ``recompute_cost - lower_bound_cost`` more than the optimum does."""
+        return self.lower_bound_cost is None or self.lower_bound_cost >= self.recompute_cost
 
     def __post_init__(self):
         check_int("n", self.n, 1, where="NestedSchedule")
@@ -711,6 +721,7 @@ class _Fronts:
 # once. Work is ``O(n^3 S / 6)`` array elements and ``O(n^2)`` NumPy calls.
 _DENSE_MAX_CELLS = 40_000_000  # entries of the two tables (8 bytes each): 320 MB at most
 _EXACT_FLOAT = 2 ** 53  # float64 adds integers exactly below this
+_FRONTS_MAX_LAYERS = 40  # beyond, exact fronts grow about as n^4: slots with a bound
 
 
 class _Dense:
@@ -867,10 +878,15 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
             less than one slot); its ``predicted_peak_activations`` and
             ``recompute_cost`` are exact. The solver's time grows with ``slots``
             (``O(n^3 slots)``) instead of with the number of distinct byte totals.
+            With slots the optimum is also bounded from below: the same table with every
+            size rounded *down* admits every schedule that truly fits, so its optimum is
+            at most the true one; the schedule's ``lower_bound_cost`` holds it and
+            ``optimal`` says whether the two meet.
             Without ``slots`` the exact grid is used while it is small enough (``n^2``
             times budget / gcd of the sizes at most 4e7 entries), else the exact Pareto
-            fronts, whose time grows about as ``n^4``: pass ``slots`` for long chains
-            with budgets far above their smallest peak.
+            fronts up to 40 layers (their time grows about as ``n^4``), else slots
+            chosen automatically (as many as the table allows, at most 256) with the
+            proven bound: one entry point, exact where it can be, bounded where not.
     Returns:
         a `NestedSchedule` with ``predicted_peak_activations`` and ``recompute_cost``;
         run it with ``checkpoint_sequential(layers, schedule, x)``.
@@ -947,6 +963,13 @@ def rotor_from_profile(profile: ChainProfile, budget_bytes: int | None = None, c
         S = cap // g
     exact_work = all(isinstance(c, int) for c in costs) and (N + 1) * (sum(costs) + 1) < _EXACT_FLOAT
     dense = N * N * (S + 1) <= _DENSE_MAX_CELLS and (slots is not None or exact_work)
+    if not dense and slots is None and N > _FRONTS_MAX_LAYERS and cap > 0:
+        # too long for exact fronts: slots, with the proven bound (see the docstring)
+        slots = S = max(8, min(256, _DENSE_MAX_CELLS // (N * N) - 1))
+
+        def units(v):
+            return -(-v * slots // cap)
+        dense = True
     if not dense:
         if slots is not None:
             raise ValueError(f"rotor: {N} layers (the loss included) with slots={slots} need "
@@ -967,7 +990,18 @@ def rotor_from_profile(profile: ChainProfile, budget_bytes: int | None = None, c
                          f"peak is {smallest} bytes: use more slots, a larger budget or slots=None")
     m = int(np.argmax(top == best))  # ties go to the smaller peak: the first grid point
     with _deep_nesting(N):
-        return _planned(profile, table.build(m), costs)
+        items = table.build(m)
+    bound = None
+    if slots is not None and cap > 0:
+        # sizes rounded down: every schedule that truly fits fits there, so its optimum
+        # is a lower bound on the true one
+        del table
+
+        def down(v):
+            return v * slots // cap
+        low = _Dense(([down(v) for v in a], si, so, [down(v) for v in own]), costs, S)
+        bound = float(low.top()[S])
+    return _planned(profile, items, costs, bound)
 
 
 @contextmanager
@@ -983,10 +1017,13 @@ def _deep_nesting(n: int):
         sys.setrecursionlimit(old)
 
 
-def _planned(profile, items, costs):
+def _planned(profile, items, costs, lower_bound_cost=None):
     sched = NestedSchedule(n=profile.n, items=items)
+    work = schedule_recompute_cost(profile, sched, costs)
+    if lower_bound_cost is not None and lower_bound_cost >= work:
+        lower_bound_cost = None  # proven optimal after all
     return NestedSchedule(n=profile.n, items=items, predicted_peak_activations=schedule_peak(profile, sched),
-                          recompute_cost=schedule_recompute_cost(profile, sched, costs))
+                          recompute_cost=work, lower_bound_cost=lower_bound_cost)
 
 
 def rotor_frontier(profile: ChainProfile, cost=None) -> list:
