@@ -331,7 +331,8 @@ class Budget:
                     f"resident at once ({what}: {nbytes} B more, {self.resident_bytes} B kept, "
                     f"of which {pinned} B are inputs of the step that cannot be rebuilt), but "
                     f"the budget is {self.budget_bytes} B; nothing else can be evicted. Raise "
-                    f"the budget to at least {self.resident_bytes + nbytes} B.")
+                    f"the budget to at least {self.resident_bytes + nbytes} B (a lower bound: what "
+                    f"is resident later may need more).")
             self.evictions += 1
             for v in list(self._groups[key].members):
                 if v.digest is None and not v.const:
