@@ -431,8 +431,15 @@ class AllocatorTrace:
                 pass
 
     def __exit__(self, *exc) -> None:
-        if self._gc_was_enabled:
-            gc.enable()
+        try:
+            self._stop()
+        finally:
+            # Only once the profiler has stopped: a collection while it runs frees
+            # blocks allocated before it started, and the allocator then warns on fd 2.
+            if self._gc_was_enabled:
+                gc.enable()
+
+    def _stop(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
             self.peaks["end"] = int(torch.cuda.max_memory_allocated(self.device) - self._base)

@@ -5,7 +5,8 @@ Usage: python scripts/execute_notebooks.py notebooks/ch01_*.ipynb [...]
 Each notebook runs in a fresh kernel with its own folder as working directory
 (as nbval and the book build do), and draws its figures under the settings nbval
 compares them with (tests/nbval_figures.py: the inline backend, matplotlib's
-defaults and bundled fonts). Prints the wall time of each notebook: the book
+defaults and bundled fonts). Cells that print library source for Colab are then
+cleared (scripts/fold_listings.py), so no listing is stored as an output. Prints the wall time of each notebook: the book
 promises under 60 s per notebook on a 2-core CPU.
 """
 from __future__ import annotations
@@ -20,6 +21,8 @@ import nbformat
 from nbclient import NotebookClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fold_listings import clear_listing_outputs  # noqa: E402
 from nbval_figures import figure_environment  # noqa: E402
 
 BUDGET_S = 60.0
@@ -34,6 +37,7 @@ def execute(path: Path) -> float:
     start = time.perf_counter()
     client.execute()
     elapsed = time.perf_counter() - start
+    clear_listing_outputs(nb)
     nbformat.write(nb, path)
     return elapsed
 

@@ -425,6 +425,38 @@ def test_allocator_trace_ignores_releases_of_blocks_from_an_earlier_trace():
     del b
 
 
+_GARBAGE_FROM_BEFORE_THE_TRACE = """
+import gc
+import torch
+from bookkit.torchmem import AllocatorTrace
+
+gc.set_threshold(10**9)                # keep the cycle below alive until the trace
+cycle = [torch.ones(1 << 16)]
+cycle.append(cycle)
+del cycle                              # garbage allocated before the profiler started
+with AllocatorTrace("cpu") as trace:
+    gc.set_threshold(1)                # the first allocation once gc resumes collects it
+    x = torch.ones(1 << 10)
+print(trace.peak_bytes)
+"""
+
+
+def test_allocator_trace_writes_nothing_to_stderr_when_gc_frees_older_garbage():
+    """Regression: ``__exit__`` re-enabled the cycle collector before stopping the
+    profiler; a collection in between freed a block allocated before the profiler
+    started, and torch's CPU allocator printed "Memory block of unknown size was
+    allocated before the profiling started" on fd 2 (a fresh ``make book`` failed on
+    it in chapter 9). A fresh process, so no earlier test has collected the garbage."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", _GARBAGE_FROM_BEFORE_THE_TRACE],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr == ""
+    assert run.stdout == "4096\n"                       # 1,024 float32s, nothing older
+
+
 def test_allocator_trace_counts_do_not_depend_on_the_thread_count():
     from bookkit.torchmem import AllocatorTrace
 
