@@ -3,7 +3,7 @@
 `profile_blocks` measures a stack of ``torch.nn.Module`` blocks into a
 `minigrad.plan.ChainProfile` (FLOPs with ``torch.utils.flop_counter.FlopCounterMode``,
 bytes with saved-tensor hooks, `bookkit.torchmem.SavedTensorMeter`); any chain planner
-(`minigrad.plan.optimal_segments_from_profile`, `minigrad.plan.rotor`) plans on it, and
+(`minigrad.plan.optimal_segments`, `minigrad.plan.rotor`) plans on it, and
 `run_plan` runs the plan with ``torch.utils.checkpoint`` (non-reentrant): a `SegmentPlan`
 checkpoints every segment but the last, a `NestedSchedule` nests checkpoints as its
 items do. `saved_after_forward` predicts the bytes autograd holds when the forward pass
@@ -16,7 +16,7 @@ Example:
     >>> blocks = [GPTBlock(16, 2, dropout=0.0) for _ in range(4)]
     >>> x = torch.randn(2, 8, 16, requires_grad=True)
     >>> profile = profile_blocks(blocks, x, loss=lambda y: y.square().mean())
-    >>> p = plan.optimal_segments_from_profile(profile)
+    >>> p = plan.optimal_segments(profile)
     >>> out = run_plan(blocks, p, x)
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from bookkit.torchmem import SavedTensorMeter, storage_key
 from minigrad.plan.chain import ChainProfile
-from minigrad.plan.rotor import Checkpointed, NestedSchedule
+from minigrad.plan.nested import Checkpointed, NestedSchedule
 from minigrad.plan.segments import SegmentPlan
 
 __all__ = ["profile_blocks", "run_plan", "saved_after_forward", "forward_flops"]

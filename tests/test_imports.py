@@ -118,7 +118,7 @@ def test_import_minigrad_loads_no_torch_scipy_matplotlib_or_viz():
 # and remat (their "recompute" phase goes through hooks.in_phase), the modules and the
 # optimizers, reaches the ledger only through the hook registry (minigrad.hooks).
 LEDGER_READERS = {"minigrad", "minigrad.dtr", "minigrad.plan.profile", "minigrad.viz",
-                  "minigrad.recompute", "minigrad.plan.graph"}
+                  "minigrad.recompute", "minigrad.plan.graph", "minigrad.remat"}
 
 
 @pytest.mark.parametrize("name, path", list(modules()))

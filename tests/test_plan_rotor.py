@@ -421,7 +421,7 @@ def test_revolve_against_one_level_and_rotor_at_its_own_peak():
 
 def test_a_schedule_nested_1000_levels_deep_needs_no_recursion():
     import sys
-    from minigrad.plan.rotor import NestedSchedule
+    from minigrad.plan.nested import NestedSchedule
     n = 1000
     spec = [n - 1]
     for i in reversed(range(n - 1)):  # checkpoint [i, n): tape i, then the rest nested

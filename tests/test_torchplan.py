@@ -31,7 +31,7 @@ def test_segment_plans_hold_and_recompute_what_the_profile_predicts():
     everything = plan.explicit(6, [0])
     plain = forward_flops(lambda: _loss(run_plan(blocks, everything, x)).backward())
     budget = saved_after_forward(profile, plan.explicit(6, [0, 3]))
-    chosen = plan.optimal_segments_from_profile(profile, budget_bytes=3 * budget)
+    chosen = plan.optimal_segments(profile, budget_bytes=3 * budget)
     for p in (everything, plan.explicit(6, [0, 3]), plan.explicit(6, [0, 2, 4]), chosen):
         with SavedTensorMeter(params=params) as meter:
             out = _loss(run_plan(blocks, p, x))

@@ -38,6 +38,7 @@ Improvements over the published program, each leaving the optimum unchanged (tes
 from __future__ import annotations
 
 import time
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -650,7 +651,6 @@ def _returned(graph) -> list:
     key = id(graph)
     entry = _RETURNED.get(key)
     if entry is None or entry[0]() is None:
-        import weakref
         if len(_RETURNED) > 64:  # forget graphs that are gone
             for k in [k for k, v in _RETURNED.items() if v[0]() is None]:
                 del _RETURNED[k]
