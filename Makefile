@@ -9,10 +9,13 @@ NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize
 PHASE  := $(BIN)/python scripts/timed.py
 # Every notebook for nbval, the slowest first: each runs whole on one worker, so the
 # two workers finish together (a folder argument would be collected in name order).
-NB_SLOW  := $(foreach c,17 04 16 14 15 20 12 18 23,$(wildcard notebooks/ch$(c)_*.ipynb))
+# Named by slug: the numbers come from the file names, which follow _toc.yml.
+NB_SLOW  := $(foreach s,beyond_one_device sqrt_trick hugging_face cost_in_time \
+              memory_did_not_go_down applications selective_recomputation offloading \
+              formula_vs_measurement,$(wildcard notebooks/ch[0-9][0-9]_$(s).ipynb))
 NB_ORDER := $(NB_SLOW) $(filter-out $(NB_SLOW),$(sort $(wildcard notebooks/*.ipynb)))
 
-.PHONY: book test notebooks unit compat clean venv benchmark chromium screens metrics
+.PHONY: book test notebooks unit compat clean venv benchmark chromium screens metrics fix check html
 
 venv: $(STAMP)
 
@@ -55,10 +58,13 @@ test: $(STAMP) chromium
 
 # A screenshot tour of the built book for layout review (not committed): every page's
 # first screen and one mid-page screen at 1280 px and its first screen at 390 px, in
-# _build/screens/ (open index.html there). Builds the book from the stored outputs first.
+# _build/screens/ (open index.html there), then the browser test's measurements per page
+# (squashed figures, split words, wrapped code, long cells, heights, weight). Builds the
+# book from the stored outputs first.
 screens: $(STAMP) chromium
 	$(BIN)/python scripts/build_book.py --stored-outputs
 	$(BIN)/python scripts/screens.py
+	$(BIN)/python scripts/screens.py --metrics --json _build/screens/metrics.json
 
 # What a reader sees of each notebook: visible plumbing lines, clipped lines, figures by
 # format, words per chapter (scripts/reading_metrics.py; exit 1 over the goals).
@@ -69,9 +75,39 @@ metrics: $(STAMP)
 chromium:
 	@scripts/ensure_chromium.sh
 
-# Quick loop while writing minigrad: no notebooks, no book.
+# Quick loop while writing minigrad: no notebooks, no book, no `slow` cases (the
+# exhaustive and multi-process ones, and all but a spread of each grid: tests/marks.py);
+# phase 1 of `make test` runs them all, each once.
 unit: $(STAMP)
-	$(BIN)/python -m pytest tests -m "not book" -q
+	$(BIN)/python -m pytest -n $(TEST_JOBS) -q -m "not book and not slow" tests
+
+# After editing a chapter: every rewriter, in the order each needs, then the notebook
+# executed so its stored outputs are what the code prints (NB=notebooks/ch07_*.ipynb;
+# several allowed). move_checks moves checks into removed cells and format_notebooks
+# formats the code that moved (both change code, so execution follows them);
+# fold_listings and link_glossary change Markdown only. Idempotent: a second run
+# changes nothing.
+fix: $(STAMP)
+	@test -n "$(NB)" || { echo "usage: make fix NB=notebooks/chNN_slug.ipynb"; exit 2; }
+	$(BIN)/python scripts/move_checks.py $(NB)
+	$(BIN)/python scripts/format_notebooks.py $(NB)
+	$(BIN)/python scripts/execute_notebooks.py $(NB)
+	$(BIN)/python scripts/fold_listings.py $(NB)
+	$(BIN)/python scripts/link_glossary.py $(NB)
+
+# Check a chapter as make test does: strict nbval natively and on the simulated CPU,
+# and the notebook-level tests (structure, page rules, portability; every notebook, 6 s).
+check: $(STAMP)
+	@test -n "$(NB)" || { echo "usage: make check NB=notebooks/chNN_slug.ipynb"; exit 2; }
+	$(BIN)/python -m pytest -q $(NBVAL) $(NB)
+	$(BIN)/python scripts/simulated_cpu.py $(BIN)/python -m pytest -q $(NBVAL) $(NB)
+	$(BIN)/python -m pytest -q -m "not book" tests/test_config.py tests/test_reader_pages.py \
+		tests/test_portability.py tests/test_notebook_format.py tests/test_figures.py \
+		tests/test_glossary.py
+
+# The HTML book from the stored outputs (no execution; what make test's phase 4 builds).
+html: $(STAMP)
+	$(BIN)/python scripts/build_book.py --stored-outputs
 
 # Re-execute notebooks in place so their stored outputs are what the code prints
 # (NOTEBOOKS=notebooks/ch07_*.ipynb for one).

@@ -75,10 +75,10 @@ from typing import Any
 __all__ = [
     "ModelSpec", "Term", "model_spec", "activation_terms", "estimate_training_memory",
     "estimate_from_spec", "parameter_count", "measure_training_memory",
-    "measure_cuda_activations",
+    "measure_cuda_activations", "measure_step_peak",
     "alive_bytes_three_ways",
     "enable_selective_recomputation", "build_model", "DTYPE_BYTES", "PRECISIONS", "DEVICES",
-    "OPTIMIZERS",
+    "OPTIMIZERS", "required_bytes", "fits", "CUDA_CONTEXT_BYTES", "ALLOCATOR_MARGIN",
     "RECOMPUTE", "ACTIVATIONS", "PRESETS", "CUDA_SOURCES", "format_table", "main",
 ]
 
@@ -153,7 +153,9 @@ CUDA_SOURCES = {
         "linear/addmm/matmul/bmm/scaled_dot_product_attention run in bfloat16: inputs "
         "cast (saved copies), weights cast once and cached (leaf tensors) until the "
         "autocast region exits; softmax/log_softmax run in float32 (the models' "
-        "inputs to them are float32 already). The same lists serve the CPU except pow.",
+        "inputs to them are float32 already). The CPU's lists differ: there pow, rsqrt, "
+        "layer_norm, softmax and log_softmax return bfloat16 (measured, chapter 22); "
+        "only the losses run in float32.",
         "torch/include/ATen/autocast_mode.h:820-853 (AT_FORALL_LOWER_PRECISION_FP), "
         "916-927 (AT_FORALL_FP32_SET_OPT_DTYPE)"),
     "host-side RNG states and scalars": (
@@ -451,8 +453,7 @@ def _sym(nbytes: int, e: int) -> str:
 
 
 def activation_terms(config, *, batch_size: int, seq_len: int, precision: str = "fp32",
-                     recompute: str = "none", device: str = "cpu",
-                     dtype: str | None = None) -> list[Term]:
+                     recompute: str = "none", device: str = "cpu") -> list[Term]:
     """The tensors one forward pass keeps alive until backward, as ``Term``s.
 
     Args:
@@ -463,7 +464,6 @@ def activation_terms(config, *, batch_size: int, seq_len: int, precision: str = 
             with float32 outputs: the Trainer's ``bf16=True`` through accelerate).
         recompute: ``"none"``, ``"full"`` or ``"selective"``.
         device: ``"cpu"`` or ``"cuda"`` (the kernels; bytes on that device).
-        dtype: the old name of ``precision`` (``"float32"``, ``"bfloat16"``).
 
     Returns:
         The list of terms; their ``bytes`` add up to ``activations`` of
@@ -473,7 +473,7 @@ def activation_terms(config, *, batch_size: int, seq_len: int, precision: str = 
     spec = model_spec(config)
     b = _check_positive("batch_size", batch_size)
     s = _check_positive("seq_len", seq_len)
-    w = _widths(dtype if dtype is not None else precision, device)
+    w = _widths(precision, device)
     _check_choice("recompute", recompute, RECOMPUTE)
     if spec.model == "gpt2" and s > spec.max_positions:
         raise ValueError(f"seq_len {s} exceeds GPT-2's n_positions {spec.max_positions}")
@@ -767,11 +767,9 @@ def _core_terms(add, spec: ModelSpec, b: int, s: int, w: _Widths) -> None:
 # ---------------------------------------------------------------------------------
 def estimate_from_spec(spec: ModelSpec, *, batch_size: int, seq_len: int,
                        precision: str = "fp32", optimizer: str = "adamw",
-                       recompute: str = "none", device: str = "cpu",
-                       dtype: str | None = None) -> dict[str, Any]:
+                       recompute: str = "none", device: str = "cpu") -> dict[str, Any]:
     """``estimate_training_memory`` for a ``ModelSpec`` (what the JavaScript mirrors)."""
     _check_choice("optimizer", optimizer, OPTIMIZERS)
-    precision = dtype if dtype is not None else precision
     terms = activation_terms(spec, batch_size=batch_size, seq_len=seq_len, precision=precision,
                              recompute=recompute, device=device)
     p = _widths(precision, device).param
@@ -787,7 +785,87 @@ def estimate_from_spec(spec: ModelSpec, *, batch_size: int, seq_len: int,
     logits = sum(term.bytes for term in terms if term.group == "logits")
     breakdown = _breakdown(parameters, gradients, optimizer_bytes, activations, logits)
     breakdown["terms"] = {term.name: term.bytes for term in terms}
+    timeline, phase, peak = _step_timeline(spec, batch_size, seq_len, precision, optimizer,
+                                           recompute, device, breakdown)
+    breakdown.update(peak=peak, peak_phase=phase, timeline=timeline)
     return breakdown
+
+
+def _step_timeline(spec: ModelSpec, b: int, s: int, precision: str, optimizer: str,
+                   recompute: str, device: str, breakdown: dict) -> tuple[dict, str, int]:
+    """Bytes alive over one steady-state step (see ``estimate_training_memory``):
+    ``(timeline, peak_phase, peak)``. The step is the Trainer's: ``zero_grad(set_to_none)``,
+    ``model(..., labels=ids)``, the output dropped but for the loss, ``backward()``,
+    ``step()``; AdamW's state exists already."""
+    w = _widths(precision, device)
+    p, e, f = w.param, w.compute, FLOAT32_BYTES
+    t, h, v, L = b * s, spec.hidden, spec.vocab, spec.n_layers
+    static = breakdown["parameters"] + breakdown["optimizer"]
+    returned = t * v * (f if w.autocast else e)          # the logits the caller drops
+    # What one layer keeps without recomputation, in the order the forward makes it.
+    layer_terms = [term.each for term in activation_terms(
+        spec, batch_size=b, seq_len=s, precision=precision, recompute="none", device=device)
+        if term.group in ("layer", "attention", "weights")]
+    layer_bytes = sum(layer_terms)
+    n_params, _ = parameter_count(spec)
+    head_params = 0 if spec.tie_embeddings else v * h
+    layer_params = (n_params - v * h - head_params - spec.max_positions * h) // L
+    # What the layers hold until their backward under this recompute (for "full": the
+    # checkpoint's input and RNG state); each layer's share is freed by its backward.
+    held_layers = sum(
+        term.bytes for term in activation_terms(
+            spec, batch_size=b, seq_len=s, precision=precision, recompute=recompute,
+            device=device) if term.group in ("layer", "attention", "weights"))
+    acts = breakdown["activations"]
+    timeline = {"start": static + t * INDEX_BYTES}
+    peaks = {}
+    # Forward: under autocast the cache also holds the checkpointed layers' bfloat16
+    # weights until the model's forward returns.
+    cache = (_matmul_weights_per_layer(spec) * e * L
+             if w.autocast and recompute == "full" else 0)
+    fwd_end = static + acts - returned
+    timeline["forward"] = fwd_end
+    peaks["forward"] = static + acts + cache
+    # The loss's backward: the gradient of the log-softmax and its input's gradient,
+    # both float32 logit-sized, next to the saved log-softmax.
+    loss_peak = fwd_end + 2 * t * v * f
+    timeline["loss backward"] = fwd_end - t * v * f + t * v * e   # dlogits in dtype
+    grads = (head_params or v * h) * p if not spec.tie_embeddings else v * h * p
+    logits_left = breakdown["logits"] - returned - t * v * f
+    cur = fwd_end - logits_left - t * v * f + grads + t * h * e
+    bwd_peak = max(loss_peak, cur + t * v * e)
+    remaining = held_layers
+    per = held_layers // L
+    for layer in range(L, 0, -1):
+        recomputed = layer_bytes if recompute == "full" else (
+            layer_bytes - per if recompute == "selective" else 0)
+        # Backward walks the layer's tensors in reverse: when it reaches one, that
+        # tensor and all made before it are alive, with its gradient and the gradient
+        # it passes on (each as large as the tensor).
+        before_layer = cur + recomputed - layer_bytes + layer_params * p
+        if recompute == "full" and (spec.model == "gpt2" or w.residual == FLOAT32_BYTES):
+            # The recomputed norm's input is the checkpoint's input itself (Llama's
+            # float32 upcast copies only a bfloat16 residual), counted already.
+            before_layer -= t * h * w.residual
+        prefix = 0
+        for each in layer_terms:
+            prefix += each
+            # Under autocast a bfloat16 tensor's gradient is also cast to float32 for
+            # the float32 op that made its input: one more copy.
+            bwd_peak = max(bwd_peak, before_layer + prefix + (2 if w.autocast else 1) * each)
+        remaining -= per
+        cur = cur - per + layer_params * p
+        timeline[f"layer {layer} backward"] = cur
+    end = static + breakdown["gradients"] + t * INDEX_BYTES
+    timeline["backward"] = end
+    peaks["backward"] = bwd_peak
+    # The update: per parameter tensor, a few temporaries as large as the largest one.
+    largest_param = max(v * h, layer_params and h * spec.intermediate) * p
+    temps = 2 * largest_param if optimizer == "adamw" else largest_param
+    peaks["optimizer"] = end + temps
+    timeline["optimizer"] = end
+    phase = max(peaks, key=peaks.get)
+    return timeline, phase, peaks[phase]
 
 
 def _breakdown(parameters: int, gradients: int, optimizer: int, activations: int,
@@ -800,7 +878,7 @@ def _breakdown(parameters: int, gradients: int, optimizer: int, activations: int
 
 def estimate_training_memory(config, *, batch_size: int, seq_len: int, precision: str = "fp32",
                              optimizer: str = "adamw", recompute: str = "none",
-                             device: str = "cpu", dtype: str | None = None) -> dict[str, Any]:
+                             device: str = "cpu") -> dict[str, Any]:
     """Bytes one training step of a Hugging Face causal LM needs, by category.
 
     For ``AutoModelForCausalLM.from_config(config)`` trained with
@@ -835,7 +913,6 @@ def estimate_training_memory(config, *, batch_size: int, seq_len: int, precision
             dropout, float32 ``pow`` under autocast, RNG states and Python scalars
             in host memory; see ``CUDA_SOURCES``). The bytes are those of the
             tensors; the CUDA caching allocator rounds each block up to 512 bytes.
-        dtype: the old name of ``precision``.
 
     Returns:
         A dict of byte counts: ``parameters``, ``gradients``, ``optimizer``,
@@ -845,7 +922,15 @@ def estimate_training_memory(config, *, batch_size: int, seq_len: int, precision
         weight copies the products saved),
         ``logits`` (the part of ``activations`` that the output layer and the loss
         hold), ``total`` (the sum of the first four), and ``terms`` (activation bytes
-        by term, in the order of ``activation_terms``).
+        by term, in the order of ``activation_terms``). And the step's highest point:
+        ``peak`` (bytes alive at once over a steady-state step as the Trainer runs
+        it: AdamW's state allocated, ``zero_grad(set_to_none=True)``, the model
+        called with ``labels``, its output dropped but for the loss, ``backward()``,
+        ``step()``; with the loss's two float32 logit-sized gradients, autocast's
+        weight cache, gradients as they appear and the update's temporaries),
+        ``peak_phase`` (``"forward"``, ``"backward"`` or ``"optimizer"``) and
+        ``timeline`` (bytes at the end of each phase and of each layer's backward).
+        ``measure_step_peak`` measures the same on a CPU.
 
     Example:
         >>> from transformers import GPT2Config
@@ -858,8 +943,51 @@ def estimate_training_memory(config, *, batch_size: int, seq_len: int, precision
         True
     """
     return estimate_from_spec(model_spec(config), batch_size=batch_size, seq_len=seq_len,
-                              precision=dtype if dtype is not None else precision,
+                              precision=precision,
                               optimizer=optimizer, recompute=recompute, device=device)
+
+
+# What a GPU needs besides the step's tensors (assumptions, not measurements): the CUDA
+# context of the process (kernels and libraries loaded; PyTorch's notes on CUDA
+# memory management say it takes "a few hundred MB" to over 1 GB depending on the
+# GPU and libraries: docs.pytorch.org/docs/stable/notes/cuda.html) and the caching
+# allocator's rounding and fragmentation (blocks rounded to 512 bytes and 2 MiB
+# segments; 5 % is our stated margin, not a measured bound).
+CUDA_CONTEXT_BYTES = 2 ** 30
+ALLOCATOR_MARGIN = 0.05
+GB = 10 ** 9      # GPU memory is sold in decimal GB
+
+
+def required_bytes(estimate: Mapping[str, Any], device: str = "cuda") -> int:
+    """Bytes a device needs for the step: ``peak`` plus the stated headroom.
+
+    On ``"cuda"``: ``peak`` × (1 + ``ALLOCATOR_MARGIN``) + ``CUDA_CONTEXT_BYTES``;
+    on ``"cpu"`` (what the book measures): ``peak`` itself.
+
+    Example:
+        >>> from bookkit.calculator import required_bytes
+        >>> required_bytes({"peak": 10 ** 9}, "cpu")
+        1000000000
+        >>> required_bytes({"peak": 10 ** 9}) == int(1.05e9) + 2 ** 30
+        True
+    """
+    peak = estimate["peak"]
+    if _check_choice("device", device, DEVICES) == "cpu":
+        return peak
+    return int(round(peak * (1 + ALLOCATOR_MARGIN))) + CUDA_CONTEXT_BYTES
+
+
+def fits(estimate: Mapping[str, Any], memory_gb: float, device: str = "cuda") -> bool:
+    """Whether ``required_bytes(estimate, device)`` fits in ``memory_gb`` decimal GB.
+
+    Example:
+        >>> from bookkit.calculator import fits
+        >>> fits({"peak": 22 * 10 ** 9}, 24)
+        False
+    """
+    if isinstance(memory_gb, bool) or not memory_gb > 0:
+        raise ValueError(f"memory_gb must be a positive number, got {memory_gb!r}")
+    return required_bytes(estimate, device) <= memory_gb * GB
 
 
 # ---------------------------------------------------------------------------------
@@ -868,16 +996,6 @@ def estimate_training_memory(config, *, batch_size: int, seq_len: int, precision
 def _torch():
     import torch
     return torch
-
-
-def __getattr__(name):
-    # The torch meter lives in bookkit.torchmem (with the other torch meters); this keeps
-    # `from bookkit.calculator import ForwardMemoryMeter` working without importing torch
-    # when only the formula is used.
-    if name in ("ForwardMemoryMeter", "_cpu_allocations_alive"):
-        from bookkit import torchmem
-        return getattr(torchmem, name)
-    raise AttributeError(f"module 'bookkit.calculator' has no attribute {name!r}")
 
 
 def _checkpointed_core(implementation: str):
@@ -1016,7 +1134,7 @@ def measure_cuda_activations(config, *, batch_size: int, seq_len: int, precision
 
 def measure_training_memory(config, *, batch_size: int, seq_len: int, precision: str = "fp32",
                             optimizer: str = "adamw", recompute: str = "none",
-                            seed: int = 0, dtype: str | None = None) -> dict[str, int]:
+                            seed: int = 0) -> dict[str, int]:
     """Run one training step and measure what ``estimate_training_memory`` estimates.
 
     Builds the model (``build_model``), runs ``model(input_ids=ids, labels=ids,
@@ -1033,7 +1151,6 @@ def measure_training_memory(config, *, batch_size: int, seq_len: int, precision:
     from bookkit.torchmem import ForwardMemoryMeter, older_objects_frozen
 
     _check_choice("optimizer", optimizer, OPTIMIZERS)
-    precision = dtype if dtype is not None else precision
     model, ids = _model_and_batch(config, batch_size, seq_len, precision, recompute, seed)
     head = model.get_output_embeddings()
     handle = head.register_forward_pre_hook(lambda *_: meter.phase("head"))
@@ -1057,9 +1174,73 @@ def measure_training_memory(config, *, batch_size: int, seq_len: int, precision:
     return _breakdown(tensor_bytes(params), gradients, optimizer_state_bytes(opt), activations, logits)
 
 
+def measure_step_peak(config, *, batch_size: int, seq_len: int, precision: str = "fp32",
+                      optimizer: str = "adamw", recompute: str = "none",
+                      seed: int = 0) -> dict[str, Any]:
+    """The CPU allocator's highest point over one steady-state training step.
+
+    Independent of the formula: builds the model (``build_model``), runs one step to
+    allocate the optimizer's state, then measures a second one as the Trainer runs
+    it: ``zero_grad(set_to_none=True)``, ``out = model(input_ids=ids, labels=ids,
+    use_cache=False)``, ``loss = out.loss``, ``del out``, ``loss.backward()``,
+    ``opt.step()``. What exists before (parameters, buffers, optimizer state, token
+    ids) is counted from the tensors; the rest by ``AllocatorTrace`` (one thread).
+
+    Returns:
+        ``{"peak": bytes, "peak_phase": "forward"|"backward"|"optimizer",
+        "timeline": {"start", "forward", "backward", "optimizer": bytes at the end
+        of each phase}}``.
+
+    Example:
+        >>> from transformers import LlamaConfig
+        >>> cfg = LlamaConfig(hidden_size=32, intermediate_size=64,
+        ...                   num_hidden_layers=1, num_attention_heads=2,
+        ...                   num_key_value_heads=2, vocab_size=128)
+        >>> m = measure_step_peak(cfg, batch_size=1, seq_len=8)
+        >>> m["peak"] >= m["timeline"]["forward"]
+        True
+    """
+    torch = _torch()
+    from bookkit.step_memory import optimizer_state_bytes, tensor_bytes
+    from bookkit.torchmem import AllocatorTrace, older_objects_frozen
+
+    _check_choice("optimizer", optimizer, OPTIMIZERS)
+    model, ids = _model_and_batch(config, batch_size, seq_len, precision, recompute, seed)
+    params = list(model.parameters())
+    opt = (torch.optim.AdamW(params) if optimizer == "adamw"
+           else torch.optim.SGD(params, lr=1e-3))
+
+    def step(trace=None):
+        opt.zero_grad(set_to_none=True)
+        out = model(input_ids=ids, labels=ids, use_cache=False)
+        loss = out.loss
+        del out
+        if trace:
+            trace.mark("forward")
+        loss.backward()
+        del loss
+        if trace:
+            trace.mark("backward")
+        opt.step()
+
+    step()                                  # allocates the optimizer's state
+    opt.zero_grad(set_to_none=True)
+    gc.collect()
+    start = (tensor_bytes(params) + tensor_bytes(model.buffers())
+             + optimizer_state_bytes(opt) + tensor_bytes([ids]))
+    with older_objects_frozen(), AllocatorTrace("cpu") as trace:
+        step(trace)
+    phases = {"forward": trace.peaks["forward"], "backward": trace.peaks["backward"],
+              "optimizer": trace.peaks["end"]}
+    phase = max(phases, key=phases.get)
+    timeline = {"start": start, "forward": start + trace.held["forward"],
+                "backward": start + trace.held["backward"],
+                "optimizer": start + trace.end_bytes}
+    return {"peak": start + phases[phase], "peak_phase": phase, "timeline": timeline}
+
+
 def alive_bytes_three_ways(config, *, batch_size: int, seq_len: int, precision: str = "fp32",
-                           recompute: str = "none", seed: int = 0,
-                           dtype: str | None = None) -> dict[str, int]:
+                           recompute: str = "none", seed: int = 0) -> dict[str, int]:
     """The activations of one forward pass by three meters that know nothing of the formula.
 
     Each runs ``model(input_ids=ids, labels=ids, use_cache=False)`` on a fresh model
@@ -1084,7 +1265,6 @@ def alive_bytes_three_ways(config, *, batch_size: int, seq_len: int, precision: 
     """
     from bookkit.torchmem import older_objects_frozen
 
-    precision = dtype if dtype is not None else precision
     with older_objects_frozen():   # each gc.collect() below sees only this call's objects
         return _alive_bytes_three_ways(config, batch_size, seq_len, precision, recompute, seed)
 
@@ -1177,8 +1357,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seq-len", type=int, default=1024)
     p.add_argument("--precision", choices=PRECISIONS, default="fp32",
                    help="bf16-autocast: the Trainer's bf16=True (float32 model under autocast)")
-    p.add_argument("--dtype", choices=tuple(DTYPE_BYTES), help="old name: float32 = "
-                   "--precision fp32, bfloat16 = --precision bf16")
     p.add_argument("--device", choices=DEVICES, default="cpu",
                    help="whose kernels: cpu (measured) or cuda (read from torch's source)")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw")
@@ -1237,8 +1415,6 @@ def _config_from_args(args):
 def main(argv=None) -> int:
     """Command line: print the breakdown of one configuration as a table."""
     args = _parser().parse_args(argv)
-    if args.dtype is not None:
-        args.precision = PRECISION_ALIASES[args.dtype]
     try:
         config = _config_from_args(args)
         est = estimate_training_memory(config, batch_size=args.batch_size, seq_len=args.seq_len,
@@ -1262,6 +1438,12 @@ def main(argv=None) -> int:
         device=args.device,
         recompute=args.recompute)
     print(format_table(est, terms))
+    need = required_bytes(est, args.device)
+    print(f"step peak {_human(est['peak'])} ({est['peak_phase']})")
+    print(f"needs {need / GB:.2f} GB"
+          + (" (1 GiB CUDA context, 5 % allocator margin)" if args.device == "cuda" else ""))
+    print("fits on: " + " · ".join(
+        f"{g} GB {'yes' if need <= g * GB else 'no'}" for g in (24, 40, 80)))
     return 0
 
 

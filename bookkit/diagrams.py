@@ -28,8 +28,9 @@ CHECKLIST = [
 
 
 def memory_did_not_go_down():
-    """Chapter 15's checklist as a flow: each question, the cause behind a "no" and its
-    fix. Shown in chapter 15."""
+    """The checklist of "I enabled checkpointing and memory didn't go down" as a flow: each
+    question, the cause behind a "no" and its fix. Shown in "I enabled checkpointing and
+    memory didn't go down"."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import FancyBboxPatch
 

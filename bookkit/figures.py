@@ -53,3 +53,173 @@ def use_book_style(shell=None) -> bool:
         pass
     select_figure_formats(shell, {FIGURE_FORMAT}, bbox_inches="tight")
     return True
+
+
+# ---------------------------------------------------------------------------------
+# Figures that carry a chapter's idea (drawn from counts, never from timings)
+# ---------------------------------------------------------------------------------
+def saved_bytes_timelines(n_layers: int = 8, segments: int = 3) -> dict[str, dict]:
+    """Where a chain's saved activations are, step by step, three ways (chapter 18).
+
+    A chain of ``n_layers`` equal layers, each saving one unit for backward. Each
+    strategy is a list of layer steps (a forward, a recomputed forward or a backward
+    of one layer) with, after each, the units held on the accelerator and on the host:
+
+    - ``"keep"``: every activation stays on the accelerator until its backward;
+    - ``"offload"``: each activation moves to host memory once its layer's forward is
+      done and comes back just before its backward (one unit on the accelerator at a
+      time; the host holds the rest);
+    - ``"checkpoint"``: ``segments`` segments; only segment inputs stay (the first
+      is the chain's input, not a saved activation), each segment is recomputed
+      before its backward, so the step is longer by the recomputed forwards.
+
+    Args:
+        n_layers: layers of the chain, at least 2.
+        segments: checkpointed segments, between 1 and ``n_layers``.
+
+    Returns:
+        ``{name: {"device": [...], "host": [...], "recomputed": int}}``, the lists
+        one entry per layer step.
+
+    Example:
+        >>> from bookkit.figures import saved_bytes_timelines
+        >>> t = saved_bytes_timelines(4, 2)
+        >>> max(t["keep"]["device"]), max(t["offload"]["device"]), t["checkpoint"]["recomputed"]
+        (4, 1, 2)
+    """
+    if not isinstance(n_layers, int) or n_layers < 2:
+        raise ValueError(f"n_layers must be an integer of at least 2, got {n_layers!r}")
+    if not isinstance(segments, int) or not 1 <= segments <= n_layers:
+        raise ValueError(f"segments must be an integer from 1 to n_layers={n_layers}, "
+                         f"got {segments!r}")
+    n = n_layers
+    keep = {"device": list(range(1, n + 1)) + list(range(n - 1, -1, -1)),
+            "host": [0] * (2 * n), "recomputed": 0}
+    offload = {"device": [1] * n + [1] * (n - 1) + [0],
+               "host": [i - 1 for i in range(1, n + 1)] + list(range(n - 2, -1, -1)) + [0],
+               "recomputed": 0}
+    # Segments as equal as they go (sizes differ by at most one layer). As in chapter
+    # 4, the last segment runs normally; the others keep only their input and are
+    # recomputed, their activations kept, just before their backward.
+    sizes = [n // segments + (1 if i < n % segments else 0) for i in range(segments)]
+    device, recomputed, held = [], 0, 0  # held: checkpoints (inputs of segments 2..k)
+    for i, size in enumerate(sizes):
+        last = i == segments - 1
+        device += [held + (j if last else 1) for j in range(1, size + 1)]
+        held += 0 if last else 1
+    for i in reversed(range(segments)):
+        size = sizes[i]
+        if i < segments - 1:
+            device += [held + j for j in range(1, size + 1)]
+            recomputed += size
+        device += [held + j for j in range(size - 1, -1, -1)]
+        held -= 1 if i > 0 else 0
+    checkpoint = {"device": device, "host": [0] * len(device), "recomputed": recomputed}
+    return {"keep": keep, "offload": offload, "checkpoint": checkpoint}
+
+
+STRATEGY_STYLE = {"keep": ("keep everything", "#616161", "-"),
+                  "offload": ("offload to host", "#1565c0", "-"),
+                  "checkpoint": ("checkpoint", "#c62828", "--")}
+
+
+def offload_vs_checkpoint(n_layers: int = 8, segments: int = 3):
+    """Chapter 18's idea in one figure: offloading keeps the accelerator as empty as
+    checkpointing without recomputing anything; the saved bytes move to host memory
+    (and back) instead.
+
+    Two panels stacked (they stay readable on a phone): saved units on the
+    accelerator, and on the host, after each layer step of `saved_bytes_timelines`.
+
+    Args:
+        n_layers: layers of the chain.
+        segments: the checkpointed segments.
+
+    Returns:
+        The matplotlib Figure.
+
+    Example:
+        >>> from bookkit.figures import offload_vs_checkpoint
+        >>> len(offload_vs_checkpoint().axes)
+        2
+    """
+    import matplotlib.pyplot as plt
+
+    lines = saved_bytes_timelines(n_layers, segments)
+    fig, (dev, host) = plt.subplots(2, 1, figsize=(7.0, 5.0), sharex=True,
+                                    gridspec_kw={"height_ratios": [3, 2]})
+    for name, line in lines.items():
+        label, color, style = STRATEGY_STYLE[name]
+        steps = range(1, len(line["device"]) + 1)
+        extra = f" (+{line['recomputed']} forwards)" if line["recomputed"] else ""
+        dev.step(steps, line["device"], where="post", color=color, ls=style, lw=2,
+                 label=label + extra)
+        if any(line["host"]):
+            host.step(steps, line["host"], where="post", color=color, ls=style, lw=2)
+    dev.set_ylabel("on the accelerator")
+    host.set_ylabel("on the host")
+    host.set_xlabel("layer steps (forward, recomputation, backward)")
+    dev.set_title(f"Saved activations of a chain of {n_layers} layers, in layers' worth")
+    dev.legend(loc="upper right", frameon=False)
+    from matplotlib.ticker import MaxNLocator
+
+    for ax in (dev, host):
+        ax.set_ylim(0, n_layers + 0.5)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.spines[["top", "right"]].set_visible(False)
+    fig.tight_layout()
+    return fig
+
+
+MEMORY_KINDS = (("parameters", "#90a4ae"), ("gradients", "#607d8b"),
+                ("optimizer", "#37474f"), ("activations", "#ef6c00"))
+RECIPES = (("float32", "fp32", "none"), ("float32, checkpointed", "fp32", "full"),
+           ("bfloat16", "bf16", "none"), ("bf16=True (autocast)", "bf16-autocast", "none"),
+           ("bf16=True, checkpointed", "bf16-autocast", "full"))
+
+
+def memory_by_kind(model: str = "GPT-2 (124M)", batch_size: int = 8, seq_len: int = 1024):
+    """Chapter 22's idea in one figure: a training step's bytes in four kinds, for
+    each recipe, from `bookkit.calculator`'s formula; checkpointing shrinks only the
+    activations, the precision all four.
+
+    Args:
+        model: a key of `bookkit.calculator.PRESETS`.
+        batch_size, seq_len: the batch, ``batch_size`` sequences of ``seq_len`` tokens.
+
+    Returns:
+        The matplotlib Figure (one horizontal bar per recipe, in GiB).
+
+    Example:
+        >>> from bookkit.figures import memory_by_kind
+        >>> len(memory_by_kind().axes[0].patches)
+        20
+    """
+    import matplotlib.pyplot as plt
+
+    from bookkit import calculator
+
+    if model not in calculator.PRESETS:
+        raise ValueError(f"unknown model {model!r}; one of {sorted(calculator.PRESETS)}")
+    config = calculator.PRESETS[model]()
+    gib = 2 ** 30
+    fig, ax = plt.subplots(figsize=(7.0, 3.8))
+    for row, (label, precision, recompute) in enumerate(RECIPES):
+        est = calculator.estimate_training_memory(
+            config, batch_size=batch_size, seq_len=seq_len, precision=precision,
+            recompute=recompute)
+        left = 0.0
+        for kind, color in MEMORY_KINDS:
+            width = est[kind] / gib
+            ax.barh(row, width, left=left, color=color,
+                    label=kind if row == 0 else None)
+            left += width
+        ax.text(left + 0.15, row, f"{est['total'] / gib:.1f}", va="center")
+    ax.set_yticks(range(len(RECIPES)), [r[0] for r in RECIPES])
+    ax.invert_yaxis()
+    ax.set_xlabel("GiB of one training step")
+    ax.set_title(f"{model}, batch {batch_size} \u00d7 {seq_len} tokens, AdamW")
+    ax.legend(loc="lower right", frameon=False, ncols=2)
+    ax.spines[["top", "right"]].set_visible(False)
+    fig.tight_layout()
+    return fig

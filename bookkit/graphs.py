@@ -1,4 +1,4 @@
-"""Small models whose step is a DAG, not a chain (shown in chapter 7).
+"""Small models whose step is a DAG, not a chain (shown in "Beyond chains").
 
 `gpt_stack` is a stack of pre-LayerNorm transformer blocks (two residual adds and
 attention's fan-out per block); `tiny_unet` is an MLP U-Net whose decoder adds the

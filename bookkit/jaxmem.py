@@ -1,4 +1,4 @@
-"""What JAX keeps for the backward pass, and what it computes (chapter 21).
+"""What JAX keeps for the backward pass, and what it computes ("The same idea in JAX").
 
 JAX has no saved-tensor hooks: a gradient is a program transformation, and the arrays
 the forward pass hands to the backward pass (JAX calls them *residuals*) are known

@@ -1,4 +1,4 @@
-"""Moving saved activations out of the way: to host memory, or to disk (chapter 18).
+"""Moving saved activations to host memory or to disk ("Offloading activations").
 
 Checkpointing drops activations and recomputes them; *offloading* keeps them, somewhere
 cheaper than the accelerator's memory, and copies them back for backward. Both plug into

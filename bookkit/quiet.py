@@ -1,8 +1,8 @@
 """Keep machine-dependent import-time messages of optional libraries out of the notebooks.
 
 `transformers` imports DeepSpeed and bitsandbytes whenever they are installed (the book
-installs both for chapters 16 and 17), and both log a warning while being imported that
-depends on the machine rather than on the code:
+installs both for "Hugging Face models and adapters" and "Beyond one device"), and both log
+a warning while being imported that depends on the machine rather than on the code:
 
 * DeepSpeed, on a machine where it detects no accelerator: "Setting accelerator to CPU.
   If you have GPU or other accelerator, we were unable to detect it." (with a timestamp);

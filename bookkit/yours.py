@@ -1,26 +1,189 @@
-"""Part I's build-it pieces, as the book solves them, for the chapters that build on them.
+"""Part I's build-it pieces: the reader's own, saved to ``yours.py``, or the book's.
 
-Chapter 3 has the reader write `HandCheckpoint`; chapter 4 passes it to the reader's
-`my_checkpoint_sequential`; chapter 5 runs its plans with that; chapter 6 nests it. Each
-later chapter imports the book's solution from here, and says so: paste your own version
-in its place and the chapter runs on your code. `bookkit.build_it` checks every piece
-against minigrad.
+"Dropping and rebuilding" has the reader write `HandCheckpoint`; "The square-root trick"
+passes it to the reader's `my_checkpoint_sequential`; "Choosing where to checkpoint" runs
+its plans with that; "Beyond one level" nests it. A
+stub cell that starts with ``%%yours`` runs as usual and remembers its source; when the
+chapter's check (`bookkit.build_it`) then agrees with minigrad on the object that cell
+defined, its definitions are written to ``yours.py`` in the working folder (the notebook's
+folder; in Colab ``/content``, which lasts as long as the runtime: download it, or point
+``BOOK_YOURS`` at a file on a mounted Drive). A later chapter calls `load`: the reader's
+version when ``yours.py`` has it, the book's otherwise, with one line saying whose ran.
+``%%solution`` runs the book's solution in a namespace of its own, so it never replaces
+the reader's definitions.
 
 Example:
-    >>> from bookkit.yours import HandCheckpoint, my_checkpoint_sequential
-    >>> hand = lambda fn, h: HandCheckpoint.apply(h, fn)
-    >>> # y = my_checkpoint_sequential(layers, [0, 3, 6], x, hand)
+    >>> from bookkit.yours import load
+    >>> hand_cls = load("HandCheckpoint", path="/nonexistent/yours.py")
+    HandCheckpoint: the book's (pass chapter 3's check to use yours)
+    >>> hand_cls.__name__
+    'HandCheckpoint'
 """
 from __future__ import annotations
 
+import ast
+import os
+import re
+from pathlib import Path
+
 from minigrad import Function, Tensor, enable_grad, memory, no_grad
 
-__all__ = ["HandCheckpoint", "my_checkpoint_sequential"]
+__all__ = ["HandCheckpoint", "my_checkpoint_sequential", "load", "save_source",
+           "register_magics", "yours_path", "CHAPTER"]
+
+#: the chapter whose check a piece passes before it is saved
+CHAPTER = {"my_saved_bytes": 1, "my_backward": 2, "HandCheckpoint": 3,
+           "my_sqrt_starts": 4, "my_checkpoint_sequential": 4,
+           "my_optimal_segments": 5, "my_rotor": 6, "my_run_schedule": 6,
+           "my_hook_checkpoint": 8}
+
+#: what every saved piece may use without importing it (the chapters' setup cells)
+PRELUDE = """\
+import math
+from functools import lru_cache
+
+import numpy as np
+
+import minigrad
+import minigrad.ops as F
+from minigrad import (Function, Tensor, enable_grad, memory, no_grad, plan,
+                      saved_tensors_hooks)
+from minigrad.plan import Checkpointed, NestedSchedule, Taped
+from minigrad.tensor import Context, node_of
+
+INF = float("inf")
+"""
+
+# name -> (source, namespace) of the %%yours cells run in this session
+_CELLS: dict = {}
+# name -> the reader's object whose check agreed in this session
+_PASSED: dict = {}
+# name -> the book's solution defined by a %%solution cell in this session
+_SOLUTIONS: dict = {}
+
+
+def yours_path(path=None) -> Path:
+    """``path``, else ``$BOOK_YOURS``, else ``yours.py`` in the working folder."""
+    return Path(path or os.environ.get("BOOK_YOURS") or "yours.py")
+
+
+def _definitions(source):
+    """The top-level definitions, imports and assignments of a cell (its check calls
+    and prints dropped), and the names it defines."""
+    tree = ast.parse(source)
+    keep, names = [], []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif not isinstance(node, (ast.Import, ast.ImportFrom, ast.Assign)):
+            continue
+        keep.append(ast.get_source_segment(source, node, padded=True))
+    return "\n\n\n".join(keep), names
+
+
+def _sections(text):
+    """``{name: source}`` of the sections of a yours.py."""
+    parts = re.split(r"^# --- yours: (\w+) .*$\n", text, flags=re.M)
+    return dict(zip(parts[1::2], (p.strip() + "\n" for p in parts[2::2])))
+
+
+def save_source(name, obj, path=None):
+    """Write the ``%%yours`` cell that defined ``obj`` (as ``name``) to yours.py, replacing
+    an older section of that name. Called by `bookkit.build_it`'s checks when they agree;
+    does nothing for an object no ``%%yours`` cell defined (the book's solution, a
+    function defined elsewhere). Returns the path written, or None."""
+    cell = _CELLS.get(name)
+    if cell is None or cell[1].get(name) is not obj:
+        return None
+    _PASSED[name] = obj
+    target = yours_path(path)
+    sections = _sections(target.read_text()) if target.exists() else {}
+    sections[name] = _definitions(cell[0])[0] + "\n"
+    text = "".join(f"# --- yours: {k} (chapter {CHAPTER.get(k, '?')}) ---\n{v}\n"
+                   for k, v in sections.items())
+    target.write_text('"""Your Part I pieces, written by the book\'s checks."""\n'
+                      f"{PRELUDE}\n\n{text}")
+    return target
+
+
+def load(name, path=None):
+    """The reader's ``name`` when there is one that passed its check, else the book's;
+    prints one line saying whose version runs.
+
+    In order: the reader's object whose check agreed in this session (a ``%%yours``
+    cell); the reader's from yours.py (its pieces run together: a saved
+    ``my_run_schedule`` uses the saved ``HandCheckpoint``); the book's solution from a
+    ``%%solution`` cell of this session; the book's copy in this module.
+
+    Args:
+        name: a Part I piece (``"HandCheckpoint"``, ``"my_checkpoint_sequential"``...).
+        path: yours.py (default: `yours_path`).
+
+    Returns:
+        The function or class.
+
+    Example:
+        >>> from bookkit.yours import load
+        >>> f = load("my_checkpoint_sequential", path="/nonexistent/yours.py")
+        my_checkpoint_sequential: the book's (pass chapter 4's check to use yours)
+    """
+    if name in _PASSED:
+        print(f"{name}: yours (checked above)")
+        return _PASSED[name]
+    target = yours_path(path)
+    sections = _sections(target.read_text()) if target.exists() else {}
+    if name in sections:
+        ns = {"__name__": "yours"}
+        exec(compile(PRELUDE, str(target), "exec"), ns)
+        for piece, source in sections.items():  # chapter order: earlier pieces first
+            exec(compile(source, f"{target}:{piece}", "exec"), ns)
+        print(f"{name}: yours (from {target})")
+        return ns[name]
+    how = f"pass chapter {CHAPTER.get(name, '?')}'s check to use yours"
+    if name in _SOLUTIONS:
+        print(f"{name}: the book's solution ({how})")
+        return _SOLUTIONS[name]
+    if name not in __all__:
+        raise KeyError(f"load: no piece named {name!r} in {target} or in the book; "
+                       f"known: {sorted(CHAPTER)}")
+    print(f"{name}: the book's ({how})")
+    return globals()[name]
+
+
+def register_magics(ip=None):
+    """Register ``%%yours`` and ``%%solution`` in IPython (the setup cells call it).
+
+    ``%%yours``: run the cell in the notebook's namespace and remember its source, so that
+    a passing check saves it. ``%%solution``: run the cell in a copy of the namespace (the
+    book's solution never replaces the reader's definitions)."""
+    if ip is None:
+        from IPython import get_ipython
+        ip = get_ipython()
+    if ip is None:
+        return
+
+    def yours(line, cell):
+        try:
+            names = _definitions(cell)[1]
+        except SyntaxError:  # the run below reports it
+            names = []
+        for name in names:  # before the run: the check inside the cell saves it
+            _CELLS[name] = (cell, ip.user_ns)
+        ip.run_cell(cell)
+
+    def solution(line, cell):
+        ns = dict(ip.user_ns)
+        exec(compile(cell, "<solution>", "exec"), ns)
+        for name in _definitions(cell)[1]:
+            _SOLUTIONS[name] = ns[name]
+
+    ip.register_magic_function(yours, "cell", "yours")
+    ip.register_magic_function(solution, "cell", "solution")
 
 
 class HandCheckpoint(Function):
-    """Chapter 3's checkpoint by hand: run ``fn`` on ``x`` keeping only ``x``; rebuild
-    ``fn``'s graph in backward. Apply as ``HandCheckpoint.apply(x, fn)``."""
+    """The checkpoint of "Dropping and rebuilding" by hand: run ``fn`` on ``x`` keeping only
+    ``x``; rebuild ``fn``'s graph in backward. Apply as ``HandCheckpoint.apply(x, fn)``."""
 
     @staticmethod
     def forward(ctx, x, fn):
@@ -43,9 +206,9 @@ class HandCheckpoint(Function):
 
 
 def my_checkpoint_sequential(layers, starts, x, checkpoint_fn):
-    """Chapter 4's ``checkpoint_sequential``: run ``layers`` on ``x``, every segment
-    but the last through ``checkpoint_fn(segment, h)``; ``starts``: the segments'
-    first layers, from 0."""
+    """The ``checkpoint_sequential`` of "The square-root trick": run ``layers`` on ``x``,
+    every segment but the last through ``checkpoint_fn(segment, h)``; ``starts``: the
+    segments' first layers, from 0."""
     bounds = list(starts) + [len(layers)]
 
     def segment(a, b):  # layers a .. b-1 as one function

@@ -72,6 +72,7 @@ Example:
 from __future__ import annotations
 
 import weakref
+import zlib
 from collections import Counter
 
 import numpy as np
@@ -103,7 +104,7 @@ class _Value:
     a layer norm's statistics), or a constant (an input made outside the block)."""
 
     __slots__ = ("op", "slot", "array", "weak", "pinned", "handles", "last_use", "nbytes",
-                 "users", "index", "__weakref__")
+                 "users", "index", "digest", "__weakref__")
 
     def __init__(self, op, slot, index, pinned=None):
         self.op = op  # the _Op that makes it (None for a constant)
@@ -116,6 +117,7 @@ class _Value:
         self.nbytes = 0
         self.users: list = []  # the _Ops that take it as an input
         self.index = index
+        self.digest = None  # checksum taken when first evicted: a rebuild must match it
 
     @property
     def const(self) -> bool:
@@ -187,6 +189,11 @@ class _Box:
 
     def __init__(self, array):
         self.array = array
+
+
+def _digest(a: np.ndarray) -> tuple:
+    """A checksum of an array's values, shape and dtype included."""
+    return a.shape, a.dtype.str, zlib.crc32(np.ascontiguousarray(a).view(np.uint8))
 
 
 def _base(a: np.ndarray) -> np.ndarray:
@@ -326,9 +333,12 @@ class Budget:
                     f"resident at once ({what}: {nbytes} B more, {self.resident_bytes} B kept, "
                     f"of which {pinned} B are inputs of the step that cannot be rebuilt), but "
                     f"the budget is {self.budget_bytes} B; nothing else can be evicted. Raise "
-                    f"the budget to at least {self.resident_bytes + nbytes} B.")
+                    f"the budget to at least {self.resident_bytes + nbytes} B (a lower bound: what "
+                    f"is resident later may need more).")
             self.evictions += 1
             for v in list(self._groups[key].members):
+                if v.digest is None and not v.const:
+                    v.digest = _digest(v.array)
                 self._remove(v)
 
     # --- scores ---------------------------------------------------------------------------
@@ -583,6 +593,13 @@ class Budget:
             # Room is made once the exact bytes are known (a view of a resident input adds
             # none): until the pool holds them, the rebuilt arrays are not saved activations.
             a = produced[want.slot]
+            for slot, v in op.values.items():
+                if v.digest is not None and _digest(produced[slot]) != v.digest:
+                    raise RuntimeError(
+                        f"dtr.budget: rebuilding op {op.fn.name()} gave other values than its "
+                        f"first run (it draws from a stream the budget does not replay, such "
+                        f"as NumPy's global generator, or an argument was edited in place "
+                        f"since); the gradients would differ")
             self._make_room(self._new_bytes([a]), f"rebuilding {op.fn.name()}")
             self._add(want, a)
             want.last_use = self._clock

@@ -24,11 +24,23 @@ schedule's ``recompute_flops``.
 Scope: ops whose forward depends only on their arguments and the default random
 generator. A recomputation gets copies of the op's array arguments, so BatchNorm's running
 statistics are updated once, by the first forward, as in a plain step.
+
+Never silently wrong: the run checks what the schedule was planned for and raises a
+`RuntimeError` naming what differs: each op's name, output shape and dtype, and private
+saved bytes (a schedule traced at batch 8 refuses a batch of 64); an op that draws from its
+own `minigrad.random.Generator` (only the default generator is replayed); and every
+recomputed value is compared, by a checksum taken in the first forward, with the value it
+replaces, so a recomputation that differs (a draw from NumPy's global generator, an
+argument edited in place since) is an error, not different gradients.
 """
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 
+from minigrad import memory
+from minigrad import random as _random
 from minigrad.autograd import hooks_paused
 from minigrad.grad_mode import enable_grad
 from minigrad.hooks import hold_role, register_hooks, release_role
@@ -53,6 +65,8 @@ class _Executor(StepRecorder):
         self.entered = -1
         self.next_stage = self.nf
         self.on_op = self._forward_op
+        self.recomputed = {k for r in schedule.recompute for k in r}
+        self.digest: dict = {}  # recomputed node -> checksum of its first-forward values
 
     # --- values held as activations ---------------------------------------------------
     def _hold(self, i, out, privates):
@@ -84,6 +98,7 @@ class _Executor(StepRecorder):
             raise RuntimeError(f"remat.run: the step's op {i} is {rec.name}, but the schedule's "
                                f"graph has " + (f"{self.g.names[i]}" if i < self.nf else
                                f"only {self.nf} forward ops") + "; trace the same step")
+        self._check_planned(i, rec, output)
         if rec.ctx_id is not None:
             self.node_of_ctx[rec.ctx_id] = i
         consts = []
@@ -95,8 +110,33 @@ class _Executor(StepRecorder):
                 slot.array = None  # rebuilt from the values held when backward reads it
         self.const_held[i] = consts
         privates, rec.privates = rec.privates, []
+        if i in self.recomputed:
+            self.digest[i] = _digest(output.data, privates)
         if i in self.keep[self.nf]:
             self._hold(i, output.data, privates)
+
+    def _check_planned(self, i, rec, output):
+        """The op runs on what the schedule was planned for, or the run stops and says
+        what differs (shapes and bytes, not only names)."""
+        g, where = self.g, f"remat.run: op {i} ({rec.name})"
+        if g.out_shapes:
+            shape, dtype = g.out_shapes[i]
+            got = (tuple(output.shape), output.data.dtype.name)
+            if got != (tuple(shape), dtype):
+                raise RuntimeError(f"{where} makes a {got[0]} {got[1]} output; the schedule was "
+                                   f"planned for {tuple(shape)} {dtype} (trace_graph and plan "
+                                   f"again at these shapes)")
+        if g.private_bytes:
+            got = sum({id(memory.base_buffer(p)): memory.base_buffer(p).nbytes
+                       for p in rec.privates}.values())
+            if got != g.private_bytes[i]:
+                raise RuntimeError(f"{where} saves {got:,} private bytes; the schedule was "
+                                   f"planned for {g.private_bytes[i]:,}")
+        for a in list(rec.args) + list(rec.kwargs.values()):
+            if isinstance(a, _random.Generator) and a is not _random.default_generator:
+                raise RuntimeError(f"{where} draws from its own minigrad.random.Generator; "
+                                   f"remat.run replays only the default generator (pass "
+                                   f"generator=None), so its recomputation would differ")
 
     # --- backward -----------------------------------------------------------------------
     def unpack(self, slot):
@@ -150,6 +190,11 @@ class _Executor(StepRecorder):
         for p, slot in enumerate(rec.slots):
             if slot.kind == "private":
                 privates[slot.index] = saved[p]
+        if _digest(out.data, privates) != self.digest.get(k):
+            raise RuntimeError(f"remat.run: recomputing node {k} ({rec.name}) gave other values "
+                               f"than its first forward (it draws from a stream remat.run does "
+                               f"not replay, such as NumPy's global generator, or an argument "
+                               f"was edited in place since); the gradients would differ")
         self._hold(k, out.data, privates)
         if ctx is not None:
             ctx.release()
@@ -170,6 +215,12 @@ class _Executor(StepRecorder):
         self.next_stage = t + 1
 
 
+def _digest(out, privates) -> tuple:
+    """A checksum of an op's values (output and private saved arrays), shapes included."""
+    return tuple((a.shape, a.dtype.str, zlib.crc32(np.ascontiguousarray(a).view(np.uint8)))
+                 for a in (out, *privates))
+
+
 def run(schedule, step, *inputs):
     """Run one training step under ``schedule`` (forward, loss and backward).
 
@@ -184,7 +235,9 @@ def run(schedule, step, *inputs):
         ``loss.backward()`` would leave, bit for bit.
 
     Raises:
-        RuntimeError: the step ran other ops than the schedule's graph has.
+        RuntimeError: the step ran other ops, or ops on other shapes or bytes, than the
+            schedule's graph has; an op draws from its own Generator; or a recomputed
+            value differs from the first forward's (see the module docstring).
 
     Example:
         >>> from minigrad import Tensor, memory, nn, plan

@@ -15,7 +15,7 @@ executed copies are kept in .compat/<stack>/executed/.
 A notebook passes when every cell runs without an error (its own asserts included);
 outputs are not compared with the stored ones, which belong to the pinned versions.
 The minimum stack is exactly bookkit.versions.MINIMUM, plus the minimum a chapter's setup
-cell declares for a package the book does not (jax for chapter 21); tests/test_versions.py
+cell declares for a package the book does not (jax for "The same idea in JAX"); tests/test_versions.py
 checks both. The newest stack takes the newest releases pip can install here (torch is
 capped at 2.14.1 on this machine). A chapter whose own minimum is above a stack's version
 "stops as declared" there: its setup cell's one line (bookkit.require installs nothing
@@ -43,7 +43,7 @@ KERNEL = ["ipykernel", "nbclient", "nbformat"]
 STACKS = {
     # The declared minimum (bookkit/versions.py MINIMUM, pyproject.toml): oldest release
     # of each minimum minor version that has a Python 3.11 wheel.
-    # jax: chapter 21's own minimum (its setup cell says jax="0.6").
+    # jax: "The same idea in JAX"'s own minimum (its setup cell says jax="0.6").
     "minimum": ["numpy==1.26.4", "matplotlib==3.8.4", "torch==2.5.1", "transformers==4.57.6",
                 "peft==0.17.1", "accelerate==1.3.0", "jax==0.6.0", "scipy==1.11.4"],
     # The newest releases available here.

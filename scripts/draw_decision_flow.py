@@ -17,6 +17,8 @@ from xml.sax.saxutils import escape
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTPUT = ROOT / "book" / "decision_flow.svg"
+sys.path.insert(0, str(ROOT / "tests"))
+from bookpaths import chapter_id as ch  # noqa: E402  the figure names chapters by slug
 
 WIDTH = 660          # px; the book's text column shows it at about this size
 MARGIN = 12
@@ -36,27 +38,27 @@ START = ["Measure one training step, changing nothing: peak",
          "second, and whether the target length fits."]
 FITS = ["Does it fit, with room to spare?"]
 YES = ["Check the default: many", "recipes switch checkpointing",
-       "on. If speed matters, try", "it off (ch16)."]
+       "on. If speed matters, try", f"it off ({ch('hugging_face')})."]
 DOMINATES = ["What dominates the peak?"]
 # (what dominates, the tools for it with the chapters that measure them)
 BRANCHES = [
-    ("Activations", ["Checkpoint the largest repeated blocks (ch09).",
-                     "Not enough: selective policies (ch12), nested",
-                     "schedules (ch06), offload to host or disk (ch18)."]),
-    ("Logits", ["A chunked loss that never holds all logits (ch13).",
+    ("Activations", [f"Checkpoint the largest repeated blocks ({ch('torch_checkpoint')}).",
+                     f"Not enough: selective policies ({ch('selective_recomputation')}), nested",
+                     f"schedules ({ch('beyond_one_level')}), offload to host or disk ({ch('offloading')})."]),
+    ("Logits", [f"A chunked loss that never holds all logits ({ch('logits_wall')}).",
                 "Checkpointing frees the room around them only."]),
-    ("Weights", ["Quantise the frozen base: 4-bit QLoRA (ch16).",
-                 "Shard them across devices: FSDP, ZeRO-3 (ch17)."]),
-    ("Optimizer state,", ["Shard: ZeRO-1/2 or FSDP (ch17). Train fewer",
-                          "parameters: LoRA adapters (ch16)."]),
+    ("Weights", [f"Quantise the frozen base: 4-bit QLoRA ({ch('hugging_face')}).",
+                 f"Shard them across devices: FSDP, ZeRO-3 ({ch('beyond_one_device')})."]),
+    ("Optimizer state,", [f"Shard: ZeRO-1/2 or FSDP ({ch('beyond_one_device')}). Train fewer",
+                          f"parameters: LoRA adapters ({ch('hugging_face')})."]),
     ("All of it, with", ["Smaller micro-batches with gradient accumulation,",
-                         "mixed precision (ch19). Never cut the length first."]),
+                         f"mixed precision ({ch('related_techniques')}). Never cut the length first."]),
 ]
 # Second lines of the two-line left labels.
 LABEL_SECOND = {"Optimizer state,": "gradients", "All of it, with": "the batch"}
 AGAIN = ["Measure again: peak memory, tokens per second, the",
          "validation curve, the target length. Spend freed",
-         "memory on a larger batch or a longer sequence (ch14).",
+         f"memory on a larger batch or a longer sequence ({ch('cost_in_time')}).",
          "Still stuck: the troubleshooting table below."]
 
 

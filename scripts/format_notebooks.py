@@ -2,7 +2,10 @@
 
 Usage: python scripts/format_notebooks.py [--check] [notebooks/*.ipynb ...]
 
-Each code cell is passed to ``ruff format --line-length 79`` on its own. Cells holding
+Each code cell is passed to ``ruff format --line-length 79`` on its own, with
+``skip-magic-trailing-comma``: a call that fits on one line is written on one line even
+if a trailing comma once spread it over many (a page of one-argument lines and lone
+closing brackets reads worse than the call). Cells holding
 IPython magics or shell escapes (the setup cell's ``%pip``) are left as written: ruff
 reads them as plain Python and would rewrap the setup cell, whose text
 tests/test_config.py keeps verbatim. ``--check`` changes nothing and exits 1, naming
@@ -21,6 +24,8 @@ from pathlib import Path
 import nbformat
 
 LINE_LENGTH = 79
+RUFF_OPTIONS = ["--line-length", str(LINE_LENGTH),
+                "--config", "format.skip-magic-trailing-comma = true"]
 MAGIC = re.compile(r"^\s*[%!]", re.M)
 
 
@@ -42,7 +47,7 @@ def format_cells(sources: list[str], ruff: str) -> list[str]:
                 paths[i].write_text(source + "\n")
         if paths:
             done = subprocess.run([ruff, "format", "--quiet", "--no-cache", "--isolated",
-                                   "--line-length", str(LINE_LENGTH), folder],
+                                   *RUFF_OPTIONS, folder],
                                   capture_output=True, text=True)
             if done.returncode != 0:
                 raise SystemExit(f"ruff could not format a cell:\n{done.stderr}")

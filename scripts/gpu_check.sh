@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# GPU check: run every notebook with GPU cells (ch00, ch09-ch14, ch15, ch16, ch19,
-# ch20, those that exist) on a GPU with BOOK_MEASUREMENTS set, measure the calculator's
+# GPU check: run every notebook with GPU cells (`gpu_report.py notebooks` lists them)
+# on a GPU with BOOK_MEASUREMENTS set, measure the calculator's
 # CUDA figures (every recipe of estimate_training_memory(device="cuda") against the
 # CUDA allocator: `gpu_report.py calculator`), then compare each CUDA
 # allocator figure the notebooks record with the CPU figure that predicts it, and write
@@ -42,12 +42,8 @@ GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head 
 # What the notebooks import and this Python lacks, at the pinned versions; never torch.
 "$PYTHON" scripts/gpu_report.py setup
 
-notebooks=()
-for id in ch00 ch09 ch10 ch11 ch12 ch13 ch14 ch15 ch16 ch19 ch20; do
-    for nb in notebooks/"${id}"_*.ipynb; do
-        [ -e "$nb" ] && notebooks+=("$nb")
-    done
-done
+# Every chapter with a GPU branch (a code cell testing DEVICE == "cuda"), found, not listed.
+mapfile -t notebooks < <("$PYTHON" scripts/gpu_report.py notebooks)
 [ ${#notebooks[@]} -gt 0 ] || { echo "gpu_check: no notebook with GPU cells found" >&2; exit 1; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")

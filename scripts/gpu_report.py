@@ -1,6 +1,10 @@
 """Run the notebooks on a GPU and compare the CUDA allocator's figures with the CPU's.
 
-Used by ``scripts/gpu_check.sh``; three subcommands:
+Used by ``scripts/gpu_check.sh``; five subcommands:
+
+``notebooks``
+    Prints, one a line, every chapter notebook with a GPU branch (a code cell that tests
+    ``DEVICE == "cuda"``): the notebooks the GPU check runs. See `gpu_notebooks`.
 
 ``setup [--dry-run] [--requirements FILE]``
     Installs, into the Python that runs this script, only what the notebooks need and
@@ -87,7 +91,7 @@ RULES = [
 ]
 
 # What the notebooks import, by import name -> distribution name in requirements.txt.
-# ``exact``: the chapters were run with the pinned version (ch16's transformers API);
+# ``exact``: the chapters were run with the pinned version ("Hugging Face models and adapters"' transformers API);
 # the others are installed only when missing. torch is never installed here.
 NOTEBOOK_PACKAGES = {
     "numpy": ("numpy", False), "matplotlib": ("matplotlib", False),
@@ -211,7 +215,7 @@ def device_info() -> list[str]:
     """Lines for the report's header: torch and CUDA versions, the GPU's compute
     capability, and which kernel ``scaled_dot_product_attention`` runs on it for the
     book's causal layers in bf16 and float32 (pre-Ampere GPUs fall back to the "math"
-    kernel in bf16, which keeps s×s matrices; chapter 11 compares each layer with the
+    kernel in bf16, which keeps s×s matrices; "Transformer activations, measured" compares each layer with the
     term count of the kernel that ran)."""
     try:
         import torch
@@ -381,9 +385,33 @@ def execute(out_dir: Path, notebooks: list[str]) -> dict:
     return runs
 
 
+GPU_BRANCH = 'DEVICE == "cuda"'
+
+
+def gpu_notebooks(root: Path = ROOT) -> list[Path]:
+    """Every chapter notebook with a GPU branch (a code cell testing ``DEVICE == "cuda"``),
+    in name order: the notebooks the GPU check runs, found rather than listed.
+
+    Args:
+        root: the repository (its ``notebooks/ch*.ipynb`` are read).
+
+    Returns:
+        Their paths.
+    """
+    found = []
+    for path in sorted((root / "notebooks").glob("ch[0-9][0-9]_*.ipynb")):
+        cells = json.loads(path.read_text())["cells"]
+        sources = ("".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+                   for c in cells if c["cell_type"] == "code")
+        if any(GPU_BRANCH in source for source in sources):
+            found.append(path)
+    return found
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("notebooks")
     st = sub.add_parser("setup")
     st.add_argument("--requirements", type=Path, default=ROOT / "requirements.txt")
     st.add_argument("--dry-run", action="store_true")
@@ -398,6 +426,9 @@ def main(argv: list[str]) -> int:
     cmp_.add_argument("--gpu", required=True, help="GPU model, from nvidia-smi --query-gpu=name")
     args = parser.parse_args(argv)
 
+    if args.command == "notebooks":
+        print("\n".join(p.relative_to(ROOT).as_posix() for p in gpu_notebooks()))
+        return 0
     if args.command == "setup":
         setup(args.requirements, args.dry_run)
         return 0

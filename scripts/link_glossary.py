@@ -46,7 +46,7 @@ PHRASES: dict[str, list[str]] = {
                                                "reduce-scatter", "all-reduces", "all-reduce"],
     "Sharding (FSDP, ZeRO)": ["sharding", "sharded"],
     "Offloading": ["offloading", "offloaded", "offload"],
-    # ch21's prose says "residual" only in code spans so far (print_saved_residuals).
+    # The JAX chapter's prose says "residual" only in code spans so far (print_saved_residuals).
     "Residual (JAX)": ["residuals"],  # plural: "a residual add" is not JAX's residual
     "NF4": ["NF4"],
     "FLOP": ["FLOPs", "FLOP"],

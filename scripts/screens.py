@@ -6,7 +6,12 @@ For every page of the table of contents it writes, under _build/screens/ (not co
 - ``<page>-1280-mid.png``: one screen from the middle of the page at 1280 px;
 - ``<page>-390-top.png``: the first screen on a phone, 390 x 844 px;
 
-and ``index.html``, a contact sheet of all of them in reading order. The book must be
+and ``index.html``, a contact sheet of all of them in reading order.
+
+``--metrics`` takes no screenshots: it prints, per page and in total, what
+tests/test_browser.py measures at 1280 px and 390 px (squashed figures, words split in
+table cells, wrapped code blocks, visible code lines and cells over 40 lines, page
+height, bytes a first visit loads), and with ``--json FILE`` writes them there. The book must be
 built first (`make book`, or `python scripts/build_book.py --stored-outputs`); the
 pages are served from _build/html on localhost and opened in Debian's headless Chromium
 (scripts/ensure_chromium.sh), the same browser tests/test_browser.py uses.
@@ -19,6 +24,7 @@ from __future__ import annotations
 import argparse
 import functools
 import html
+import json
 import http.server
 import shutil
 import sys
@@ -67,6 +73,54 @@ def take(browser, url: str, docname: str, out: Path) -> list[str]:
     return names
 
 
+WEIGHT_JS = """() => {
+  const nav = performance.getEntriesByType('navigation')[0];
+  const res = performance.getEntriesByType('resource');
+  return (nav ? nav.encodedBodySize : 0) + res.reduce((t, r) => t + (r.encodedBodySize || 0), 0);
+}"""
+
+
+def measure(browser, url: str, docname: str) -> dict:
+    """READING_JS at 1280 px and 390 px, and the bytes the page loaded."""
+    from test_browser import READING_JS, WIDTHS
+
+    row = {"page": docname}
+    for label, (width, height) in (("1280", WIDTHS["desktop"]), ("390", WIDTHS["phone"])):
+        page = browser.new_page(viewport={"width": width, "height": height})
+        page.goto(f"{url}/{docname}.html", wait_until="load")
+        page.evaluate("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
+        page.wait_for_timeout(150)
+        m = page.evaluate(READING_JS)
+        if label == "1280":
+            row.update(weight_kb=round(page.evaluate(WEIGHT_JS) / 1024),
+                       code_lines=m["visibleCodeLines"], cells_over_40=len(m["longCells"]))
+        row[f"label_px_{label}"] = round(m["labelPx"], 1) if m["labelPx"] else None
+        row.update({f"height_{label}": m["pageHeight"], f"squashed_{label}": len(m["squashed"]),
+                    f"splits_{label}": m["nSplits"], f"wrapped_{label}": len(m["wrapped"])})
+        page.close()
+    return row
+
+
+TOTALS = ("code_lines", "cells_over_40", "squashed_1280", "squashed_390", "splits_1280",
+          "splits_390", "wrapped_1280", "wrapped_390")
+
+
+def print_metrics(rows: list[dict]) -> None:
+    keys = [k for k in rows[0] if k != "page"]
+    print("page".ljust(44) + " ".join(k.rjust(13) for k in keys))
+    for row in rows:
+        print(row["page"][-44:].ljust(44) + " ".join(str(row[k]).rjust(13) for k in keys))
+    print("total: " + ", ".join(f"{k} {sum(r[k] for r in rows)}" for k in TOTALS))
+    heights = sorted(r["height_1280"] for r in rows)
+    weights = sorted(r["weight_kb"] for r in rows)
+    labels = [r["label_px_390"] for r in rows if r["label_px_390"]]
+    if labels:
+        print(f"smallest figure label at 390 px: {min(labels)} px (median page "
+              f"{sorted(labels)[len(labels) // 2]} px)")
+    print(f"height at 1280 px: median {heights[len(heights) // 2]} px, max {heights[-1]} px; "
+          f"weight: median {weights[len(weights) // 2]} KB, max {weights[-1]} KB")
+
+
 def contact_sheet(rows: list[tuple[str, list[str]]]) -> str:
     cells = "\n".join(
         f"<h2>{html.escape(doc)}</h2><div class='row'>" +
@@ -84,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("pages", nargs="*", help="toc entries (default: all)")
     parser.add_argument("--html", type=Path, default=ROOT / "_build" / "html")
     parser.add_argument("--out", type=Path, default=ROOT / "_build" / "screens")
+    parser.add_argument("--metrics", action="store_true",
+                        help="print the browser test's measurements, take no screenshots")
+    parser.add_argument("--json", type=Path, help="with --metrics: also write them here")
     args = parser.parse_args(argv)
     if not (args.html / "index.html").is_file():
         print(f"screens: {args.html} has no built book; run `make book` first", file=sys.stderr)
@@ -108,11 +165,19 @@ def main(argv: list[str] | None = None) -> int:
             browser = p.chromium.launch(executable_path=chromium, headless=True,
                                         args=["--no-sandbox", "--disable-gpu"])
             for docname in docnames:
+                if args.metrics:
+                    rows.append(measure(browser, url, docname))
+                    continue
                 rows.append((docname, take(browser, url, docname, args.out)))
                 print(f"screens: {docname}", flush=True)
             browser.close()
     finally:
         httpd.shutdown()
+    if args.metrics:
+        print_metrics(rows)
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=1) + "\n")
+        return 0
     (args.out / "index.html").write_text(contact_sheet(rows))
     print(f"screens: {3 * len(rows)} screenshots of {len(rows)} pages in "
           f"{args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}/"

@@ -31,6 +31,41 @@ def toc_files() -> list[str]:
     return files
 
 
+CHAPTER_FILE = re.compile(r"^notebooks/ch(?P<number>\d\d)_(?P<slug>[a-z0-9_]+)$")
+
+
+def chapters() -> dict[str, Path]:
+    """Every chapter notebook, by slug, in the order of _toc.yml (the one list of
+    chapters): ``{"five_minutes": ROOT / "notebooks/ch00_five_minutes.ipynb", ...}``.
+    Tests and scripts name a chapter by its slug and take its number from here, so a
+    renumbering edits _toc.yml and the file names, nothing else."""
+    found = {}
+    for entry in toc_files():
+        match = CHAPTER_FILE.match(entry)
+        if match:
+            found[match["slug"]] = ROOT / f"{entry}.ipynb"
+    return found
+
+
+def chapter(slug: str) -> Path:
+    """The notebook of the chapter ``slug`` (``chapter("sqrt_trick")`` is
+    notebooks/ch04_sqrt_trick.ipynb); a clear error for a slug _toc.yml does not list."""
+    listed = chapters()
+    if slug not in listed:
+        raise KeyError(f"no chapter {slug!r} in _toc.yml; chapters: {', '.join(listed)}")
+    return listed[slug]
+
+
+def chapter_id(slug: str) -> str:
+    """The chapter's id, its label and glue prefix: ``chapter_id("sqrt_trick") == "ch04"``."""
+    return chapter(slug).name[:4]
+
+
+def chapter_number(slug: str) -> int:
+    """The chapter's number as the book prints it: ``chapter_number("sqrt_trick") == 4``."""
+    return int(chapter_id(slug)[2:])
+
+
 def source_for(docname: str) -> Path | None:
     """The .md or .ipynb file behind a toc entry, or None if neither exists."""
     for suffix in (".md", ".ipynb"):

@@ -227,6 +227,7 @@ def test_step_without_meter_computes_the_same_gradient():
         without.total
 
 
+@pytest.mark.slow
 def test_step_peak_is_exactly_linear_in_the_batch_and_smaller_with_checkpointing():
     from bookkit.step_memory import step_peak
     net = seg("none")

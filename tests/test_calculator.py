@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from marks import fast_every
+
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 from hypothesis import given, settings  # noqa: E402
@@ -38,14 +40,14 @@ GRID = [(make, attn, dropout, recompute)
         for recompute in ("none", "full", "selective")]
 
 
-@pytest.mark.parametrize("make,attn,dropout,recompute", GRID,
+@pytest.mark.parametrize("make,attn,dropout,recompute", fast_every(GRID, 7),
                          ids=[f"{m.__name__}-{a}-p{p}-{r}" for m, a, p, r in GRID])
 def test_estimate_equals_measurement_on_grid(make, attn, dropout, recompute):
     # Alternate dtype, batch and optimizer across the grid so each appears with each mode.
     index = GRID.index((make, attn, dropout, recompute))
     dtype = ("float32", "bfloat16", "bf16-autocast")[index % 3]
     assert_exact(make(attn, dropout), batch_size=1 + index % 3, seq_len=48 + 8 * (index % 4),
-                 dtype=dtype, optimizer=("adamw", "sgd")[index // 2 % 2], recompute=recompute)
+                 precision=dtype, optimizer=("adamw", "sgd")[index // 2 % 2], recompute=recompute)
 
 
 # -- random configurations ------------------------------------------------------------
@@ -76,13 +78,14 @@ def configs(draw):
                  hidden_act=draw(st.sampled_from(sorted(calculator.ACTIVATIONS))))
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @given(config=configs(), batch=st.integers(1, 4), seq=st.integers(32, 128),
        dtype=st.sampled_from(["float32", "bfloat16", "bf16-autocast"]),
        optimizer=st.sampled_from(["adamw", "sgd"]),
        recompute=st.sampled_from(["none", "full", "selective"]))
 def test_estimate_equals_measurement_on_random_configs(config, batch, seq, dtype, optimizer, recompute):
-    assert_exact(config, batch_size=batch, seq_len=seq, dtype=dtype, optimizer=optimizer,
+    assert_exact(config, batch_size=batch, seq_len=seq, precision=dtype, optimizer=optimizer,
                  recompute=recompute)
 
 
@@ -111,10 +114,10 @@ def test_adamw_state_is_two_moments_and_a_step_per_tensor():
     config = llama(tie_word_embeddings=True)
     n, tensors = parameter_count(model_spec(config))
     for dtype, e in (("float32", 4), ("bfloat16", 2)):
-        est = estimate_training_memory(config, batch_size=1, seq_len=8, dtype=dtype)
+        est = estimate_training_memory(config, batch_size=1, seq_len=8, precision=dtype)
         assert est["parameters"] == est["gradients"] == n * e
         assert est["optimizer"] == 2 * n * e + 4 * tensors
-        assert estimate_training_memory(config, batch_size=1, seq_len=8, dtype=dtype,
+        assert estimate_training_memory(config, batch_size=1, seq_len=8, precision=dtype,
                                         optimizer="sgd")["optimizer"] == 0
 
 
@@ -235,7 +238,7 @@ def test_full_recomputation_keeps_one_input_per_layer():
 # -- bad input -------------------------------------------------------------------------
 @pytest.mark.parametrize("kw,message", [
     (dict(batch_size=0, seq_len=8), "batch_size"),
-    (dict(batch_size=1, seq_len=8, dtype="float16"), "precision"),
+    (dict(batch_size=1, seq_len=8, precision="float16"), "precision"),
     (dict(batch_size=1, seq_len=8, optimizer="adam"), "optimizer"),
     (dict(batch_size=1, seq_len=8, recompute="some"), "recompute"),
     (dict(batch_size=1, seq_len=4096), "n_positions"),
@@ -276,6 +279,7 @@ def run_main(capsys, *args):
     return subprocess.CompletedProcess(args, code, out.out, out.err)
 
 
+@pytest.mark.slow
 def test_cli_prints_the_estimate_as_a_table():
     args = ["--model", "gpt2", "--n-layer", "24", "--n-embd", "1024", "--n-head", "16",
             "--batch-size", "8", "--seq-len", "1024", "--recompute", "full", "--dropout", "0"]
@@ -294,13 +298,13 @@ def test_cli_prints_the_estimate_as_a_table():
 def test_cli_llama_options_and_errors(capsys):
     out = run_main(capsys, "--model", "llama", "--num-hidden-layers", "2", "--hidden-size", "256",
                    "--num-attention-heads", "8", "--num-key-value-heads", "2",
-                   "--intermediate-size", "512", "--vocab-size", "1000", "--dtype", "bfloat16",
+                   "--intermediate-size", "512", "--vocab-size", "1000", "--precision", "bf16",
                    "--recompute", "selective", "--seq-len", "256")
     assert out.returncode == 0, out.stderr
     est = estimate_training_memory(
         llama(num_hidden_layers=2, hidden_size=256, num_attention_heads=8, num_key_value_heads=2,
               intermediate_size=512, vocab_size=1000),
-        batch_size=1, seq_len=256, dtype="bfloat16", recompute="selective")
+        batch_size=1, seq_len=256, precision="bfloat16", recompute="selective")
     assert f"{est['total']:,}" in out.stdout
     bad = run_main(capsys, "--model", "gpt2", "--n-embd", "100", "--n-head", "3")
     assert bad.returncode != 0 and "divisible" in bad.stderr

@@ -3,7 +3,7 @@
 Headless Chromium (Debian's, through Playwright, as tests/test_browser.py drives it)
 runs the JavaScript on random configurations and on every combination of the switches
 (precision, device, recomputation) and the byte counts must equal Python's, to the
-byte; then the form of chapter 24 is used over http (an ephemeral port) and from
+byte; then the form of "The memory calculator" is used over http (an ephemeral port) and from
 file://, in a page built from the notebook's raw HTML and in the built book.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from bookpaths import HTML, ROOT, cell_source, load_notebook
+from bookpaths import HTML, ROOT, cell_source, chapter, load_notebook
 from test_browser import QuietHandler, browser  # noqa: F401  (the Chromium fixture)
 
 pytest.importorskip("transformers")
@@ -30,8 +30,8 @@ from bookkit.calculator import ModelSpec, estimate_from_spec, model_spec  # noqa
 pytestmark = pytest.mark.book
 
 STATIC = ROOT / "_static"
-NOTEBOOK = ROOT / "notebooks" / "ch24_memory_calculator.ipynb"
-PAGE = HTML / "notebooks" / "ch24_memory_calculator.html"
+NOTEBOOK = chapter("memory_calculator")
+PAGE = HTML / "notebooks" / f"{NOTEBOOK.stem}.html"
 N_RANDOM = 300
 KEYS = ("parameters", "gradients", "optimizer", "activations", "logits", "total")
 

@@ -28,6 +28,8 @@ import copy
 
 import pytest
 
+from marks import fast_every
+
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 from hypothesis import given, settings  # noqa: E402
@@ -51,9 +53,9 @@ TOKEN_IDS = "token ids (embedding)"
 # -- the exact relations --------------------------------------------------------------------
 def check_meters(config, batch_size, seq_len, dtype, recompute):
     terms = {t.name: t.bytes for t in activation_terms(config, batch_size=batch_size, seq_len=seq_len,
-                                                       dtype=dtype, recompute=recompute)}
+                                                       precision=dtype, recompute=recompute)}
     activations = sum(terms.values())
-    measured = alive_bytes_three_ways(config, batch_size=batch_size, seq_len=seq_len, dtype=dtype,
+    measured = alive_bytes_three_ways(config, batch_size=batch_size, seq_len=seq_len, precision=dtype,
                                       recompute=recompute)
     rng = sum(v for k, v in terms.items() if k.startswith("CPU RNG state"))
     closure = sum(v for k, v in terms.items() if "(checkpoint closure)" in k)
@@ -84,7 +86,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("config,batch_size,seq_len,dtype,recompute", CASES,
+@pytest.mark.parametrize("config,batch_size,seq_len,dtype,recompute", fast_every(CASES, 4),
                          ids=[f"{c.model_type}-{c._attn_implementation}-b{b}-s{s}-{d}-{r}"
                               for c, b, s, d, r in CASES])
 def test_three_independent_meters(config, batch_size, seq_len, dtype, recompute):
@@ -111,6 +113,7 @@ def issue_configs(draw):
                  intermediate_size=draw(st.integers(64, 400)), **common)
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None)
 @given(config=issue_configs(), batch_size=st.integers(1, 4), seq_len=st.integers(32, 128),
        dtype=st.sampled_from(["float32", "bfloat16", "bf16-autocast"]),

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import pytest
 
+from marks import fast_every
+
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
@@ -43,7 +45,7 @@ GRID = [(make, attn, dropout, recompute)
         for recompute in ("none", "full", "selective")]
 
 
-@pytest.mark.parametrize("make,attn,dropout,recompute", GRID,
+@pytest.mark.parametrize("make,attn,dropout,recompute", fast_every(GRID, 7),
                          ids=[f"{m.__name__}-{a}-p{p}-{r}" for m, a, p, r in GRID])
 def test_autocast_estimate_equals_measurement_on_grid(make, attn, dropout, recompute):
     index = GRID.index((make, attn, dropout, recompute))
@@ -84,6 +86,7 @@ def configs(draw):
                  hidden_act=draw(st.sampled_from(sorted(calculator.ACTIVATIONS))), **common)
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None)
 @given(config=configs(), batch=st.integers(1, 4), seq=st.integers(8, 96),
        optimizer=st.sampled_from(["adamw", "sgd"]),
@@ -115,8 +118,8 @@ def test_autocast_model_states_are_sixteen_bytes_per_parameter():
     assert copies == 2 * weights
 
 
-def test_old_dtype_names_still_work():
-    a = estimate_training_memory(gpt2(), batch_size=1, seq_len=8, dtype="bfloat16")
+def test_dtype_names_are_precisions():
+    a = estimate_training_memory(gpt2(), batch_size=1, seq_len=8, precision="bfloat16")
     b = estimate_training_memory(gpt2(), batch_size=1, seq_len=8, precision="bf16")
     assert a == b
 

@@ -11,12 +11,12 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from bookpaths import NOTEBOOKS, ROOT
+from bookpaths import NOTEBOOKS, ROOT, chapter
 
 pytestmark = pytest.mark.book
 
 # One torch chapter and one minigrad chapter when they exist.
-CANDIDATES = ["ch00_five_minutes.ipynb", "ch02_tiny_autograd.ipynb"]
+CANDIDATES = [chapter("five_minutes").name, chapter("tiny_autograd").name]
 
 
 @pytest.fixture(scope="module")

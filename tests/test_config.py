@@ -8,8 +8,9 @@ import bookkit
 import re
 
 from bookkit.versions import MINIMUM
-from bookpaths import (ROOT, SETUP_TAG, cell_source, config, load_notebook, notebook_paths,
-                       setup_cell_requirements, setup_cell_text, source_for, toc_files)
+from bookpaths import (ROOT, SETUP_TAG, cell_source, chapter, chapter_id, chapters, config,
+                       load_notebook, notebook_paths, setup_cell_requirements, setup_cell_text,
+                       source_for, toc_files)
 
 
 def test_repository_url_is_set_once_and_used_consistently():
@@ -28,6 +29,17 @@ def test_every_toc_entry_exists_and_every_notebook_is_listed():
     unlisted = [p.relative_to(ROOT).with_suffix("").as_posix() for p in notebook_paths()
                 if p.relative_to(ROOT).with_suffix("").as_posix() not in listed]
     assert not unlisted, f"notebooks missing from _toc.yml: {unlisted}"
+
+
+def test_chapters_are_numbered_in_the_order_of_the_toc():
+    # _toc.yml is the one list of chapters: numbers follow it, 0, 1, 2, ... with no gap,
+    # and every notebook is a chapter (chNN_slug), so a number is derived from the slug
+    numbers = [int(path.name[2:4]) for path in chapters().values()]
+    assert numbers == list(range(len(numbers))), numbers
+    assert sorted(chapters().values()) == notebook_paths()
+    assert chapter_id("sqrt_trick") == "ch04" and chapter("sqrt_trick").is_file()
+    with pytest.raises(KeyError, match="no chapter 'no_such' in _toc.yml"):
+        chapter("no_such")
 
 
 def test_there_are_notebooks():
@@ -97,3 +109,18 @@ def test_notebook_outputs_are_stored_in_order_without_errors(path):
     errors = [o for c in code for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors, f"{path.name}: stored error outputs"
     assert nb["metadata"].get("kernelspec", {}).get("name") == "python3"
+
+
+NUMBER_WORDS = ("zero one two three four five six seven eight nine ten eleven twelve").split()
+
+
+@pytest.mark.parametrize("page, phrase", [
+    ("README.md", r"(\w+) otter-grader master notebooks"),
+    ("book/intro.md", r"(\w+) autograded assignments"),
+    ("book/assignments/instructors.md", r"(\w+) autograded assignments"),
+])
+def test_pages_count_the_assignments_there_are(page, phrase):
+    # the maps say what the code does: one master notebook per assignment folder
+    count = sum(1 for p in (ROOT / "assignments").glob("a[0-9]*_*") if p.is_dir())
+    said = re.findall(phrase, (ROOT / page).read_text(), re.I)
+    assert said and all(word.lower() == NUMBER_WORDS[count] for word in said), (page, said, count)

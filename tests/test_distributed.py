@@ -1,5 +1,5 @@
 """bookkit.distributed: the torchrun launcher, the per-rank meters and the experiments
-of chapter 17 (one real two-process job, the rest in a one-process gloo group)."""
+of "Beyond one device" (one real two-process job, the rest in a one-process gloo group)."""
 from __future__ import annotations
 
 import importlib.util
@@ -15,6 +15,7 @@ from bookkit.distributed import ddp_checkpoint, deepspeed_checkpoint, sharding
 from bookkit.distributed.meters import (CollectiveCounter, ShardedSavedTensorMeter,
                                         local_parameter_bytes)
 from bookkit.torchmem import SavedTensorMeter
+from marks import fast_every
 
 
 @pytest.fixture
@@ -40,6 +41,7 @@ def test_command_names_the_experiments_and_refuses_unknown_ones(tmp_path):
         bd.torchrun_command(["sharding"], 0, tmp_path)
 
 
+@pytest.mark.slow
 def test_two_process_ddp_job_reproduces_the_error_the_silent_case_and_both_fixes():
     result = bd.launch(["ddp_reentrant"], env={"TORCH_DISTRIBUTED_DEBUG": "INFO"})
     assert result.returncode == 0
@@ -91,7 +93,7 @@ def test_meters_agree_with_the_plain_ones_on_an_unwrapped_model():
     del y1, y2
 
 
-@pytest.mark.parametrize("wrapper", sharding.WRAPPERS)
+@pytest.mark.parametrize("wrapper", fast_every(sharding.WRAPPERS, 3))
 def test_each_wrapper_trains_the_same_losses_and_checkpointing_shrinks_saved_bytes(one_rank_group, wrapper):
     import warnings
 
@@ -115,6 +117,7 @@ def test_wrap_rejects_unknown_names():
         sharding.TinyGPT("sometimes")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="deepspeed not installed")
 def test_deepspeed_cases_on_one_rank(one_rank_group, monkeypatch):
     import warnings

@@ -55,7 +55,7 @@ def test_event_rows_plain_chain_keeps_then_frees_everything():
 
 
 def test_event_rows_checkpointed_block_is_dropped_then_rebuilt():
-    # use_reentrant=True: chapter 3's hand-written checkpoint, as the library's Checkpoint
+    # use_reentrant=True: "Dropping and rebuilding"'s hand-written checkpoint, as the library's Checkpoint
     batch, width, hidden = 8, 4, 32
     m, tags, _ = _tracked_chain(batch, width, hidden, checkpoint_middle=True)
     rows = event_rows(m, tags)

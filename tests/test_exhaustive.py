@@ -11,33 +11,16 @@ recomputed ops.
 import numpy as np
 import pytest
 
+from marks import fast_every
+
 import minigrad
 from minigrad import memory, nn
 from minigrad import plan as P
 from plan_references import optimal_segments_reference
 from minigrad.checkpoint import checkpoint_sequential
 
-from chains import KINDS, make_layer
+from chains import random_chain, segmentations
 
-
-def random_chain(rng, n, dtype=np.float32):
-    """n layers mixing Linear (random widths), ReLU, GELU, Tanh, LayerNorm and Dropout."""
-    layers, width = [], int(rng.integers(2, 12))
-    first_width = width
-    for i in range(n):
-        kind = "linear" if i == 0 else rng.choice(list(KINDS))
-        # draw in the same order as before: the output width only for a Linear,
-        # the dropout probability only for a Dropout
-        out = int(rng.integers(2, 12)) if kind == "linear" else width
-        p = float(rng.uniform(0.1, 0.6)) if kind == "dropout" else 0.0
-        layer, width = make_layer(kind, width, out, p, dtype)
-        layers.append(layer)
-    return layers, first_width
-
-
-def all_segmentations(n):
-    for mask in range(2 ** (n - 1)):
-        yield (0,) + tuple(i for i in range(1, n) if mask >> (i - 1) & 1)
 
 
 def measure(layers, x, starts, seed=123):
@@ -49,7 +32,7 @@ def measure(layers, x, starts, seed=123):
     return m.peak["activations"], m.flops["recompute"]
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", fast_every(range(6), 3))
 def test_optimal_plan_is_the_measured_minimum(seed):
     rng = np.random.default_rng(seed)
     minigrad.random.manual_seed(seed)
@@ -62,7 +45,7 @@ def test_optimal_plan_is_the_measured_minimum(seed):
     plan = P.optimal_segments(layers, x)
 
     measured = {}
-    for starts in all_segmentations(n):
+    for starts in segmentations(n):
         peak, recomputed = measure(layers, x, starts)
         # the model is exact for every segmentation, not only the optimal one
         assert peak == P.predict_peak(profile, starts), (starts, [type(l).__name__ for l in layers])
@@ -84,7 +67,7 @@ def test_budgeted_plan_fits_measured_and_is_cheapest(seed):
     layers, width = random_chain(rng, n, dtype=np.float64)
     x = minigrad.Tensor(rng.standard_normal((4, width)), requires_grad=True)
     profile = P.profile_chain(layers, x)
-    table = {s: measure(layers, x, s) for s in all_segmentations(n)}
+    table = {s: measure(layers, x, s) for s in segmentations(n)}
     peaks = sorted({p for p, _ in table.values()})
     budget = peaks[len(peaks) // 3]
     plan = P.optimal_segments(profile, budget_bytes=budget)
@@ -136,7 +119,7 @@ def test_transformer_blocks_prediction_is_exact():
                         requires_grad=True)
     profile = P.profile_chain(blocks, x)
     measured = {}
-    for starts in all_segmentations(6):
+    for starts in segmentations(6):
         peak, recomputed = measure(blocks, x, starts)
         assert peak == P.predict_peak(profile, starts), starts
         assert recomputed == P.recompute_cost(profile, starts)
@@ -159,7 +142,7 @@ def test_parameter_free_prefix_on_an_input_without_grad(seed):
     profile = P.profile_chain(layers, x)
     assert profile.first_grad == len(lead) + 1
     measured = {}
-    for starts in all_segmentations(len(layers)):
+    for starts in segmentations(len(layers)):
         peak, recomputed = measure(layers, x, starts)
         assert peak == P.predict_peak(profile, starts), starts
         assert recomputed == P.recompute_cost(profile, starts), starts
@@ -241,7 +224,7 @@ def test_plan_with_loss_is_the_measured_minimum_of_the_whole_step(name, seed):
     x = minigrad.Tensor(rng.standard_normal((4, width)).astype(np.float32), requires_grad=bool(seed % 2))
     profile = P.profile_chain(layers, x, loss=loss)
     table = {}
-    for starts in all_segmentations(n):
+    for starts in segmentations(n):
         table[starts] = measure_with_loss(layers, x, list(starts), loss)
         assert table[starts] == (P.predict_peak(profile, starts), P.recompute_cost(profile, starts)), starts
     best = min(p for p, _ in table.values())

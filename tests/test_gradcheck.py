@@ -1,4 +1,4 @@
-"""bookkit.gradcheck: gradients against central differences (chapter 8)."""
+"""bookkit.gradcheck: gradients against central differences ("When recomputation lies")."""
 import numpy as np
 import pytest
 

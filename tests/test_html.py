@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from bookpaths import HTML, config, notebook_paths
+from bookpaths import HTML, chapter, config, notebook_paths
 
 pytestmark = pytest.mark.book
 
@@ -71,7 +71,7 @@ def test_no_page_loads_thebe():
 def test_glued_numbers_are_not_bold():
     css = (HTML / "_static" / "reader.css").read_text()
     assert re.search(r"span\.pasted-text[^{]*\{[^}]*font-weight:\s*normal", css)
-    page = (HTML / "notebooks" / "ch00_five_minutes.html").read_text()
+    page = (HTML / "notebooks" / f"{chapter('five_minutes').stem}.html").read_text()
     assert "reader.css" in page and 'class="pasted-text"' in page
 
 
@@ -85,3 +85,13 @@ def test_assignment_setup_cells_are_collapsed():
             if "</details>" in first_cell[:2000] else first_cell[:2000]
         assert "tag_hide-input" in first_cell and "<details" in first_cell, \
             f"{page.name}: its first code cell (the setup) is not collapsed"
+
+
+def test_no_figure_has_a_fixed_height_and_no_page_loads_the_icon_script():
+    """A fixed inline height squashed figures narrowed on a phone; fontawesome.js was
+    1.49 MB of every page (the theme's CSS draws the icons from its webfonts)."""
+    fixed = re.compile(r'<img\b[^>]*style="[^"]*\bheight:\s*\d')
+    squashed = [p.name for p in HTML.rglob("*.html") if fixed.search(p.read_text())]
+    assert not squashed, f"images with a fixed inline height: {squashed}"
+    heavy = [p.name for p in HTML.rglob("*.html") if "fontawesome.js" in p.read_text()]
+    assert not heavy, f"pages that still load fontawesome.js: {heavy}"

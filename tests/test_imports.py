@@ -1,4 +1,4 @@
-"""ARCHITECTURE.md's rules, checked on minigrad's source: imports go one way (down the
+"""The rules of minigrad's layers (README, "How minigrad is built"), checked on its source: imports go one way (down the
 layers), all at the top; torch is never imported; SciPy only by the graph planner;
 ``import minigrad`` loads neither matplotlib nor ``minigrad.viz``; the plan package knows
 nothing about arrays (only its profile adapter imports the engine); and only the
@@ -64,7 +64,7 @@ def test_imports_go_down_and_stay_at_the_top(name, path):
     tree = ast.parse(path.read_text())
     top = {id(n) for n in tree.body}
     for node, target in imported(tree):
-        # SciPy loads only when the graph planner runs (ARCHITECTURE.md): its one lazy import
+        # SciPy loads only when the graph planner runs: its one lazy import
         lazy = target.startswith("scipy") and name == "minigrad.plan.checkmate"
         assert id(node) in top or lazy, \
             f"{name}: import of {target} inside a function or class (line {node.lineno})"
@@ -118,7 +118,7 @@ def test_import_minigrad_loads_no_torch_scipy_matplotlib_or_viz():
 # and remat (their "recompute" phase goes through hooks.in_phase), the modules and the
 # optimizers, reaches the ledger only through the hook registry (minigrad.hooks).
 LEDGER_READERS = {"minigrad", "minigrad.dtr", "minigrad.plan.profile", "minigrad.viz",
-                  "minigrad.recompute", "minigrad.plan.graph"}
+                  "minigrad.recompute", "minigrad.plan.graph", "minigrad.remat"}
 
 
 @pytest.mark.parametrize("name, path", list(modules()))

@@ -21,6 +21,8 @@ import weakref
 import numpy as np
 import pytest
 
+from marks import fast_every
+
 torch = pytest.importorskip("torch")
 from torch.utils.checkpoint import checkpoint as torch_checkpoint  # noqa: E402
 from torch.utils.checkpoint import set_checkpoint_early_stop  # noqa: E402
@@ -114,7 +116,7 @@ def arrays(seed):
     return [rng.standard_normal((4, 4)) for _ in range(3)], [True, bool(rng.integers(2)), False]
 
 
-@pytest.mark.parametrize("seed", range(60))
+@pytest.mark.parametrize("seed", fast_every(range(60), 20))
 def test_saved_bytes_of_a_random_graph_equal_torch(seed):
     data, needs = arrays(seed)
     saved = TorchSaved()
@@ -134,7 +136,7 @@ def test_saved_bytes_of_a_random_graph_equal_torch(seed):
     assert m.end["activations"] == m.start["activations"]
 
 
-@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("seed", fast_every(range(40), 20))
 def test_saved_bytes_of_a_checkpointed_random_graph_equal_torch(seed):
     data, needs = arrays(seed)
     x_grad = needs[1]

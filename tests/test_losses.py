@@ -133,7 +133,7 @@ def test_step_peak_is_set_by_the_chunk_not_the_rows(n):
 
 
 def chunked_formula(n, h, vocab, chunk):
-    # Chapter 13's formula: one chunk of float32 logits and the column of -1s scattered
+    # "The logits wall"'s formula: one chunk of float32 logits and the column of -1s scattered
     # into it, the input's gradient, 17 bytes per row (lse, row scale, int64 target, mask).
     return chunk * (vocab + 1) * 4 + n * h * 4 + 17 * n
 

@@ -83,6 +83,7 @@ def test_save_on_cpu_copies_only_when_asked_to_pin():
     assert counts[True][2] == 4 * (4 * 16 + 16 * 64 + 2 * 4 * 64 + 64 * 16)
 
 
+@pytest.mark.slow
 def test_rss_step_in_a_fresh_process_writes_exactly_the_saved_bytes():
     r = measure_rss_step("disk")
     block = RSS_BATCH * 4 * (RSS_WIDTH + 2 * RSS_HIDDEN)

@@ -14,6 +14,8 @@ from minigrad import plan as P
 from plan_references import optimal_segments_reference
 from minigrad.plan import ChainProfile
 
+from chains import segmentations
+
 
 # --- uniform / sqrt / explicit -------------------------------------------------------
 
@@ -130,16 +132,24 @@ def _reference_peak(pr, starts):
     return max(terms)
 
 
-def _all_segmentations(n):
-    for mask in range(2 ** (n - 1)):
-        yield (0,) + tuple(i for i in range(1, n) if mask >> (i - 1) & 1)
+
+def test_the_brute_force_lists_every_segmentation_once():
+    # the helper every brute-force test trusts: 2^(n-1) distinct plans, each a valid
+    # set of starts (0 first, increasing, below n)
+    for n in range(1, 9):
+        every = list(segmentations(n))
+        assert len(every) == len(set(every)) == 2 ** (n - 1)
+        assert all(s[0] == 0 and list(s) == sorted(set(s)) and s[-1] < n for s in every)
+    assert list(segmentations(3)) == [(0,), (0, 1), (0, 2), (0, 1, 2)]
+    with pytest.raises(ValueError, match="at least one layer"):
+        list(segmentations(0))
 
 
 def test_predict_peak_equals_set_model():
     rng = random.Random(1)
     for _ in range(100):
         pr = _random_profile(rng, rng.randint(1, 8))
-        for starts in _all_segmentations(pr.n):
+        for starts in segmentations(pr.n):
             assert P.predict_peak(pr, starts) == _reference_peak(pr, starts)
             assert P.recompute_cost(pr, starts) == _reference_cost(pr, starts)
 
@@ -161,7 +171,7 @@ def test_optimal_segments_is_minimal(seed):
     rng = random.Random(seed)
     for _ in range(40):
         pr = _random_profile(rng, rng.randint(1, 9), floats=seed % 2 == 1)
-        table = [(_reference_peak(pr, s), _reference_cost(pr, s), s) for s in _all_segmentations(pr.n)]
+        table = [(_reference_peak(pr, s), _reference_cost(pr, s), s) for s in segmentations(pr.n)]
         best = min(t[0] for t in table)
         plan = P.optimal_segments(pr)
         assert plan.predicted_peak_activations == best
@@ -188,7 +198,7 @@ def test_optimal_segments_is_minimal(seed):
 def test_infeasible_budget_names_the_smallest_feasible_one():
     rng = random.Random(7)
     pr = _random_profile(rng, 8)
-    best = min(P.predict_peak(pr, s) for s in _all_segmentations(8))
+    best = min(P.predict_peak(pr, s) for s in segmentations(8))
     with pytest.raises(ValueError, match=rf"budget_bytes >= {best}\b"):
         P.optimal_segments(pr, budget_bytes=best - 1)
     assert P.optimal_segments(pr, budget_bytes=best).predicted_peak_activations == best
@@ -213,12 +223,12 @@ def test_frontier_points_span_the_pareto_front(seed):
         pts = P.min_peak_for_each_last_start(pr)
         for cost, peak, starts in pts:
             assert peak == _reference_peak(pr, starts) and cost == _reference_cost(pr, starts)
-        every = [(_reference_cost(pr, s), _reference_peak(pr, s)) for s in _all_segmentations(pr.n)]
+        every = [(_reference_cost(pr, s), _reference_peak(pr, s)) for s in segmentations(pr.n)]
         assert _pareto([(c, p) for c, p, _ in pts]) == _pareto(every)
         if pr.first_grad == 0:  # one point per last start, each the minimum for it
             assert sorted(s[-1] for _, _, s in pts) == list(range(pr.n))
             for _, peak, starts in pts:
-                assert peak == min(_reference_peak(pr, s) for s in _all_segmentations(pr.n)
+                assert peak == min(_reference_peak(pr, s) for s in segmentations(pr.n)
                                    if s[-1] == starts[-1])
 
 
@@ -279,7 +289,7 @@ def test_float_costs_are_summed_exactly_not_truncated():
     assert P.recompute_cost(pr, [0, 1, 2, 3, 4, 5]) == pytest.approx(4.5)
     budget = P.predict_peak(pr, [0, 3])
     plan = P.optimal_segments(pr, budget_bytes=budget)
-    assert plan.recompute_cost == min(P.recompute_cost(pr, s) for s in _all_segmentations(n)
+    assert plan.recompute_cost == min(P.recompute_cost(pr, s) for s in segmentations(n)
                                       if P.predict_peak(pr, s) <= budget)
     assert plan.recompute_cost > 0
     ints = ChainProfile(**{**pr.__dict__, "cost": (1,) * n})
@@ -319,18 +329,7 @@ def test_plans_for_another_chain_are_refused():
         P.recompute_cost(pr, P.revolve(6, 2))
 
 
-# --- sqrt(n): the plan of chapter 4's theorem -------------------------------------------------
-def test_sqrt_segments_peak_within_the_theorem_bound_for_every_n_up_to_512():
-    # Chapter 4's chain: every layer saves its input (c bytes) and a private array (a bytes).
-    a, c = 2048, 512
-    for n in range(1, 513):
-        pr = ChainProfile(input_bytes=(c,) * n, output_bytes=c, saves_input=(True,) * n,
-                          saves_output=(False,) * n, own_bytes=(a,) * n, cost=(1,) * n)
-        k = math.ceil(math.sqrt(n))
-        peak = P.predict_peak(pr, P.sqrt_segments(n))
-        assert peak <= k * (a + 2 * c), n
-        if n % 37 == 1:  # and the lower bound of the theorem: no one-level plan beats it
-            assert P.optimal_segments(pr).predicted_peak_activations >= math.sqrt(n * a * c) - c / 2
+# The sqrt(n) theorem for every n <= 512 (predicted and measured): tests/test_sqrt_theorem.py.
 
 
 def test_balanced_and_uniform_splits():

@@ -26,7 +26,7 @@ from plan_references import optimal_segments_reference
 from minigrad.checkpoint import checkpoint_sequential
 from minigrad.plan.nested import NestedSchedule, enumerate_schedules, schedule_peak, schedule_recompute_cost
 
-from test_exhaustive import random_chain
+from chains import random_chain, segmentations
 
 
 def random_profile(seed, n):
@@ -53,10 +53,6 @@ def random_profile(seed, n):
     return P.ChainProfile(tuple(a[:n]), a[n], tuple(saves_in), tuple(saves_out), tuple(own), tuple(cost),
                           requires_grad=requires_grad, **loss)
 
-
-def segmentations(n):
-    for mask in range(2 ** (n - 1)):
-        yield (0,) + tuple(i for i in range(1, n) if mask >> (i - 1) & 1)
 
 
 @pytest.mark.parametrize("seed", range(80))

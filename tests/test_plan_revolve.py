@@ -5,6 +5,8 @@ from functools import lru_cache
 import numpy as np
 import pytest
 
+from marks import fast_every
+
 from minigrad import plan as ML  # the binomial schedule: minigrad/plan/binomial.py
 
 
@@ -124,7 +126,7 @@ def _grads(mg, layers, x, run):
     return [x.grad.copy()] + [p.grad.copy() for layer in layers for p in layer.parameters()]
 
 
-@pytest.mark.parametrize("s", range(1, 9))
+@pytest.mark.parametrize("s", fast_every(range(1, 9), 4))
 def test_revolve_calls_and_gradients(s):
     mg, nn, checkpoint_sequential = _engine()
     rng = np.random.default_rng(s)
@@ -190,6 +192,7 @@ def test_revolve_thousand_layers_one_slot_is_iterative():
     assert len(plan.actions) == 1 + 2 + 998 * 3 + 2 + 1
 
 
+@pytest.mark.slow
 def test_six_hundred_layers_one_slot_run_is_iterative():
     mg, nn, checkpoint_sequential = _engine()
     layers = [nn.Tanh() for _ in range(600)]

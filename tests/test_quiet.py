@@ -22,6 +22,7 @@ print("imported; DS_ACCELERATOR =", os.environ.get("DS_ACCELERATOR"))
 """
 
 
+@pytest.mark.slow
 def test_optional_libraries_import_quietly():
     env_free = {k: v for k, v in __import__("os").environ.items() if k != "DS_ACCELERATOR"}
     proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,

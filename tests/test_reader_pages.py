@@ -146,3 +146,63 @@ def test_numbers_restart_per_chapter_in_document_order():
     assert ext.chapter_number("notebooks/ch04_sqrt_trick") == 4
     assert ext.chapter_number("notebooks/ch00_five_minutes") == 0
     assert ext.chapter_number("book/playbook") is None
+
+
+def test_images_lose_a_fixed_height_but_keep_their_width():
+    from docutils import nodes
+
+    ext = _reader_pages_extension()
+    sized = nodes.image(uri="a.png", width="682px", height="286px")
+    assert ext.free_height(sized) and "height" not in sized and sized["width"] == "682px"
+    only_height = nodes.image(uri="b.png", height="100px")  # an author's own choice
+    assert not ext.free_height(only_height) and only_height["height"] == "100px"
+
+
+def test_icon_script_is_dropped_and_nothing_else():
+    ext = _reader_pages_extension()
+    page = ('<head>\n  <link rel="preload" as="script" '
+            'href="../_static/scripts/fontawesome.js?digest=1" />\n'
+            '  <script defer src="../_static/scripts/fontawesome.js?digest=1"></script>\n'
+            '  <script defer src="../_static/scripts/pydata-sphinx-theme.js"></script>\n'
+            '</head>')
+    lighter = ext.drop_icon_script(page)
+    assert "fontawesome" not in lighter and "pydata-sphinx-theme.js" in lighter
+    assert ext.drop_icon_script(lighter) == lighter
+    search = ('<script src="../_static/searchtools.js"></script>\n'
+              '<script src="../_static/language_data.js"></script>\n'
+              '<script src="../searchindex.js"></script>\n<script src="../_static/doctools.js">'
+              '</script>')
+    assert ext.drop_icon_script(search) == '<script src="../_static/doctools.js"></script>'
+    assert ext.drop_icon_script(search, search_page=True) == search
+
+
+def test_search_text_is_a_script_keyed_by_page():
+    import json
+
+    from docutils import nodes
+
+    ext = _reader_pages_extension()
+    doc = nodes.paragraph(text="Keep  a few\n segment inputs.")
+    assert ext.page_text(doc) == "Keep a few segment inputs."
+    script = ext.search_text_js({"book/glossary.html": "a </script> b"})
+    assert script.startswith("window.BOOK_SEARCH_TEXT = ") and script.endswith(";\n")
+    assert json.loads(script[len("window.BOOK_SEARCH_TEXT = "):-2]) == {
+        "book/glossary.html": "a </script> b"}
+
+
+def test_collapsed_cells_say_what_they_hold():
+    ext = _reader_pages_extension()
+    assert ext.cell_prompt("# Setup: works inside\ntry:\n\n    import x") == \
+        "Show the setup code (3 lines)"
+    assert ext.cell_prompt("def f():\n    return 1") == "Show the code (2 lines)"
+    assert ext.cell_prompt("x = 1") == "Show the code (1 line)"
+
+
+def test_github_icon_is_drawn_inline_from_the_bundle_path():
+    ext = _reader_pages_extension()
+    bundle = 'x={"github-alt":[480,512,[],"f113","M1 1"],github:[496,512,[],"f09b","M165.9 397z"]}'
+    page = '<a><i class="fab fa-github"></i></a>'
+    drawn = ext.inline_github_icon(page, bundle)
+    assert 'viewBox="0 0 496 512"' in drawn and 'd="M165.9 397z"' in drawn
+    assert "fa-github" not in drawn
+    assert ext.inline_github_icon(page, "no icons here") == page

@@ -141,3 +141,105 @@ def test_batchnorm_statistics_are_updated_once_and_leaf_inputs_get_their_gradien
     assert np.array_equal(bn.running_mean.data, after_plain)
     for want, p in zip(grads, model.parameters() + [x]):
         assert np.array_equal(want, p.grad)
+
+
+# --- never silently wrong: what differs from the plan is an error -------------------------
+def _mlp(batch):
+    minigrad.random.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+    x = minigrad.Tensor(np.ones((batch, 4), np.float32))
+
+    def step(x):
+        return F.mse_loss(model(x), minigrad.Tensor(np.zeros((x.shape[0], 2), np.float32)))
+    return step, x
+
+
+def test_a_schedule_planned_at_batch_8_refuses_batch_64():
+    step, x8 = _mlp(8)
+    s = plan.keeping(plan.trace_graph(step, x8), [])
+    remat.run(s, step, x8)  # the shapes it was planned for run
+    _, x64 = _mlp(64)
+    with pytest.raises(RuntimeError, match=r"\(64, 8\) float32 output.*planned for \(8, 8\)"):
+        remat.run(s, step, x64)
+    assert memory.live_bytes()["activations"] == 0
+
+
+def test_an_op_with_its_own_generator_is_refused_not_replayed_wrong():
+    gen = minigrad.random.Generator(1)
+    lin = nn.Linear(4, 4)
+    x = minigrad.Tensor(np.ones((3, 4), np.float32))
+
+    def step(x):
+        return F.dropout(lin(x).tanh(), 0.5, generator=gen).sum()
+    s = plan.keeping(plan.trace_graph(step, x), [])
+    with pytest.raises(RuntimeError, match="own minigrad.random.Generator"):
+        remat.run(s, step, x)
+    # with the default generator the same step runs and is replayed (no error)
+    s2 = plan.keeping(plan.trace_graph(lambda x: F.dropout(lin(x).tanh(), 0.5).sum(), x), [])
+    remat.run(s2, lambda x: F.dropout(lin(x).tanh(), 0.5).sum(), x)
+
+
+class _NumpyNoise(minigrad.Function):
+    """Adds noise from NumPy's global generator: a stream remat.run cannot replay."""
+
+    @staticmethod
+    def forward(ctx, a):
+        return a + np.random.standard_normal(a.shape).astype(a.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+    flops = staticmethod(lambda ctx, out, a: int(a.size))
+
+
+def test_a_recomputation_that_differs_is_an_error_not_other_gradients():
+    lin = nn.Linear(4, 4)
+    x = minigrad.Tensor(np.ones((3, 4), np.float32))
+
+    def noisy(x):
+        return (_NumpyNoise.apply(lin(x)).tanh() * 2.0).sum()
+    state = np.random.get_state()
+    g = plan.trace_graph(noisy, x)
+    assert np.array_equal(np.random.get_state()[1], state[1])  # tracing left it as found
+    s = plan.keeping(g, [])
+    assert any(g.names[i] == "_numpynoise" for i, _ in s.recomputed_nodes)
+    with pytest.raises(RuntimeError, match="other values than its first forward"):
+        remat.run(s, noisy, x)
+    # an argument edited in place after the op ran: its recomputation differs too
+    w = minigrad.Tensor(np.ones((3, 4), np.float32))
+
+    def edits(x):
+        h = lin(x).tanh() * w
+        w.data[...] = 3.0
+        return (h.tanh() * 2.0).sum()
+    s = plan.keeping(plan.trace_graph(edits, x), [])
+    w.data[...] = 1.0
+    with pytest.raises(RuntimeError, match="edited in place"):
+        remat.run(s, edits, x)
+
+
+class _Unpriced(minigrad.Function):
+    @staticmethod
+    def forward(ctx, a):
+        return a * 1.0
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+def test_trace_refuses_a_backward_inside_the_step_and_an_op_without_flops():
+    step, x = _mlp(4)
+
+    def trains_itself(x):
+        loss = step(x)
+        loss.backward()
+        return step(x)
+    with pytest.raises(ValueError, match="ran a backward pass itself"):
+        plan.trace_graph(trains_itself, x)
+    lin = nn.Linear(4, 4)
+    with pytest.raises(ValueError, match=r"_unpriced .*no FLOP count.*free_ops"):
+        plan.trace_graph(lambda x: _Unpriced.apply(lin(x)).sum(), x)
+    g = plan.trace_graph(lambda x: _Unpriced.apply(lin(x)).sum(), x, free_ops={"_unpriced"})
+    assert g.flops[g.names.index("_unpriced")] == 0

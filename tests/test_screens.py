@@ -33,3 +33,18 @@ def test_tour_of_one_page(tmp_path):
 def test_missing_pages_are_refused(tmp_path, capsys):
     assert screens.main(["--out", str(tmp_path), "notebooks/ch99_nowhere"]) == 2
     assert "not built" in capsys.readouterr().err
+
+
+def test_metrics_of_one_page(tmp_path, capsys):
+    """--metrics: the browser test's measurements for a page, printed and as JSON."""
+    if not (HTML / "index.html").is_file():
+        pytest.fail("_build/html is missing: run `make book` first (make test does)")
+    out = tmp_path / "m.json"
+    assert screens.main(["--metrics", "--json", str(out), "notebooks/ch04_sqrt_trick"]) == 0
+    import json
+
+    (row,) = json.loads(out.read_text())
+    assert row["page"] == "notebooks/ch04_sqrt_trick" and row["weight_kb"] > 0
+    assert row["height_390"] > row["height_1280"] > 900 and row["code_lines"] > 0
+    assert {"squashed_390", "splits_390", "wrapped_390", "cells_over_40"} <= set(row)
+    assert "total: code_lines" in capsys.readouterr().out

@@ -1,4 +1,4 @@
-"""Chapter 4's theorem, measured: the balanced sqrt(n) plan's peak for every n <= 512.
+"""The theorem of "The square-root trick", predicted and measured: the balanced sqrt(n) plan's peak for every n <= 512.
 
 A chain in the theorem's model: every layer saves its input (``c`` bytes) and ``a`` bytes of
 its own, nothing else (its output is saved, if at all, by the next layer); the loss (a sum)
@@ -60,17 +60,31 @@ def measured(n, starts):
     return m.peak["activations"] - m.start["activations"], m.flops
 
 
-def test_every_measured_sqrt_peak_for_n_up_to_512_is_within_the_bound():
+def test_every_predicted_sqrt_peak_for_n_up_to_512_is_the_exact_formula_within_the_bounds():
+    # The theorem on the model, for every n: the peak is the exact formula, within the
+    # upper bound and above the lower one (the ledger measures this model exactly: next test).
     for n in range(1, 513):
         p = plan.sqrt_segments(n)
         k = math.isqrt(n - 1) + 1
         lengths = [b - a for a, b in p.segments]
         assert len(lengths) == k and max(lengths) - min(lengths) <= 1
         assert lengths == sorted(lengths, reverse=True)
-        peak, flops = measured(n, p)
+        peak = plan.predict_peak(_profile(n), p)
         assert peak == exact_peak(lengths), n
         assert peak <= (k - 1) * C + k * (A + C) < k * (A + 2 * C), n
         assert peak >= lower_bound(n), n
+        assert plan.recompute_cost(_profile(n), p) == C_FLOATS * (n - lengths[-1]), n
+
+
+@pytest.mark.slow
+def test_every_measured_sqrt_peak_for_n_up_to_512_is_the_predicted_one():
+    # Executed under the ledger for every n: the measured peak and FLOPs are the
+    # predicted ones, so the theorem above holds for the run, not only for the model.
+    for n in range(1, 513):
+        p = plan.sqrt_segments(n)
+        lengths = [b - a for a, b in p.segments]
+        peak, flops = measured(n, p)
+        assert peak == exact_peak(lengths), n
         # each layer costs C_FLOATS FLOPs; the sum of the output C_FLOATS - 1
         assert flops["forward"] == C_FLOATS * n + C_FLOATS - 1, n
         assert flops["recompute"] == C_FLOATS * (n - lengths[-1]) < flops["forward"], n

@@ -1,4 +1,4 @@
-"""bookkit.step_anatomy: a training step's memory by category (chapter 1)."""
+"""bookkit.step_anatomy: a training step's memory by category ("Where training memory goes")."""
 import minigrad
 import minigrad.ops as F
 import pytest

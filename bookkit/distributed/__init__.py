@@ -1,6 +1,6 @@
 """Data-parallel training on several processes, launched and measured from a notebook.
 
-Chapter 17 ("Beyond one device") runs real multi-process jobs with ``torchrun`` (gloo on
+"Beyond one device" runs real multi-process jobs with ``torchrun`` (gloo on
 CPUs, so it works on any laptop) and measures what each rank holds. This package has
 two halves:
 

@@ -1,9 +1,9 @@
 """Worker entry point: ``torchrun ... -m bookkit.distributed --out DIR EXPERIMENT ...``.
 
-Started by `bookkit.distributed.launch` (chapter 17), once per rank. Initialises the
-default process group (gloo: every collective runs on CPUs), runs each named
-experiment of `bookkit.distributed.EXPERIMENTS` in order on every rank, and writes this
-rank's results to ``DIR/rank{RANK}.json`` as ``{experiment: results}``.
+Started by `bookkit.distributed.launch` ("Beyond one device"), once per rank. Initialises
+the default process group (gloo: every collective runs on CPUs), runs each named experiment
+of `bookkit.distributed.EXPERIMENTS` in order on every rank, and writes this rank's results
+to ``DIR/rank{RANK}.json`` as ``{experiment: results}``.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DDP meets reentrant checkpointing: "Expected to mark a variable ready only once" (chapter 17).
+"""DDP meets reentrant checkpointing: "mark a variable ready only once" ("Beyond one device").
 
 DistributedDataParallel (DDP) starts averaging a parameter's gradient across ranks as
 soon as autograd has produced it: a hook on each parameter marks it *ready*, and a
@@ -110,7 +110,8 @@ CASES = {
 
 def _batch(rank: int, step: int) -> torch.Tensor:
     """This rank's input at ``step`` (the same on every run). It requires grad, so that
-    reentrant checkpointing passes gradients through (chapter 10's trap is not this one)."""
+    reentrant checkpointing passes gradients through (the trap of "The API in depth" is not
+    this one)."""
     g = torch.Generator().manual_seed(1000 * step + rank)
     return torch.randn(BATCH, WIDTH, generator=g).requires_grad_(True)
 

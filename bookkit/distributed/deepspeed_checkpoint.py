@@ -1,4 +1,4 @@
-"""DeepSpeed's activation checkpointing and ZeRO on CPUs (chapter 17).
+"""DeepSpeed's activation checkpointing and ZeRO on CPUs ("Beyond one device").
 
 DeepSpeed ships its own copy of checkpointing (``deepspeed.checkpointing``), configured
 once per process with ``deepspeed.checkpointing.configure`` (or the
@@ -261,7 +261,8 @@ def _gpu_only_option(option: str, rank: int) -> dict:
 
 
 def deepspeed_cases(rank: int, world_size: int) -> dict:
-    """Every DeepSpeed measurement of chapter 17 on this rank (see the module docstring).
+    """Every DeepSpeed measurement of "Beyond one device" on this rank (see the module
+    docstring).
 
     Returns ``{"skipped": reason}`` when DeepSpeed is not installed.
     """

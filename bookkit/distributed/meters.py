@@ -1,4 +1,4 @@
-"""What one rank of a data-parallel job holds and sends (chapter 17).
+"""What one rank of a data-parallel job holds and sends ("Beyond one device").
 
 ``ShardedSavedTensorMeter``
     `bookkit.torchmem.SavedTensorMeter` for wrapped models: the bytes autograd saves
@@ -79,8 +79,8 @@ class ShardedSavedTensorMeter(SavedTensorMeter):
     weight), and they are not activations. This meter therefore re-reads
     ``module.parameters()`` at every save and leaves out the storages it finds there at
     that moment (DTensor shards are read through ``to_local``; storages already freed
-    are skipped). Everything else works as in `SavedTensorMeter` (chapter 9): bytes of
-    distinct storages autograd holds for backward on this rank.
+    are skipped). Everything else works as in `SavedTensorMeter` ("torch.utils.checkpoint"):
+    bytes of distinct storages autograd holds for backward on this rank.
 
     Args:
         module: the wrapped model (DDP, FSDP1, FSDP2 or a plain module).

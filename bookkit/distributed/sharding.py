@@ -1,8 +1,9 @@
-"""Models under DDP, FSDP1 and FSDP2, with and without activation checkpointing (chapter 17).
+"""DDP, FSDP1 and FSDP2, with and without activation checkpointing ("Beyond one device").
 
 Each rank trains the same small GPT-style stack (`bookkit.torchmodels.GPTBlock`, the
-block of chapters 11 and 12) on its half of a global batch, for a few SGD steps, under
-each wrapper and each way of switching checkpointing on:
+block of "Transformer activations, measured" and "Selective recomputation") on its half of a
+global batch, for a few SGD steps, under each wrapper and each way of switching
+checkpointing on:
 
 ``"none"``
     no checkpointing.

@@ -38,14 +38,25 @@ Improvements over the published program, each leaving the optimum unchanged (tes
 from __future__ import annotations
 
 import time
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from minigrad.plan.graph import GraphProfile
 
-__all__ = ["GraphSchedule", "remat", "lower_bound", "simulate", "store_all", "keeping",
-           "activation_peak", "IMPROVEMENTS", "build_program"]
+__all__ = [
+    "IMPROVEMENTS",
+    "GraphSchedule",
+    "NoScheduleFound",
+    "activation_peak",
+    "build_program",
+    "keeping",
+    "lower_bound",
+    "remat",
+    "simulate",
+    "store_all",
+]
 
 #: The improvements `remat` applies by default (see the module docstring).
 IMPROVEMENTS = ("prune", "forced", "tight_free")
@@ -64,8 +75,11 @@ class GraphSchedule:
         predicted_activation_bytes: the peak of the ledger's ``activations`` when
             `minigrad.remat.run` executes it (saved arrays only; at most the former).
         recompute_flops: forward FLOPs recomputed.
-        optimal: True when the solver proved the optimum (``gap == 0``).
-        gap: relative gap between the cost found and the proven lower bound on it.
+        optimal: True only when the optimum is proven: the solver's lower bound on the
+            cost, rounded up to whole FLOPs, reaches ``recompute_flops`` (``gap == 0``).
+        gap: relative gap ``(recompute_flops - lower_bound_flops) / recompute_flops``
+            between the cost found and the solver's proven lower bound on it (0 when
+            proven optimal; never rounded to 0 by a solver tolerance).
         lower_bound_flops: the solver's proven lower bound on ``recompute_flops``.
         lower_bound_bytes: the budget below which no schedule exists (see `lower_bound`).
         n_variables, n_binaries, n_constraints: the program's size.
@@ -73,7 +87,13 @@ class GraphSchedule:
         method: ``"milp"``, ``"lp-rounded"``, ``"store-all"`` (it fits: no solve),
             ``"keeping"`` (`keeping`) or ``"fallback"`` (the time limit came before the
             solver found a schedule: the cheaper of store-all and keeping nothing
-            recomputable, with the gap to the solver's proven bound).
+            recomputable, with the gap to the solver's proven bound), or ``"start"``
+            (the feasible start passed in, e.g. a tighter budget's plan, was cheaper than
+            anything the solver found in time).
+        solver: which solver produced it: ``"highs"`` (SciPy's ``milp``), or ``""``
+            (no solve).
+        note: what the caller should know about how it was found (empty when proven
+            optimal by the solver).
     """
 
     graph: GraphProfile = field(repr=False)
@@ -92,6 +112,23 @@ class GraphSchedule:
     n_constraints: int = 0
     solve_time_s: float = 0.0
     method: str = "milp"
+    solver: str = ""
+    note: str = ""
+
+    def __repr__(self) -> str:
+        """Numbers first, then the recomputed ops by name (not the stage sets)."""
+        names = self.graph.names
+        rec = ", ".join(f"{names[i]}" + (f" x{c}" if c > 1 else "")
+                        for i, c in self.recomputed_nodes[:8])
+        more = len(self.recomputed_nodes) - 8
+        rec += f", ... ({more} more)" if more > 0 else ""
+        budget = "none" if self.budget_bytes is None else f"{self.budget_bytes:,} B"
+        status = "optimal" if self.optimal else f"gap {self.gap:.2%}"
+        return (f"GraphSchedule(peak {self.predicted_peak_bytes:,} B of budget {budget}, "
+                f"activations {self.predicted_activation_bytes:,} B, recompute "
+                f"{self.recompute_flops:,} FLOPs, {status}, {self.method}"
+                f"{' ' + self.solver if self.solver else ''}, {self.graph.n_nodes} nodes; "
+                f"recomputes [{rec}])")
 
     @property
     def recomputed_nodes(self) -> list:
@@ -443,15 +480,27 @@ def _cleanup(g, recompute, keep):
     return (tuple(tuple(r) for r in recompute), tuple(frozenset(k) for k in keep))
 
 
+class NoScheduleFound(ValueError):
+    """`remat` found no schedule in time (the budget may still admit one): the message
+    names the budget, the lower bound, the time limit and what to try."""
+
+
 def remat(graph: GraphProfile, budget_bytes: int, *, time_limit_s: float = 60, relax: bool = False,
-          improvements=IMPROVEMENTS) -> GraphSchedule:
+          improvements=IMPROVEMENTS, start: GraphSchedule | None = None) -> GraphSchedule:
     """The schedule of least recomputed FLOPs whose memory stays within ``budget_bytes``.
 
     Model and scope: Checkmate's integer program on the step's DAG, in Checkmate's memory
     model (every live value counts), over the schedules minigrad's engine runs (forward
     once, backward in the engine's order, forward values recomputed in backward); within
-    that model the answer is optimal when ``optimal`` is True. Solved with SciPy's
-    ``milp`` (HiGHS); SciPy is imported here, only when a graph is planned.
+    that model the answer is optimal when ``optimal`` is True, which means proven: the
+    solver (SciPy's ``milp``, HiGHS, run with a relative gap tolerance of 0) closed the gap
+    to whole FLOPs. SciPy is imported here, only when a graph is planned.
+
+    Monotone in the budget: a plan that fits a tighter budget fits this one, so the
+    cheapest plan this function has already returned for the same graph and a budget it
+    fits (and ``start``, if given) is a feasible start; a time-limited solve never
+    returns a costlier plan than it (``method="start"`` and ``note`` say so when the
+    start wins).
 
     Args:
         graph: a `GraphProfile` (`trace_graph`).
@@ -459,8 +508,9 @@ def remat(graph: GraphProfile, budget_bytes: int, *, time_limit_s: float = 60, r
             ``m.peak["activations"]`` of the run is at most the schedule's
             ``predicted_activation_bytes``, itself at most ``predicted_peak_bytes``.
         time_limit_s: stop the solver after this many seconds; the best schedule found is
-            returned with ``optimal=False`` and its proven ``gap`` (if it found none, the
-            cheaper of store-all and keeping nothing recomputable that fits, if one does).
+            returned with ``optimal=False`` and its proven ``gap`` (if it found none: the
+            feasible start, or the cheapest of store-all, keeping nothing recomputable
+            and a greedy choice of values to keep that fits).
         relax: solve the LP relaxation and round it (keep a value where ``S`` is at least
             a threshold, recompute what is then missing; the cheapest threshold that fits,
             else store-all or keeping nothing recomputable): fast, not optimal;
@@ -468,13 +518,15 @@ def remat(graph: GraphProfile, budget_bytes: int, *, time_limit_s: float = 60, r
             cost, and ``gap`` the distance to it.
         improvements: the improvements to apply (`IMPROVEMENTS`; ``()`` gives the
             published program).
+        start: a schedule of the same graph known to fit (e.g. a tighter budget's plan).
 
     Returns:
         A `GraphSchedule`.
 
     Raises:
         ValueError: the budget is below `lower_bound` (the message names it in bytes), or
-            no schedule fits (infeasible), or the solver found none in time.
+            no schedule fits (infeasible, proven).
+        NoScheduleFound: the solver found none in time and no simple schedule fits.
 
     Example:
         >>> from minigrad.plan import chain_graph
@@ -493,6 +545,8 @@ def remat(graph: GraphProfile, budget_bytes: int, *, time_limit_s: float = 60, r
     unknown = set(improvements) - set(IMPROVEMENTS)
     if unknown:
         raise ValueError(f"remat: unknown improvements {sorted(unknown)}; known: {list(IMPROVEMENTS)}")
+    if start is not None and (not isinstance(start, GraphSchedule) or start.graph != graph):
+        raise ValueError("remat: start must be a GraphSchedule of the same graph")
     bound = lower_bound(graph)
     if budget_bytes < bound:
         raise ValueError(f"remat: budget_bytes={int(budget_bytes)} is below the lower bound "
@@ -508,59 +562,120 @@ def remat(graph: GraphProfile, budget_bytes: int, *, time_limit_s: float = 60, r
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import coo_matrix
 
+    budget = int(budget_bytes)
     t0 = time.perf_counter()
-    P, R, S = build_program(graph, int(budget_bytes), improvements)
+    P, R, S = build_program(graph, budget, improvements)
     n = len(P.binary)
     A = coo_matrix((P.vals, (P.rows, P.cols)), shape=(len(P.lb), n)).tocsr()
     integrality = np.zeros(n) if relax else np.asarray(P.binary, dtype=float)
     res = milp(np.asarray(P.cost), integrality=integrality,
                bounds=Bounds(np.zeros(n), np.asarray(P.upper)),
                constraints=LinearConstraint(A, np.asarray(P.lb), np.asarray(P.ub)),
-               options={"time_limit": float(time_limit_s), "disp": False})
+               options={"time_limit": float(time_limit_s), "disp": False,
+                        "mip_rel_gap": 0.0})
     seconds = time.perf_counter() - t0
-    if res.x is None and res.status != 2 and not relax:
-        # time is up before the solver found a schedule: return the cheapest simple one
-        # that fits (store all, or keep nothing recomputable), with the proven gap
-        fallback = _fallback(graph, int(budget_bytes))
-        if fallback is not None:
-            dual = getattr(res, "mip_dual_bound", None)
-            dual = 0.0 if dual is None or not np.isfinite(dual) else max(0.0, float(dual))
-            recompute, keep, peak, cost = fallback
-            gap = 0.0 if cost == 0 else (cost - dual) / cost
-            return GraphSchedule(graph, recompute, keep, int(budget_bytes), peak,
-                                 activation_peak(graph, recompute, keep), cost, cost == 0, gap,
-                                 dual, bound, n_variables=n, n_binaries=int(sum(P.binary)),
-                                 n_constraints=len(P.lb), solve_time_s=seconds,
-                                 method="fallback")
-    if res.x is None:
-        if res.status == 2:
-            raise ValueError(f"remat: no schedule fits budget_bytes={int(budget_bytes)} (the "
-                             f"program is infeasible; the lower bound is {bound} bytes, and "
-                             f"recomputing a value needs its inputs live too)")
-        raise ValueError(f"remat: the solver found no schedule within {time_limit_s} s "
-                         f"({res.message}); give it more time or a larger budget")
-    sizes = dict(n_variables=n, n_binaries=int(sum(P.binary)), n_constraints=len(P.lb),
-                 solve_time_s=seconds)
+    sizes = {"n_variables": n, "n_binaries": int(sum(P.binary)), "n_constraints": len(P.lb),
+                 "solve_time_s": seconds, "solver": "highs"}
     if relax:
-        recompute, keep = _round(graph, res.x, P, S, int(budget_bytes))
+        if res.x is None:
+            raise ValueError(f"remat(relax=True): the LP relaxation has no solution "
+                             f"({res.message})")
+        recompute, keep = _round(graph, res.x, P, S, budget)
         peak, cost = simulate(graph, recompute, keep)
         lp = float(res.fun)
         gap = 0.0 if cost == 0 else (cost - lp) / cost
-        return GraphSchedule(graph, recompute, keep, int(budget_bytes), peak,
+        return GraphSchedule(graph, recompute, keep, budget, peak,
                              activation_peak(graph, recompute, keep), cost, False, gap, lp, bound,
-                             method="lp-rounded", **sizes)
-    recompute, keep = _schedule_from(graph, res.x, P, R, S)
-    peak, cost = simulate(graph, recompute, keep)
-    if peak > budget_bytes:  # the program's memory bounds the replay's: a bug if violated
-        raise RuntimeError(f"remat: the schedule's replayed peak {peak} exceeds the budget "
-                           f"{budget_bytes}")
+                             method="lp-rounded", note="the LP relaxation, rounded", **sizes)
+    if res.status == 2:
+        raise ValueError(f"remat: no schedule fits budget_bytes={budget} (the "
+                         f"program is infeasible; the lower bound is {bound} bytes, and "
+                         f"recomputing a value needs its inputs live too)")
     dual = getattr(res, "mip_dual_bound", None)
-    dual = float(res.fun) if dual is None or not np.isfinite(dual) else float(dual)
-    optimal = res.status == 0
-    gap = 0.0 if optimal or cost == 0 else max(0.0, (cost - dual) / cost)
-    return GraphSchedule(graph, recompute, keep, int(budget_bytes), peak,
-                         activation_peak(graph, recompute, keep), cost, optimal, gap,
-                         dual if not optimal else float(cost), bound, **sizes)
+    if res.status == 0 and res.x is not None:
+        dual = float(res.fun) if dual is None or not np.isfinite(dual) else float(dual)
+    dual = 0.0 if dual is None or not np.isfinite(dual) else max(0.0, float(dual))
+    # candidates: the solver's schedule, the feasible starts, the simple schedules
+    found = []
+    if res.x is not None:
+        recompute, keep = _schedule_from(graph, res.x, P, R, S)
+        peak, cost = simulate(graph, recompute, keep)
+        if peak > budget:  # the program's memory bounds the replay's: a bug if violated
+            raise RuntimeError(f"remat: the schedule's replayed peak {peak} exceeds the "
+                               f"budget {budget}")
+        found.append((cost, 0, "milp", recompute, keep, peak))
+    starts = [s for s in _returned(graph) + ([start] if start is not None else [])
+              if s.predicted_peak_bytes <= budget]
+    for s in starts:
+        found.append((s.recompute_flops, 1, "start", s.recompute, s.keep,
+                      s.predicted_peak_bytes))
+    if res.x is None:
+        for name, s in _simple(graph, budget):
+            found.append((s.recompute_flops, 2, name, s.recompute, s.keep,
+                          s.predicted_peak_bytes))
+    if not found:
+        raise NoScheduleFound(
+            f"remat: the solver (HiGHS) found no schedule for budget_bytes={budget} within "
+            f"time_limit_s={time_limit_s} ({res.message}), and neither store-all, keeping "
+            f"nothing recomputable nor a greedy choice fits. The budget is "
+            f"{budget - bound:,} B above the lower bound {bound:,} B, so a schedule may "
+            f"exist: give the solver more time, or raise the budget (store-all needs "
+            f"{everything.predicted_peak_bytes:,} B)")
+    cost, _, method, recompute, keep, peak = min(found, key=lambda f: (f[0], f[1]))
+    # proven optimal: the bound, rounded up to whole FLOPs, reaches the cost
+    optimal = cost == 0 or (cost <= int(np.ceil(dual - 1e-6)) and all(
+        float(c).is_integer() for c in P.cost))
+    gap = 0.0 if optimal else max(0.0, (cost - dual) / cost)
+    note = ""
+    if method == "start":
+        note = (f"a plan for a tighter budget (or the start given) costs {cost:,} FLOPs, less "
+                f"than the solver found in {time_limit_s} s; returned instead")
+    elif method != "milp":
+        note = (f"the solver found no schedule in {time_limit_s} s; this is the cheapest "
+                f"simple schedule that fits ({method})")
+    elif not optimal:
+        note = f"time limit: the solver's proven gap is {gap:.2%}"
+    schedule = GraphSchedule(graph, recompute, keep, budget, peak,
+                             activation_peak(graph, recompute, keep), cost, optimal, gap,
+                             float(cost) if optimal else dual, bound, method=method, note=note,
+                             **sizes)
+    _returned(graph).append(schedule)
+    return schedule
+
+
+#: the schedules `remat` returned, per graph: feasible starts for looser budgets
+_RETURNED = {}
+
+
+def _returned(graph) -> list:
+    key = id(graph)
+    entry = _RETURNED.get(key)
+    if entry is None or entry[0]() is None:
+        if len(_RETURNED) > 64:  # forget graphs that are gone
+            for k in [k for k, v in _RETURNED.items() if v[0]() is None]:
+                del _RETURNED[k]
+        entry = _RETURNED[key] = (weakref.ref(graph), [])
+    return entry[1]
+
+
+def _simple(g, budget):
+    """Store-all, keeping nothing recomputable, and a greedy choice (drop kept forward
+    values, the most bytes per recomputed FLOP first, until it fits): those that fit."""
+    out = []
+    for name, s in (("fallback", store_all(g)), ("fallback", keeping(g, []))):
+        if s.predicted_peak_bytes <= budget:
+            out.append((name, s))
+    kept = set(range(g.n_forward))
+    for i in sorted(kept, key=lambda i: -g.value_bytes[i] / max(g.flops[i], 1)):
+        kept.discard(i)
+        try:
+            s = keeping(g, kept)
+        except ValueError:
+            continue
+        if s.predicted_peak_bytes <= budget:
+            out.append(("greedy", s))
+            break
+    return out
 
 
 def _fallback(g, budget):

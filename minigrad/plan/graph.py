@@ -23,11 +23,13 @@ from __future__ import annotations
 import numbers
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from minigrad import memory
 from minigrad import random as _random
 from minigrad.recompute import StepRecorder
 from minigrad.grad_mode import enable_grad
-from minigrad.tensor import Context, Tensor, graph_nodes
+from minigrad.tensor import Context, Function, Tensor, graph_nodes
 
 __all__ = ["GraphProfile", "trace_graph", "chain_graph"]
 
@@ -53,6 +55,8 @@ class GraphProfile:
         private_bytes: for each forward node, the bytes of its private saved arrays.
         const_slots: ``(buffer, bytes, forward node)`` for each input buffer an op saves
             (``buffer`` numbers the distinct buffers), for the ledger's model.
+        out_shapes: for each forward node, ``(shape, dtype name)`` of its output, as
+            traced (empty for graphs built by hand); `minigrad.remat.run` checks them.
     """
 
     names: tuple
@@ -66,6 +70,7 @@ class GraphProfile:
     buffer_bytes: tuple = ()
     private_bytes: tuple = ()
     const_slots: tuple = ()
+    out_shapes: tuple = ()
 
     def __post_init__(self):
         n = len(self.names)
@@ -219,23 +224,30 @@ def _unique_bytes(arrays):
     return sum(seen.values())
 
 
-def trace_graph(step, *inputs) -> GraphProfile:
+def trace_graph(step, *inputs, free_ops=()) -> GraphProfile:
     """Trace one training step of a minigrad model into a `GraphProfile` by one dry run.
 
     ``step(*inputs)`` runs the forward pass and the loss and returns the scalar loss. The
     forward runs once, recorded op by op (FLOPs from the ledger); the backward's nodes,
     their order and their FLOPs are read from the graph the engine would walk, without
-    running it, so no ``.grad`` changes. The RNG state is restored afterwards.
+    running it, so no ``.grad`` changes. The random state (minigrad's default generator
+    and NumPy's global one) is restored afterwards.
 
     Args:
-        step: callable ``(*inputs) -> loss`` (a one-element Tensor that requires grad).
+        step: callable ``(*inputs) -> loss`` (a one-element Tensor that requires grad);
+            it must not call ``backward()`` itself (trace_graph refuses it).
         *inputs: its arguments.
+        free_ops: names of ops defined outside minigrad that have no FLOP count and are
+            meant to be planned as free (otherwise such an op is an error: a planner would
+            treat it as costing nothing to recompute).
 
     Returns:
         A `GraphProfile`.
 
     Raises:
         TypeError: ``step`` does not return a one-element Tensor that requires grad.
+        ValueError: ``step`` ran a backward pass, or an op outside minigrad has no FLOP
+            count and is not in ``free_ops``.
 
     Example:
         >>> import numpy as np
@@ -250,7 +262,7 @@ def trace_graph(step, *inputs) -> GraphProfile:
     """
     if not callable(step):
         raise TypeError(f"trace_graph: step must be callable, got {type(step).__name__}")
-    rng_state = _random.get_rng_state()
+    rng_state, np_state = _random.get_rng_state(), np.random.get_state()
     rec = StepRecorder(keep_outputs=True)
     loss = None
     try:
@@ -262,18 +274,31 @@ def trace_graph(step, *inputs) -> GraphProfile:
                                 "grad (the loss), got " + (f"shape {loss.shape}, requires_grad="
                                 f"{loss.requires_grad}" if isinstance(loss, Tensor)
                                 else type(loss).__name__))
+            ran_backward = sorted({e.op for e in m.timeline if e.phase == "backward"})
+            if ran_backward:
+                raise ValueError(f"trace_graph: step ran a backward pass itself (through "
+                                 f"{', '.join(ran_backward[:3])}); step must return the loss "
+                                 f"and leave backward() to the caller")
             fwd_events = [e for e in m.timeline if e.phase == "forward"]
             order = [n for n in reversed(graph_nodes(loss)) if isinstance(n, Context)]
-            return _build(rec, fwd_events, order)
+            return _build(rec, fwd_events, order, frozenset(free_ops))
     finally:
         loss = None
         rec.outputs.clear()
         _random.set_rng_state(rng_state)
+        np.random.set_state(np_state)
 
 
-def _build(rec, fwd_events, order):
+def _build(rec, fwd_events, order, free_ops=frozenset()):
     ops = rec.ops
     nf = len(ops)
+    for r in ops:  # an op without a FLOP count would be planned as free: say so
+        counted = r.fn.flops is not Function.flops or r.fn.backward_flops is not Function.backward_flops
+        if not counted and not r.fn.__module__.startswith("minigrad.") and r.name not in free_ops:
+            raise ValueError(f"trace_graph: op {r.name} ({r.fn.__module__}.{r.fn.__qualname__}) "
+                             f"has no FLOP count, so a planner would recompute it for free; "
+                             f"define flops/backward_flops on it, or pass "
+                             f"free_ops={{{r.name!r}}} to plan it as free")
     if len(fwd_events) != nf or any(e.op != r.name for e, r in zip(fwd_events, ops)):
         raise RuntimeError("trace_graph: the ledger's forward events do not match the recorded "
                            "ops (an op applied other ops inside its forward?)")
@@ -335,4 +360,5 @@ def _build(rec, fwd_events, order):
                         value_bytes=tuple(vbytes), flops=tuple(flops), const_bytes=int(const_bytes),
                         backward_of=tuple(j for j, _ in bwd), out_buffer=tuple(out_buffer),
                         buffer_bytes=tuple(buffer_bytes), private_bytes=tuple(private_bytes),
-                        const_slots=tuple(const_slots))
+                        const_slots=tuple(const_slots),
+                        out_shapes=tuple((tuple(o.shape), o.dtype.name) for o in rec.outputs))

@@ -189,6 +189,9 @@ class NestedSchedule:
         predicted_peak_activations: bytes, filled in by the planner.
         recompute_cost: forward work redone in backward, in the profile's cost unit
             (FLOPs by default), filled in by the planner.
+        lower_bound_cost: None when the planner proved the schedule optimal; else a
+            proven lower bound on the optimum's work (`rotor` on a long chain plans on a
+            grid of memory slots: see `rotor`'s ``slots``).
 
     ``checkpoint_sequential(layers, schedule, x)`` runs it (it walks `actions`),
     ``minigrad.plan.predict_peak`` and ``recompute_cost`` replay those actions, and
@@ -209,6 +212,13 @@ class NestedSchedule:
     items: tuple
     predicted_peak_activations: int | None = None
     recompute_cost: float | None = None
+    lower_bound_cost: float | None = None
+
+    @property
+    def optimal(self) -> bool:
+        """True unless the planner could only bound the optimum: then it recomputes at
+        most ``recompute_cost - lower_bound_cost`` more than the optimum does."""
+        return self.lower_bound_cost is None or self.lower_bound_cost >= self.recompute_cost
 
     def __post_init__(self):
         check_int("n", self.n, 1, where="NestedSchedule")
@@ -217,6 +227,12 @@ class NestedSchedule:
 
     def __str__(self):
         return "\n".join(_lines(self.items, 0))
+
+    def __repr__(self):
+        # the items nest one level per layer at the smallest peak: summarise them
+        return (f"NestedSchedule(n={self.n}, depth={self.depth}, "
+                f"checkpoints={len(self.checkpoints)}, predicted_peak_activations="
+                f"{self.predicted_peak_activations}, recompute_cost={self.recompute_cost})")
 
     @property
     def depth(self) -> int:
@@ -228,13 +244,9 @@ class NestedSchedule:
         """Every checkpoint as ``(start, stop, level)``, in order of its first forward
         (level 1 = top level, 2 = inside a level-1 checkpoint's recomputation, ...)."""
         out = []
-
-        def walk(items, level):
-            for it in items:
-                if isinstance(it, Checkpointed):
-                    out.append((it.start, it.stop, level))
-                    walk(it.inner, level + 1)
-        walk(self.items, 1)
+        for it, level in _walk(self.items):
+            if isinstance(it, Checkpointed):
+                out.append((it.start, it.stop, level + 1))
         return out
 
     @property
@@ -258,63 +270,99 @@ class NestedSchedule:
                         out.append(("snapshot", it.start))
                     out.append(("advance", it.start, it.stop))
 
-        def backward(items):
-            for it in reversed(items):
-                if isinstance(it, Taped):
-                    out.append(("reverse", it.layer))
-                    continue
+        forward(self.items)
+        stack = [(reversed(self.items), None)]  # iterative: deep schedules nest ~n levels
+        while stack:
+            items, owner = stack[-1]
+            it = next(items, None)
+            if it is None:
+                stack.pop()
+                if owner is not None:
+                    held[owner.start] -= 1
+                    if held[owner.start] == 0:
+                        out.append(("free", owner.start))
+            elif isinstance(it, Taped):
+                out.append(("reverse", it.layer))
+            else:
                 out.append(("restore", it.start))
                 forward(it.inner)
-                backward(it.inner)
-                held[it.start] -= 1
-                if held[it.start] == 0:
-                    out.append(("free", it.start))
-        forward(self.items)
-        backward(self.items)
+                stack.append((reversed(it.inner), it))
         return tuple(out)
 
     @property
     def nested(self):
         """The schedule as nested Python data: an int ``i`` for ``Taped(i)``, a tuple
         ``(start, stop, [inner...])`` for a checkpoint. Round-trips with `from_nested`."""
-        def conv(items):
-            return [it.layer if isinstance(it, Taped) else (it.start, it.stop, conv(it.inner))
-                    for it in items]
-        return conv(self.items)
+        root = []
+        stack = [(iter(self.items), root)]
+        while stack:
+            items, out = stack[-1]
+            it = next(items, None)
+            if it is None:
+                stack.pop()
+            elif isinstance(it, Taped):
+                out.append(it.layer)
+            else:
+                inner = []
+                out.append((it.start, it.stop, inner))
+                stack.append((iter(it.inner), inner))
+        return root
 
     @classmethod
     def from_nested(cls, n: int, spec, **kwargs) -> "NestedSchedule":
         """Build a schedule from the `nested` form: ``[(0, 3, [(0, 1, [0]), 1, 2]), 3, 4]``."""
-        def conv(items):
-            out = []
-            for it in items:
-                if isinstance(it, tuple) and len(it) == 3:
-                    out.append(Checkpointed(int(it[0]), int(it[1]), tuple(conv(it[2]))))
-                elif isinstance(it, (int,)) and not isinstance(it, bool):
-                    out.append(Taped(int(it)))
-                else:
-                    raise ValueError(f"a nested schedule item is an int (a taped layer) or a tuple "
-                                     f"(start, stop, [inner items]), got {it!r}")
-            return out
-        return cls(n=n, items=tuple(conv(spec)), **kwargs)
+        root = []
+        stack = [(iter(spec), root, None)]  # built bottom-up without recursion
+        while stack:
+            items, out, owner = stack[-1]
+            it = next(items, None)
+            if it is None:
+                stack.pop()
+                if owner is not None:
+                    stack[-1][1].append(Checkpointed(owner[0], owner[1], tuple(out)))
+            elif isinstance(it, tuple) and len(it) == 3:
+                stack.append((iter(it[2]), [], (int(it[0]), int(it[1]))))
+            elif isinstance(it, (int,)) and not isinstance(it, bool):
+                out.append(Taped(int(it)))
+            else:
+                raise ValueError(f"a nested schedule item is an int (a taped layer) or a tuple "
+                                 f"(start, stop, [inner items]), got {it!r}")
+        return cls(n=n, items=tuple(root), **kwargs)
+
+
+def _walk(items):
+    """Every item with its nesting level (0 = top), in the order of their first forward:
+    an explicit stack, so a schedule nested 1,000 levels deep needs no recursion."""
+    stack = [(iter(items), 0)]
+    while stack:
+        it = next(stack[-1][0], None)
+        if it is None:
+            stack.pop()
+            continue
+        level = stack[-1][1]
+        yield it, level
+        if isinstance(it, Checkpointed):
+            stack.append((iter(it.inner), level + 1))
 
 
 def _lines(items, indent):
-    out = []
-    for it in items:
-        out.append("    " * indent + str(it))
-        if isinstance(it, Checkpointed):
-            out += _lines(it.inner, indent + 1)
-    return out
+    return ["    " * (indent + level) + str(it) for it, level in _walk(items)]
 
 
 def _depth(items):
-    return max([1 + _depth(it.inner) for it in items if isinstance(it, Checkpointed)], default=0)
+    return max((level + 1 for it, level in _walk(items) if isinstance(it, Checkpointed)),
+               default=0)
 
 
 def _check_items(items, start, stop, top=False):
     """Items must cover ``start .. stop-1`` in order; a checkpoint's inner items must
     not be a single checkpoint of the same range (that would nest forever)."""
+    stack = [(items, start, stop, top)]  # iterative: deep schedules nest ~n levels
+    while stack:
+        _check_level(*stack.pop(), stack)
+
+
+def _check_level(items, start, stop, top, stack):
     pos = start
     for it in items:
         if isinstance(it, Taped):
@@ -329,7 +377,7 @@ def _check_items(items, start, stop, top=False):
             if len(inner) == 1 and isinstance(inner[0], Checkpointed) and \
                     (inner[0].start, inner[0].stop) == (it.start, it.stop):
                 raise ValueError(f"{it} recomputes itself as one checkpoint of the same range")
-            _check_items(inner, it.start, it.stop)
+            stack.append((inner, it.start, it.stop, False))
             pos = it.stop
         else:
             raise TypeError(f"schedule items are Taped or Checkpointed, got {type(it).__name__}")
@@ -673,6 +721,7 @@ class _Fronts:
 # once. Work is ``O(n^3 S / 6)`` array elements and ``O(n^2)`` NumPy calls.
 _DENSE_MAX_CELLS = 40_000_000  # entries of the two tables (8 bytes each): 320 MB at most
 _EXACT_FLOAT = 2 ** 53  # float64 adds integers exactly below this
+_FRONTS_MAX_LAYERS = 40  # beyond, exact fronts grow about as n^4: slots with a bound
 
 
 class _Dense:
@@ -829,10 +878,15 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
             less than one slot); its ``predicted_peak_activations`` and
             ``recompute_cost`` are exact. The solver's time grows with ``slots``
             (``O(n^3 slots)``) instead of with the number of distinct byte totals.
+            With slots the optimum is also bounded from below: the same table with every
+            size rounded *down* admits every schedule that truly fits, so its optimum is
+            at most the true one; the schedule's ``lower_bound_cost`` holds it and
+            ``optimal`` says whether the two meet.
             Without ``slots`` the exact grid is used while it is small enough (``n^2``
             times budget / gcd of the sizes at most 4e7 entries), else the exact Pareto
-            fronts, whose time grows about as ``n^4``: pass ``slots`` for long chains
-            with budgets far above their smallest peak.
+            fronts up to 40 layers (their time grows about as ``n^4``), else slots
+            chosen automatically (as many as the table allows, at most 256) with the
+            proven bound: one entry point, exact where it can be, bounded where not.
     Returns:
         a `NestedSchedule` with ``predicted_peak_activations`` and ``recompute_cost``;
         run it with ``checkpoint_sequential(layers, schedule, x)``.
@@ -911,6 +965,13 @@ def rotor_from_profile(profile: ChainProfile, budget_bytes: int | None = None, c
         S = cap // g
     exact_work = all(isinstance(c, int) for c in costs) and (N + 1) * (sum(costs) + 1) < _EXACT_FLOAT
     dense = N * N * (S + 1) <= _DENSE_MAX_CELLS and (slots is not None or exact_work)
+    if not dense and slots is None and N > _FRONTS_MAX_LAYERS and cap > 0:
+        # too long for exact fronts: slots, with the proven bound (see the docstring)
+        slots = S = max(8, min(256, _DENSE_MAX_CELLS // (N * N) - 1))
+
+        def units(v):
+            return -(-v * slots // cap)
+        dense = True
     if not dense:
         if slots is not None:
             raise ValueError(f"rotor: {N} layers (the loss included) with slots={slots} need "
@@ -931,7 +992,18 @@ def rotor_from_profile(profile: ChainProfile, budget_bytes: int | None = None, c
                          f"peak is {smallest} bytes: use more slots, a larger budget or slots=None")
     m = int(np.argmax(top == best))  # ties go to the smaller peak: the first grid point
     with _deep_nesting(N):
-        return _planned(profile, table.build(m), costs)
+        items = table.build(m)
+    bound = None
+    if slots is not None and cap > 0:
+        # sizes rounded down: every schedule that truly fits fits there, so its optimum
+        # is a lower bound on the true one
+        del table
+
+        def down(v):
+            return v * slots // cap
+        low = _Dense(([down(v) for v in a], si, so, [down(v) for v in own]), costs, S)
+        bound = float(low.top()[S])
+    return _planned(profile, items, costs, bound)
 
 
 @contextmanager
@@ -947,10 +1019,13 @@ def _deep_nesting(n: int):
         sys.setrecursionlimit(old)
 
 
-def _planned(profile, items, costs):
+def _planned(profile, items, costs, lower_bound_cost=None):
     sched = NestedSchedule(n=profile.n, items=items)
+    work = schedule_recompute_cost(profile, sched, costs)
+    if lower_bound_cost is not None and lower_bound_cost >= work:
+        lower_bound_cost = None  # proven optimal after all
     return NestedSchedule(n=profile.n, items=items, predicted_peak_activations=schedule_peak(profile, sched),
-                          recompute_cost=schedule_recompute_cost(profile, sched, costs))
+                          recompute_cost=work, lower_bound_cost=lower_bound_cost)
 
 
 def rotor_frontier(profile: ChainProfile, cost=None) -> list:

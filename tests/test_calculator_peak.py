@@ -1,0 +1,120 @@
+"""The step's peak of ``estimate_training_memory`` against the CPU allocator.
+
+``measure_step_peak`` runs the Trainer's steady-state step on small models and reads the
+allocator; it knows nothing of the formula. The grid covers logits-heavy,
+attention-heavy (eager and sdpa) and deep-narrow models; fp32, bf16 and bf16 autocast;
+no, selective and full recomputation; AdamW and SGD.
+"""
+import pytest
+
+pytest.importorskip("transformers")
+from transformers import GPT2Config, LlamaConfig  # noqa: E402
+
+from bookkit.calculator import (  # noqa: E402
+    estimate_training_memory, fits, measure_step_peak, required_bytes)
+
+TOLERANCE = 0.03
+
+
+def _llama(**kw):
+    base = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, vocab_size=256)
+    base.update(kw)
+    return LlamaConfig(**base)
+
+
+LOGITS = _llama(vocab_size=8000)
+ATTN_EAGER = GPT2Config(n_layer=2, n_embd=64, n_head=8, vocab_size=256, n_positions=512,
+                        attn_implementation="eager")
+ATTN_SDPA = _llama(num_attention_heads=8, num_key_value_heads=8)
+DEEP = _llama(hidden_size=32, intermediate_size=64, num_hidden_layers=12,
+              num_attention_heads=2, num_key_value_heads=2)
+
+GRID = [  # (name, config, batch, seq, precision, recompute, optimizer)
+    ("logits", LOGITS, 2, 128, "fp32", "none", "adamw"),
+    ("logits", LOGITS, 2, 128, "bf16", "full", "sgd"),
+    ("logits", LOGITS, 2, 128, "bf16-autocast", "none", "adamw"),
+    ("logits", LOGITS, 2, 128, "bf16-autocast", "full", "adamw"),
+    ("eager", ATTN_EAGER, 2, 256, "fp32", "none", "adamw"),
+    ("eager", ATTN_EAGER, 2, 256, "fp32", "selective", "adamw"),
+    ("eager", ATTN_EAGER, 2, 256, "bf16", "full", "sgd"),
+    ("eager", ATTN_EAGER, 2, 256, "bf16-autocast", "selective", "adamw"),
+    ("eager", ATTN_EAGER, 2, 256, "bf16-autocast", "full", "adamw"),
+    ("sdpa", ATTN_SDPA, 2, 256, "fp32", "none", "adamw"),
+    ("sdpa", ATTN_SDPA, 2, 256, "bf16-autocast", "selective", "sgd"),
+    ("deep", DEEP, 2, 64, "fp32", "full", "adamw"),
+    ("deep", DEEP, 2, 64, "bf16", "selective", "sgd"),
+    ("deep", DEEP, 2, 64, "bf16-autocast", "full", "adamw"),
+]
+# Full recomputation of fused (sdpa) attention: the estimate is 4-7 % high (the walk
+# through a recomputed layer's backward overcounts what the fused kernel keeps).
+KNOWN_GAP = [
+    ("sdpa", ATTN_SDPA, 2, 256, "fp32", "full", "adamw"),
+    ("sdpa", ATTN_SDPA, 2, 256, "bf16-autocast", "full", "adamw"),
+]
+
+
+def _error(config, b, s, precision, recompute, optimizer):
+    kw = dict(batch_size=b, seq_len=s, precision=precision, recompute=recompute,
+              optimizer=optimizer)
+    measured = measure_step_peak(config, **kw)
+    estimate = estimate_training_memory(config, **kw)
+    assert set(estimate) >= {"peak", "peak_phase", "timeline", "total"}
+    return estimate["peak"] / measured["peak"] - 1
+
+
+@pytest.mark.parametrize("case", GRID, ids=lambda c: "-".join(map(str, (c[0],) + c[4:])))
+def test_peak_within_three_percent(case):
+    name, config, b, s, precision, recompute, optimizer = case
+    error = _error(config, b, s, precision, recompute, optimizer)
+    assert abs(error) <= TOLERANCE, f"{name}: peak off by {error:+.1%}"
+
+
+@pytest.mark.xfail(strict=True, reason="sdpa with full recomputation: estimate 4-7 % high")
+@pytest.mark.parametrize("case", KNOWN_GAP, ids=lambda c: "-".join(map(str, (c[0],) + c[4:])))
+def test_known_gap_sdpa_full(case):
+    name, config, b, s, precision, recompute, optimizer = case
+    assert abs(_error(config, b, s, precision, recompute, optimizer)) <= TOLERANCE
+
+
+def test_peak_is_at_least_the_forward_end_and_logits_heavy_peaks_in_the_loss():
+    est = estimate_training_memory(LOGITS, batch_size=2, seq_len=128)
+    assert est["peak"] >= est["timeline"]["forward"]
+    assert est["peak_phase"] == "backward"
+    # Two float32 logit-sized gradients above the forward's end, less the returned logits.
+    t_v = 2 * 128 * 8000
+    assert est["peak"] == est["timeline"]["forward"] + 2 * 4 * t_v
+
+
+def test_largest_length_the_calculator_fits_runs_and_the_next_does_not():
+    # A scaled "does it fit?": a 40 MB budget on the CPU, lengths in steps of 32.
+    budget = 40 * 10 ** 6
+    kw = dict(batch_size=2, precision="bf16-autocast", recompute="full")
+    lengths = range(32, 1025, 32)
+    fitting = [s for s in lengths
+               if fits(estimate_training_memory(LOGITS, seq_len=s, **kw), budget / 1e9, "cpu")]
+    largest = max(fitting)
+    assert largest + 32 in lengths
+    assert measure_step_peak(LOGITS, seq_len=largest, **kw)["peak"] <= budget
+    assert measure_step_peak(LOGITS, seq_len=largest + 32, **kw)["peak"] > budget
+
+
+def test_required_bytes_adds_the_stated_headroom_on_cuda_only():
+    est = {"peak": 20 * 10 ** 9}
+    assert required_bytes(est, "cpu") == est["peak"]
+    assert required_bytes(est) == 21 * 10 ** 9 + 2 ** 30
+    assert fits(est, 23) and not fits(est, 22)
+    with pytest.raises(ValueError, match="memory_gb"):
+        fits(est, 0)
+
+
+def test_cli_prints_the_peak_and_fits_from_it(capsys):
+    from bookkit.calculator import main
+
+    assert main(["--model", "llama", "--num-hidden-layers", "2", "--hidden-size", "256",
+                 "--num-attention-heads", "8", "--num-key-value-heads", "2",
+                 "--intermediate-size", "512", "--vocab-size", "1000", "--no-terms",
+                 "--device", "cuda"]) == 0
+    out = capsys.readouterr().out
+    assert "step peak" in out and "1 GiB CUDA context" in out
+    assert "fits on: 24 GB yes · 40 GB yes · 80 GB yes" in out

@@ -1,0 +1,63 @@
+"""bookkit.figures' chapter figures: the counts they draw, and the figures themselves."""
+import matplotlib
+
+matplotlib.use("agg")
+import matplotlib as mpl  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from bookkit import figures  # noqa: E402
+
+
+@pytest.mark.parametrize("n, k", [(2, 1), (4, 2), (8, 3), (9, 3), (12, 12)])
+def test_timelines_count_what_each_strategy_holds(n, k):
+    t = figures.saved_bytes_timelines(n, k)
+    keep, off, ckpt = t["keep"], t["offload"], t["checkpoint"]
+    assert max(keep["device"]) == n and keep["device"][-1] == 0 and len(keep["device"]) == 2 * n
+    assert max(off["device"]) == 1 and off["device"][-1] == 0
+    # Offloading moves the same activations: accelerator + host = keeping everything.
+    assert [d + h for d, h in zip(off["device"], off["host"])] == keep["device"]
+    sizes = [n // k + (1 if i < n % k else 0) for i in range(k)]
+    assert ckpt["recomputed"] == n - sizes[-1]
+    assert len(ckpt["device"]) == 2 * n + ckpt["recomputed"] and ckpt["device"][-1] == 0
+    # Rebuilding segment i holds the inputs of segments 1..i and its own activations.
+    assert max(ckpt["device"]) == max(i + size for i, size in enumerate(sizes))
+    assert min(ckpt["device"][:-1]) >= 1 and not any(ckpt["host"])
+
+
+@pytest.mark.parametrize("bad", [(1, 1), (4, 0), (4, 5), (4.0, 2)])
+def test_timelines_refuse_bad_shapes(bad):
+    with pytest.raises(ValueError, match="n_layers|segments"):
+        figures.saved_bytes_timelines(*bad)
+
+
+def test_offload_figure_stacks_two_panels_at_book_size():
+    with mpl.rc_context(figures.BOOK_RC):
+        fig = figures.offload_vs_checkpoint()
+        dev, host = fig.axes
+        assert len(dev.lines) == 3 and len(host.lines) == 1  # only offloading uses the host
+        texts = [dev.title, dev.yaxis.label, host.xaxis.label,
+                 *dev.get_legend().get_texts(), *host.get_yticklabels()]
+        assert min(t.get_fontsize() for t in texts) >= 11
+        assert "+6 forwards" in dev.get_legend().get_texts()[2].get_text()  # 8 - 2 layers
+        plt.close(fig)
+
+
+def test_memory_figure_draws_the_calculator_totals():
+    pytest.importorskip("transformers")
+    from bookkit import calculator
+
+    with mpl.rc_context(figures.BOOK_RC):
+        fig = figures.memory_by_kind("GPT-2 (124M)", batch_size=2, seq_len=128)
+        ax = fig.axes[0]
+        bars = ax.patches
+        assert len(bars) == 4 * len(figures.RECIPES)
+        config = calculator.PRESETS["GPT-2 (124M)"]()
+        for row, (_, precision, recompute) in enumerate(figures.RECIPES):
+            est = calculator.estimate_training_memory(
+                config, batch_size=2, seq_len=128, precision=precision, recompute=recompute)
+            widths = [b.get_width() for b in bars[4 * row:4 * row + 4]]
+            assert sum(widths) == pytest.approx(est["total"] / 2 ** 30, rel=1e-12)
+        plt.close(fig)
+    with pytest.raises(ValueError, match="unknown model"):
+        figures.memory_by_kind("GPT-5")

@@ -1,0 +1,65 @@
+"""bookkit.torchplan: minigrad's chain planners on a PyTorch GPT-style block stack (CPU).
+The profile's predictions are measured: the bytes autograd holds at the end of the
+forward pass (SavedTensorMeter) and the FLOPs recomputed (FlopCounterMode), exactly."""
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from bookkit.torchmem import SavedTensorMeter  # noqa: E402
+from bookkit.torchmodels import GPTBlock  # noqa: E402
+from bookkit.torchplan import (forward_flops, profile_blocks, run_plan,  # noqa: E402
+                               saved_after_forward)
+from minigrad import plan  # noqa: E402
+
+
+def _stack(n=6):
+    torch.manual_seed(0)
+    blocks = [GPTBlock(32, 4, dropout=0.0) for _ in range(n)]
+    x = torch.randn(2, 16, 32, requires_grad=True)
+    return blocks, x
+
+
+def _loss(y):
+    return y.square().mean()
+
+
+def test_segment_plans_hold_and_recompute_what_the_profile_predicts():
+    blocks, x = _stack()
+    profile = profile_blocks(blocks, x, loss=_loss)
+    assert profile.cost[0] > 0 and profile.own_bytes[0] > 0
+    params = torch.nn.ModuleList(blocks)
+    everything = plan.explicit(6, [0])
+    plain = forward_flops(lambda: _loss(run_plan(blocks, everything, x)).backward())
+    budget = saved_after_forward(profile, plan.explicit(6, [0, 3]))
+    chosen = plan.optimal_segments(profile, budget_bytes=3 * budget)
+    for p in (everything, plan.explicit(6, [0, 3]), plan.explicit(6, [0, 2, 4]), chosen):
+        with SavedTensorMeter(params=params) as meter:
+            out = _loss(run_plan(blocks, p, x))
+            held = meter.live_bytes
+        out.backward()
+        assert held == saved_after_forward(profile, p)
+        total = forward_flops(lambda p=p: _loss(run_plan(blocks, p, x)).backward())
+        assert total - plain == plan.recompute_cost(profile, p)
+
+
+def test_a_nested_rotor_schedule_recomputes_its_predicted_flops():
+    blocks, x = _stack()
+    profile = profile_blocks(blocks, x, loss=_loss)
+    s = plan.rotor(profile)  # the smallest peak: nested checkpoints
+    assert s.depth >= 1
+    plain = forward_flops(lambda: _loss(run_plan(blocks, plan.explicit(6, [0]), x)).backward())
+    total = forward_flops(lambda: _loss(run_plan(blocks, s, x)).backward())
+    assert total - plain == s.recompute_cost
+    # gradients equal a plain step's (no dropout: deterministic)
+    x.grad = None
+    _loss(run_plan(blocks, s, x)).backward()
+    want = x.grad.clone()
+    x.grad = None
+    _loss(run_plan(blocks, plan.explicit(6, [0]), x)).backward()
+    assert torch.allclose(want, x.grad, rtol=0, atol=0)
+
+
+def test_run_plan_refuses_other_plans():
+    blocks, x = _stack(2)
+    with pytest.raises(TypeError, match="SegmentPlan or a NestedSchedule"):
+        run_plan(blocks, [0, 1], x)
