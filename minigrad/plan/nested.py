@@ -107,7 +107,7 @@ without a budget is the dense solver at that peak. The fronts remain for float c
 and every size rounded *up* to whole slots, so a schedule never exceeds the true budget,
 and it recomputes no more than the exact optimum at ``budget - K u`` bytes when that
 optimum holds at most ``K`` arrays at once (each is over-counted by less than a slot).
-Measured with ``scripts/rotor_scaling.py`` (CPU seconds, one thread, an illustration):
+Measured with ``benchmarks/rotor_scaling.py`` (CPU seconds, one thread, an illustration):
 a 100-block GPT chain plans in about 0.1 s at its smallest peak and 0.3 s at three
 times that; a 1000-layer heterogeneous chain in about 8 s at its smallest peak and 13 s
 at ten times it with 32 slots; time grows about as ``n^2.1`` from 100 to 1000 layers at
