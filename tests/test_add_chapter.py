@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 
 import nbformat
@@ -30,22 +29,6 @@ def test_add_a_chapter_has_at_most_eight_numbered_steps():
     assert numbered[1].startswith(".venv/bin/python scripts/new_chapter.py my_topic ")
     assert [numbered[i].split()[:2] for i in (3, 4)] == [["make", "fix"], ["make", "check"]]
     assert numbered[5] == "make html"
-
-
-@pytest.fixture
-def scratch(tmp_path):
-    """The repository's files (tracked and untracked, not ignored) in a scratch folder
-    that shares this checkout's .venv."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT,
-                           capture_output=True, text=True, check=True).stdout.split("\0")
-    copy = tmp_path / "repo"
-    for name in filter(None, files):
-        source = ROOT / name
-        if source.is_file():
-            (copy / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, copy / name)
-    (copy / ".venv").symlink_to((ROOT / ".venv").resolve())
-    return copy
 
 
 def run(command: str, cwd) -> str:
