@@ -86,7 +86,8 @@ def test_nbval_fails_on_a_stale_figure(tmp_path, monkeypatch):
     nbformat.write(nb, stale)
     shutil.copy(ROOT / "conftest.py", tmp_path / "conftest.py")
     (tmp_path / "tests").mkdir()
-    shutil.copy(ROOT / "tests" / "nbval_figures.py", tmp_path / "tests" / "nbval_figures.py")
+    for plugin in ("nbval_figures.py", "nbval_stderr.py"):  # the root conftest loads both
+        shutil.copy(ROOT / "tests" / plugin, tmp_path / "tests" / plugin)
 
     def nbval(path, simulated=False):
         command = [sys.executable, "-m", "pytest", "--nbval", "--nbval-current-env", "-q",
