@@ -419,7 +419,7 @@
       activations += bytes;
       if (term.group === "logits") { logits += bytes; }
     });
-    return {
+    var est = {
       parameters: parameters,
       gradients: gradients,
       optimizer: optimizerBytes,
@@ -428,6 +428,76 @@
       total: parameters + gradients + optimizerBytes + activations,
       terms: terms.map(function (term) { return [term.name, term.each * term.count]; })
     };
+    var step = stepPeak(spec, BigInt(opts.batch_size), BigInt(opts.seq_len), precision,
+                        optimizer, recompute, device, est);
+    est.peak = step.peak;
+    est.peak_phase = step.phase;
+    return est;
+  }
+
+  /* The step's peak and where it occurs, as _step_timeline in Python (a steady-state
+     Trainer step: forward, the loss's backward, each layer's backward, the update). */
+  function stepPeak(spec, b, s, precision, optimizer, recompute, device, est) {
+    var w = widths(precision, device);
+    var p = w.param, e = w.compute, f = FLOAT32_BYTES;
+    var t = b * s, h = BigInt(spec.hidden), v = BigInt(spec.vocab), L = BigInt(spec.n_layers);
+    var statik = est.parameters + est.optimizer;
+    var returned = t * v * (w.autocast ? f : e);
+    var perLayer = function (mode) {
+      return activationTerms(spec, Number(b), Number(s), precision, mode, device).filter(
+        function (term) { return ["layer", "attention", "weights"].indexOf(term.group) >= 0; });
+    };
+    var layerTerms = perLayer("none").map(function (term) { return term.each; });
+    var layerBytes = layerTerms.reduce(function (a, x) { return a + x; }, 0n);
+    var nParams = parameterCount(spec)[0];
+    var headParams = spec.tie_embeddings ? 0n : v * h;
+    var positions = BigInt(spec.max_positions || 0);
+    var layerParams = (nParams - v * h - headParams - positions * h) / L;
+    var heldLayers = perLayer(recompute).reduce(function (a, term) {
+      return a + term.each * term.count; }, 0n);
+    var cache = (w.autocast && recompute === "full") ? matmulWeightsPerLayer(spec) * e * L : 0n;
+    var fwdEnd = statik + est.activations - returned;
+    var peaks = [["forward", statik + est.activations + cache]];
+    var bwdPeak = fwdEnd + 2n * t * v * f;
+    var grads = v * h * p;
+    var logitsLeft = est.logits - returned - t * v * f;
+    var cur = fwdEnd - logitsLeft - t * v * f + grads + t * h * e;
+    if (cur + t * v * e > bwdPeak) { bwdPeak = cur + t * v * e; }
+    var per = heldLayers / L;
+    for (var layer = L; layer > 0n; layer -= 1n) {
+      var recomputed = recompute === "full" ? layerBytes
+        : (recompute === "selective" ? layerBytes - per : 0n);
+      var beforeLayer = cur + recomputed - layerBytes + layerParams * p;
+      if (recompute === "full" && (spec.model === "gpt2" || w.residual === FLOAT32_BYTES)) {
+        beforeLayer -= t * h * w.residual;
+      }
+      var prefix = 0n;
+      for (var k = 0; k < layerTerms.length; k++) {
+        prefix += layerTerms[k];
+        var here = beforeLayer + prefix + (w.autocast ? 2n : 1n) * layerTerms[k];
+        if (here > bwdPeak) { bwdPeak = here; }
+      }
+      cur = cur - per + layerParams * p;
+    }
+    var end = statik + est.gradients + t * INDEX_BYTES;
+    peaks.push(["backward", bwdPeak]);
+    var largest = v * h;
+    var mlpWeight = layerParams !== 0n ? h * BigInt(spec.intermediate) : 0n;
+    if (mlpWeight > largest) { largest = mlpWeight; }
+    largest *= p;
+    peaks.push(["optimizer", end + (optimizer === "adamw" ? 2n * largest : largest)]);
+    var best = peaks[0];
+    peaks.forEach(function (pair) { if (pair[1] > best[1]) { best = pair; } });
+    return { peak: best[1], phase: best[0] };
+  }
+
+  /* What a device needs for the step, as required_bytes in Python: the peak, plus on
+     CUDA a stated headroom (assumed, not measured on a GPU): a 5 % allocator margin
+     rounded up to the byte and a 1 GiB CUDA context. */
+  var CUDA_CONTEXT_BYTES = 1n << 30n;
+  function requiredBytes(peak, device) {
+    if (device !== "cuda") { return peak; }
+    return peak + (peak * 5n + 99n) / 100n + CUDA_CONTEXT_BYTES;
   }
 
   /* The same as estimate, with every BigInt written as a decimal string (for tests). */
@@ -620,14 +690,14 @@
     });
   }
 
-  // Accelerator sizes for the "fits on" line: 24, 40 and 80 GB cards hold 24, 40 and
-  // 80 GiB (what torch.cuda.mem_get_info reports, before the CUDA context's share).
-  var BUDGETS_GIB = [24, 40, 80];
-  var GIB = 1n << 30n;
+  // Accelerator sizes for the "fits on" line, in the decimal GB cards are sold in.
+  var BUDGETS_GB = [24, 40, 80];
+  var GB = 1000000000n;
 
-  function fitsLine(total) {
-    return BUDGETS_GIB.map(function (gib) {
-      return gib + " GB " + (total <= BigInt(gib) * GIB ? "✓" : "✗");
+  function fitsLine(peak, device) {
+    var need = requiredBytes(peak, device);
+    return BUDGETS_GB.map(function (gb) {
+      return gb + " GB " + (need <= BigInt(gb) * GB ? "✓" : "✗");
     }).join(" · ");
   }
 
@@ -667,8 +737,14 @@
         " (" + withCommas(counts[0]) + " parameters; activations " +
         formatBytes(est.activations) + ")"));
       summary.appendChild(total);
+      var peak = el("p", { "class": "memcalc-peak" });
+      peak.appendChild(document.createTextNode("Step peak: "));
+      peak.appendChild(el("strong", { "data-key": "headline-peak", "data-bytes": est.peak.toString() },
+                          formatBytes(est.peak)));
+      peak.appendChild(document.createTextNode(" (in the " + est.peak_phase + ")"));
+      summary.appendChild(peak);
       summary.appendChild(el("p", { "class": "memcalc-fits", "data-key": "fits" },
-                             "Fits on: " + fitsLine(est.total)));
+                             "Fits on: " + fitsLine(est.peak, opts.device)));
     }
     var terms = activationTerms(spec, opts.batch_size, opts.seq_len, opts.precision,
                                 opts.recompute, opts.device);

@@ -954,15 +954,17 @@ def estimate_training_memory(config, *, batch_size: int, seq_len: int, precision
 # allocator's rounding and fragmentation (blocks rounded to 512 bytes and 2 MiB
 # segments; 5 % is our stated margin, not a measured bound).
 CUDA_CONTEXT_BYTES = 2 ** 30
-ALLOCATOR_MARGIN = 0.05
+_MARGIN_PERCENT = 5
+ALLOCATOR_MARGIN = _MARGIN_PERCENT / 100
 GB = 10 ** 9      # GPU memory is sold in decimal GB
 
 
 def required_bytes(estimate: Mapping[str, Any], device: str = "cuda") -> int:
     """Bytes a device needs for the step: ``peak`` plus the stated headroom.
 
-    On ``"cuda"``: ``peak`` × (1 + ``ALLOCATOR_MARGIN``) + ``CUDA_CONTEXT_BYTES``;
-    on ``"cpu"`` (what the book measures): ``peak`` itself.
+    On ``"cuda"``: ``peak`` × (1 + ``ALLOCATOR_MARGIN``), rounded up to the byte, plus
+    ``CUDA_CONTEXT_BYTES``; on ``"cpu"`` (what the book measures): ``peak`` itself. The
+    arithmetic is exact on integers, as in the page's JavaScript form.
 
     Example:
         >>> from bookkit.calculator import required_bytes
@@ -974,7 +976,7 @@ def required_bytes(estimate: Mapping[str, Any], device: str = "cuda") -> int:
     peak = estimate["peak"]
     if _check_choice("device", device, DEVICES) == "cpu":
         return peak
-    return int(round(peak * (1 + ALLOCATOR_MARGIN))) + CUDA_CONTEXT_BYTES
+    return peak + -(-peak * _MARGIN_PERCENT // 100) + CUDA_CONTEXT_BYTES
 
 
 def fits(estimate: Mapping[str, Any], memory_gb: float, device: str = "cuda") -> bool:
