@@ -427,10 +427,12 @@ def test_setup_cell_installs_the_pinned_versions(name):
     setup = next(c for c in master.cells if c.cell_type == "code").source
     pin = re.search(r"^otter-grader==\S+$", (MASTERS / "requirements.txt").read_text(), re.M).group(0)
     url = config()["repository"]["url"]
-    version = script.minigrad_version()
     assert f'ASSIGNMENT = "{name}"' in setup, f"{name}: the setup cell must name its assignment"
-    assert f'%pip install --quiet "minigrad @ git+{url}@v{version}" "{pin}"' in setup, \
-        f"{name}: the setup cell must install minigrad {version} (tag v{version}, the grader's wheel) and {pin}"
+    # The repository has no release tags: the line installs minigrad as the repository
+    # stands (a ref it lacks would fail in every student's Colab), as the book's own
+    # setup cell does.
+    assert f'%pip install --quiet "minigrad @ git+{url}" "{pin}"' in setup, \
+        f"{name}: the setup cell must install minigrad from {url} (no tag) and {pin}"
     assert f'REPOSITORY = "{url}"' in setup and "book/assignments/{ASSIGNMENT}/tests" in setup, \
         f"{name}: the setup cell must fetch the public tests from the book's copy in the repository"
 
