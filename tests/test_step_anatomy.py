@@ -1,13 +1,20 @@
 """bookkit.step_anatomy: a training step's memory by category ("Where training memory goes")."""
+import gc
+
 import minigrad
 import minigrad.ops as F
 import pytest
-from minigrad import Tensor, nn, optim
+from minigrad import Tensor, memory, nn, optim
 
 from bookkit.step_anatomy import StepAnatomy, measure_step
 
 
 def _mlp_anatomy(batch, widths=(16, 64, 8), opt_cls=optim.AdamW):
+    """The step's anatomy, this model's parameter bytes, and the parameter bytes that
+    earlier tests in this process keep alive (the ledger counts every live parameter:
+    under xdist a worker may hold cached chains)."""
+    gc.collect()
+    others = memory.live_bytes()["parameters"]
     minigrad.random.manual_seed(0)
     layers = [nn.Linear(widths[0], widths[1]), nn.ReLU(), nn.Linear(widths[1], widths[2])]
     params = [p for layer in layers for p in layer.parameters()]
@@ -21,22 +28,23 @@ def _mlp_anatomy(batch, widths=(16, 64, 8), opt_cls=optim.AdamW):
             h = layer(h)
         return h
 
-    return measure_step(forward, lambda out: F.mse_loss(out, y), opt), sum(p.nbytes for p in params)
+    anatomy = measure_step(forward, lambda out: F.mse_loss(out, y), opt)
+    return anatomy, sum(p.nbytes for p in params), others
 
 
 def test_measure_step_model_state_and_activations_match_the_shapes():
     batch, widths = 32, (16, 64, 8)
-    a, param_bytes = _mlp_anatomy(batch, widths)
-    assert a.parameters == a.gradients == param_bytes
+    a, param_bytes, others = _mlp_anatomy(batch, widths)
+    assert a.parameters - others == a.gradients == param_bytes
     assert a.optimizer == 2 * param_bytes  # AdamW: exp_avg and exp_avg_sq
     # saved: the input, the ReLU output (= the second input), the loss's difference
     assert a.activations == 4 * batch * (widths[0] + widths[1] + widths[2])
     assert a.logits == 0
     assert a.peak_total <= a.sum_of_peaks
     assert list(a.bars()) == list(StepAnatomy.ORDER)
-    sgd, _ = _mlp_anatomy(batch, widths, optim.SGD)
+    sgd, _, _ = _mlp_anatomy(batch, widths, optim.SGD)
     assert sgd.optimizer == 0 and sgd.activations == a.activations
-    double, _ = _mlp_anatomy(2 * batch, widths)
+    double, _, _ = _mlp_anatomy(2 * batch, widths)
     assert double.activations == 2 * a.activations and double.parameters == a.parameters
 
 
