@@ -24,7 +24,8 @@ recomputation core: the recompute phase, RNG replay, the op record), `checkpoint
 `plan` (where to checkpoint: plain data and arithmetic; for a step's DAG, Checkmate's
 integer program, which loads SciPy when it runs), `remat` (runs a graph schedule),
 `dtr` (a byte budget kept at run time by evicting and rebuilding saved arrays), and
-`viz` (plots; imported explicitly, it needs matplotlib). minigrad depends on NumPy only.
+`viz` (plots; imported explicitly, it needs matplotlib); `testing` (answers checked as
+data: the assignments' tests; NumPy only, imported explicitly). minigrad depends on NumPy only.
 """
 from minigrad import tensor
 from minigrad import autograd
