@@ -52,6 +52,27 @@ def grade_mutant(parts, mutant: dict, want: dict, seed) -> tuple[float, dict]:
     return probes.points_lost(parts, mutant["question"], got, want[mutant["question"]])
 
 
+def public_tests_in_a_notebook(parts, seed) -> list[str]:
+    """The public tests run as ``grader.check`` runs them in the reference notebook (not
+    recording: ``assert_answer`` asserts); returns their failures."""
+    given = probes.given_namespace(parts)
+    problems = []
+    for q in parts["order"]:
+        ns = dict(given)
+        probes.exec_cells([parts["solutions"][p] for p in parts["order"]], ns, "reference")
+        tests = probes.load_tests(parts["questions"][q]["tests"], q)
+        for case in probes.test_cases(parts["questions"][q]["tests"]):
+            if case["hidden"]:
+                continue
+            fn = tests[case["test"]]
+            import inspect
+            try:
+                fn(*[ns[p] for p in inspect.signature(fn).parameters if p != "seed"])
+            except BaseException as e:  # noqa: BLE001
+                problems.append(f"{q} {case['test']}: {type(e).__name__}: {e}")
+    return problems
+
+
 def load_mutants(name: str) -> list[dict]:
     path = MUTANTS / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"mutants_{name}", path)
@@ -76,6 +97,9 @@ def main() -> None:
     for b in bad:
         print("  ", b)
     failed = bool(bad)
+    for problem in public_tests_in_a_notebook(parts, args.seed):
+        print("   public test, as a notebook runs it:", problem)
+        failed = True
     if args.mutants:
         for m in load_mutants(args.name):
             t0 = time.perf_counter()
