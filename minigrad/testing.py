@@ -15,8 +15,15 @@ import math
 
 import numpy as np
 
-__all__ = ["assert_answer", "canonical", "compare", "judge", "recording", "AnswerError",
-           "REFERENCE"]
+__all__ = [
+    "REFERENCE",
+    "AnswerError",
+    "assert_answer",
+    "canonical",
+    "compare",
+    "judge",
+    "recording",
+]
 
 COMPARES = ("equal", "close")
 MAX_DEPTH = 16

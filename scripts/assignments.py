@@ -62,7 +62,7 @@ DEFAULT_TIMEOUT_S = 60
 MEMORY_LIMIT_BYTES = int(os.environ.get("GRADER_MEMORY_LIMIT_BYTES", 16 << 30))
 
 sys.path.insert(0, str(MASTERS))
-from grading import driver  # noqa: E402
+from grading import driver, probes
 
 
 def assignment_names() -> list[str]:
@@ -193,24 +193,23 @@ def minigrad_version() -> str:
     """The version students and the grader pin: pyproject's version and, in a git
     checkout, the commit (what the setup cell installs)."""
     text = (ROOT / "pyproject.toml").read_text()
-    return re.search(r'^version = "([^"]+)"', text, re.M).group(1)
+    return re.search(r'^version = "([^"]+)"', text, re.MULTILINE).group(1)
 
 
 def write_grader(name: str, built: Path, seed: int) -> Path:
-    """``built/autograder/grader/``: payload.json (reference cells, each question's graded
-    names and tests, the seed) and lib/ (the grading package and a copy of minigrad, the
-    only code the sandbox can import besides the Python environment)."""
+    """``built/autograder/grader/``: payload.json (the reference notebook's cells, the
+    handed-out code, each question's solution, graded names and tests, the seed) and lib/
+    (the grading package and a copy of minigrad, the only code the sandbox can import
+    besides the Python environment)."""
     import nbformat
 
-    master = nbformat.read(MASTERS / name / f"{name}.ipynb", as_version=4)
+    master = json.loads((MASTERS / name / f"{name}.ipynb").read_text())
     solution = nbformat.read(built / "autograder" / f"{name}.ipynb", as_version=4)
-    graded = driver.graded_names(master)
-    questions = {}
-    for q in sorted(graded, key=lambda q: int(re.sub(r"\D", "", q) or 0)):
-        tests = (built / "autograder" / "tests" / f"{q}.py").read_text()
-        questions[q] = {"graded": graded[q], "tests": tests}
+    parts = probes.master_parts(master)
+    questions = {q: parts["questions"][q] for q in parts["order"]}
     payload = {"assignment": name, "seed": seed, "minigrad": minigrad_version(),
-               "reference": driver.export_cells(solution), "questions": questions}
+               "reference": driver.export_cells(solution), "given": parts["given"],
+               "solutions": parts["solutions"], "questions": questions}
     grader = built / "autograder" / "grader"
     lib = grader / "lib"
     lib.mkdir(parents=True)
@@ -326,15 +325,20 @@ def _python_binds() -> tuple[str, ...]:
     return tuple(keep)
 
 
-def sandbox_command(lib: Path, scratch: Path, cell_limit_s: float = DEFAULT_TIMEOUT_S) -> list[str]:
+SANDBOX_TMPFS_BYTES = 64 << 20  # /tmp and /scratch each: RAM the notebook may fill
+
+
+def sandbox_command(lib: Path) -> list[str]:
     """bubblewrap: new user, PID, network, IPC and UTS namespaces (no network, no other
     process visible), the system and the Python environment read-only, the grader's lib
-    read-only at /grader/lib, a private /tmp, and ``scratch`` (this submission's copy only)
-    as the one writable folder."""
+    read-only at /grader/lib, and two small private tmpfs (/tmp, /scratch) as the only
+    writable places: nothing of the host's disk, no other submission, no result file."""
+    size = str(SANDBOX_TMPFS_BYTES)
     cmd = ["bwrap", "--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534",
            "--die-with-parent", "--new-session", "--clearenv",
            "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/scratch",
-           "--setenv", "OMP_NUM_THREADS", "1", "--setenv", "MPLBACKEND", "Agg",
+           "--setenv", "OMP_NUM_THREADS", "1", "--setenv", "OPENBLAS_NUM_THREADS", "1",
+           "--setenv", "MKL_NUM_THREADS", "1", "--setenv", "MPLBACKEND", "Agg",
            "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--setenv", "LANG", "C.UTF-8",
            "--ro-bind", "/usr", "/usr"]
     for d in ("/bin", "/lib", "/lib64", "/sbin"):
@@ -344,11 +348,11 @@ def sandbox_command(lib: Path, scratch: Path, cell_limit_s: float = DEFAULT_TIME
             cmd += ["--ro-bind", d, d]
     for f in ("/etc/ld.so.cache", "/etc/localtime", "/etc/passwd", "/etc/group"):
         cmd += ["--ro-bind-try", f, f]
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp"]
     for p in _python_binds():
         cmd += ["--ro-bind", p, p]
-    cmd += ["--ro-bind", str(lib), "/grader/lib", "--bind", str(scratch), "/scratch", "--chdir", "/scratch",
-            sys.executable, "-I", "/grader/lib/grading/runner.py", "/scratch", f"{cell_limit_s:g}"]
+    cmd += ["--ro-bind", str(lib), "/grader/lib", "--size", size, "--tmpfs", "/scratch",
+            "--chdir", "/scratch", sys.executable, "-I", "/grader/lib/grading/runner.py"]
     return cmd
 
 
@@ -391,7 +395,7 @@ def _read_submission(path: Path, name: str):
         # Colab drops notebook metadata it does not know, otter's included; the setup cell
         # (the first code cell) names the assignment too.
         setup = next((c.source for c in nb.cells if c.cell_type == "code"), "")
-        named = re.search(r'^ASSIGNMENT = "([^"]+)"', setup, re.M)
+        named = re.search(r'^ASSIGNMENT = "([^"]+)"', setup, re.MULTILINE)
         if named is None:
             return None, (f"not a notebook of {name}: neither otter's metadata nor its setup cell names "
                           f"the assignment (hand in the notebook you were given, not a new one)")
@@ -401,19 +405,10 @@ def _read_submission(path: Path, name: str):
     return nb, None
 
 
-def _read_private(path: Path, limit: int = 1 << 20) -> str:
-    """A file the submission could write (its scratch folder), read without following links."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return ""
-    with os.fdopen(fd, "rb") as f:
-        return f.read(limit).decode(errors="replace")
-
-
-def grade_one(path: Path, name: str, built: Path, timeout_s: float, submissions: Path) -> dict:
-    """Grade one submission (in one sandbox); returns its row of scores.csv and
-    writes its feedback and results files."""
+def grade_one(path: Path, name: str, built: Path, timeout_s: float, submissions: Path,
+              reference: dict) -> dict:
+    """Grade one submission (one sandbox; each test in a process forked in it) against the
+    reference's answers; returns its row of scores.csv and writes its feedback and results."""
     payload = json.loads((built / "autograder" / "grader" / "payload.json").read_text())
     lib = built / "autograder" / "grader" / "lib"
     row = {"submission": path.name, "points": 0, "max_points": driver._max(payload), "reason": ""}
@@ -422,31 +417,35 @@ def grade_one(path: Path, name: str, built: Path, timeout_s: float, submissions:
         row["reason"] = problem
         return row
     cells = driver.export_cells(nb)
-    work = Path(tempfile.mkdtemp(prefix="grade-"))
-    try:
-        scratch = work / "scratch"
-        scratch.mkdir(mode=0o700)
-        load_s = timeout_s * max(1, len(cells)) + 30
-        graded = driver.grade_export(cells, payload, scratch,
-                                     lambda: sandbox_command(lib, scratch, timeout_s),
-                                     per_test_s=timeout_s, load_s=load_s, preexec=_limits)
-        logs = [f"--- runner (stderr) ---\n{_read_private(work / 'scratch-runner.log')}"]
-        logs.append(f"--- what the submission printed while it was graded ---\n"
-                    f"{_read_private(scratch / 'log.txt')}")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    start = time.monotonic()
+    run = driver.run_notebook(lambda: sandbox_command(lib), cells, payload["given"],
+                              driver.plan_tests(payload), timeout_s, preexec=_limits)
+    graded = driver.judge_run(payload, run, reference)
+    graded["seconds"] = round(time.monotonic() - start, 1)
+    graded["starts"] = run["starts"]
     (submissions / "results" / f"{path.name}.json").write_text(
         json.dumps(dict(driver.gradescope_results(graded), detail=graded), indent=1))
-    (submissions / "results" / f"{path.name}.log").write_text("\n".join(logs))
+    (submissions / "results" / f"{path.name}.log").write_text(
+        "--- what the submission printed while it was graded (the first MiB) ---\n"
+        + run["log"].decode(errors="replace"))
     (submissions / "feedback" / f"{path.name}.txt").write_text(driver.feedback_text(name, path.name, graded))
     row["points"], row["max_points"], row["reason"] = graded["points"], graded["max_points"], graded["reason"]
     return row
 
 
-def _grade_and_report(path: Path, name: str, built: Path, timeout_s: float, submissions: Path) -> dict:
+def reference_answers(name: str, built: Path, timeout_s: float) -> dict:
+    """The reference solution's answers to every test, run in a sandbox of its own on this
+    machine (the expected values; floating point as this CPU rounds it)."""
+    payload = json.loads((built / "autograder" / "grader" / "payload.json").read_text())
+    lib = built / "autograder" / "grader" / "lib"
+    return driver.reference_records(payload, lambda: sandbox_command(lib), timeout_s, preexec=_limits)
+
+
+def _grade_and_report(path: Path, name: str, built: Path, timeout_s: float, submissions: Path,
+                      reference: dict) -> dict:
     start = time.monotonic()
     try:
-        row = grade_one(path, name, built, timeout_s, submissions)
+        row = grade_one(path, name, built, timeout_s, submissions, reference)
     except Exception as e:  # a bug of ours or a broken result file: report, go on
         payload = json.loads((built / "autograder" / "grader" / "payload.json").read_text())
         row = {"submission": path.name, "points": 0, "max_points": driver._max(payload),
@@ -476,8 +475,10 @@ def grade(name: str, submissions: Path, timeout_s: float, out: Path, jobs: int =
     # Hidden files (.DS_Store, editors' backups) are nobody's submission.
     files = sorted(p for p in submissions.iterdir()
                    if p.is_file() and p.name != "scores.csv" and not p.name.startswith("."))
+    reference = reference_answers(name, built, timeout_s)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        rows = list(pool.map(lambda p: _grade_and_report(p, name, built, timeout_s, submissions), files))
+        rows = list(pool.map(lambda p: _grade_and_report(p, name, built, timeout_s, submissions, reference),
+                             files))
     scores = submissions / "scores.csv"
     with open(scores, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=SCORES_COLUMNS)
@@ -495,7 +496,8 @@ def check_solution(name: str, built: Path) -> None:
         for sub in ("results", "feedback"):
             (folder / sub).mkdir()
         shutil.copy(built / "autograder" / f"{name}.ipynb", folder / "solution.ipynb")
-        row = grade_one(folder / "solution.ipynb", name, built, DEFAULT_TIMEOUT_S, folder)
+        reference = reference_answers(name, built, DEFAULT_TIMEOUT_S)
+        row = grade_one(folder / "solution.ipynb", name, built, DEFAULT_TIMEOUT_S, folder, reference)
         if row["points"] != row["max_points"]:
             raise SystemExit(f"{name}: the solution scores {row['points']:g} / {row['max_points']:g} "
                              f"({row['reason']}):\n{(folder / 'feedback' / 'solution.ipynb.txt').read_text()}")
@@ -715,7 +717,7 @@ def _replace_definition(nb, name: str, source: str):
     import nbformat
 
     nb = nbformat.from_dict(json.loads(json.dumps(nb)))
-    pattern = re.compile(rf"^(def|class) {re.escape(name)}\b", re.M)
+    pattern = re.compile(rf"^(def|class) {re.escape(name)}\b", re.MULTILINE)
     for cell in nb.cells:
         if cell.cell_type == "code" and pattern.search(cell.source):
             cell.source = source

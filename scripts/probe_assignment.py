@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "assignments"), str(ROOT)]
 
-from grading import probes  # noqa: E402
+from grading import probes
 
 MUTANTS = ROOT / "tests" / "assignment_mutants"
 

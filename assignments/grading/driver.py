@@ -8,16 +8,16 @@ hang costs only that test.
 """
 from __future__ import annotations
 
-import ast
 import json
 import os
 import re
-import secrets
 import selectors
 import signal
 import subprocess
 import time
 from pathlib import Path
+
+from grading import probes
 
 HERE = Path(__file__).resolve().parent
 MAGIC = re.compile(r"^\s*[%!]")
@@ -46,137 +46,190 @@ def export_cells(nb) -> list[dict]:
     return cells
 
 
-def graded_names(master) -> dict[str, list[str]]:
-    """Each question's graded names: what its solution cells define at the top level."""
-    names, question, inside = {}, None, False
-    for cell in master.cells:
-        text = cell.source.strip()
-        if cell.cell_type == "raw" and text.startswith("# BEGIN QUESTION"):
-            question = re.search(r"name:\s*(\S+)", text).group(1)
-            names[question] = []
-        elif cell.cell_type == "raw" and text == "# END QUESTION":
-            question = None
-        elif cell.cell_type == "raw" and text == "# BEGIN SOLUTION":
-            inside = True
-        elif cell.cell_type == "raw" and text == "# END SOLUTION":
-            inside = False
-        elif cell.cell_type == "code" and inside and question:
-            for node in ast.parse(cell.source).body:
-                if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-                    names[question].append(node.name)
-                elif isinstance(node, ast.Assign):
-                    names[question] += [t.id for t in node.targets if isinstance(t, ast.Name)]
-    return {q: sorted(set(v)) for q, v in names.items()}
-
-
 def test_cases(source: str) -> list[dict]:
     """(name, points, hidden) of every test case of an otter test file, in order."""
-    found = re.findall(r"@test_case\(points=([\d.]+), hidden=(True|False).*?\)\ndef (\w+)\(", source, re.S)
-    return [{"test": fn, "points": float(p), "hidden": h == "True"} for p, h, fn in found]
+    return probes.test_cases(source)
 
 
 class Tampering(Exception):
     pass
 
 
-def _run_question(cmd, payload_base, question, cases, per_test_s, load_s, log, env=None, preexec=None,
-                  fresh=None):
-    """Run ``question``'s tests, restarting the runner after a test that hung or crashed.
-    ``fresh()`` rewrites the submission's exported cells before each start (a submission
-    may erase or change its own scratch copy). Returns (results by test name, cell errors)."""
-    results, cell_errors, skip = {}, [], []
-    while True:
-        todo = [c for c in cases if c["test"] not in results]
-        if not todo:
-            return results, cell_errors
-        if fresh is not None:
-            fresh()
-        token = secrets.token_hex(16)
-        payload = dict(payload_base, token=token, skip=sorted(results) + skip)
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                                start_new_session=True, env=env, preexec_fn=preexec)
-        sel = selectors.DefaultSelector()
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        deadline = time.monotonic() + load_s
-        phase, current, buf = "load", None, b""
-        done = loaded = timed_out = ended_output = False
-        try:
-            while not done:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    timed_out = True
-                    break
-                if not sel.select(timeout=min(left, 1.0)):
-                    continue
-                chunk = os.read(proc.stdout.fileno(), 1 << 16)
+LOG_KEEP_BYTES = 1 << 20          # what the notebook printed: the start is kept
+CHANNEL_MAX_BYTES = 64 << 20      # everything a runner may send in one run
+RESTART_SLACK_S = 10.0
+
+
+def plan_tests(payload) -> list[dict]:
+    """The test commands of an assignment, in order: each question's tests with the
+    reference code of the questions before it (``fixtures``: what its tests bind to
+    earlier questions' names) and nothing of its own."""
+    plan, order = [], list(payload["questions"])
+    for qi, (q, spec) in enumerate(payload["questions"].items()):
+        earlier = order[:qi]
+        fixtures = [payload["solutions"][p] for p in earlier]
+        names = [n for p in earlier for n in payload["questions"][p]["graded"]]
+        for k, case in enumerate(test_cases(spec["tests"])):
+            plan.append({"kind": "test", "question": q, "test": case["test"], "tests": spec["tests"],
+                         "graded": spec["graded"], "fixtures": fixtures, "fixture_names": names,
+                         "seed": payload["seed"], "index": qi * 100 + k,
+                         "id": f"{q}/{case['test']}", "points": case["points"], "hidden": case["hidden"]})
+    return plan
+
+
+class _Channel:
+    """A runner's messages (JSON lines) and its log, read as they come: linear in what it
+    sends, with a cap; the log keeps its first ``LOG_KEEP_BYTES``."""
+
+    def __init__(self, proc, log: bytearray):
+        self.proc, self.log = proc, log
+        self.buf, self.scan, self.total = bytearray(), 0, 0
+        self.sel = selectors.DefaultSelector()
+        self.sel.register(proc.stdout, selectors.EVENT_READ, "out")
+        self.sel.register(proc.stderr, selectors.EVENT_READ, "err")
+        self.open = {"out", "err"}
+
+    def message(self, deadline: float):
+        """The next message, None at the deadline, or "eof" when the runner's output ends."""
+        while True:
+            i = self.buf.find(b"\n", self.scan)
+            if i >= 0:
+                line = bytes(self.buf[:i])
+                del self.buf[:i + 1]
+                self.scan = 0
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    raise Tampering("the results channel carried something other than the grader's messages")
+                if type(msg) is not dict:
+                    raise Tampering("the results channel carried something other than the grader's messages")
+                return msg
+            self.scan = len(self.buf)
+            if "out" not in self.open:
+                return "eof"
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            for key, _ in self.sel.select(timeout=min(left, 1.0)):
+                stream = key.fileobj
+                chunk = os.read(stream.fileno(), 1 << 16)
                 if not chunk:
-                    ended_output = True
+                    self.sel.unregister(stream)
+                    self.open.discard(key.data)
+                elif key.data == "err":
+                    keep = LOG_KEEP_BYTES - len(self.log)
+                    if keep > 0:
+                        self.log += chunk[:keep]
+                else:
+                    self.total += len(chunk)
+                    if self.total > CHANNEL_MAX_BYTES:
+                        raise Tampering(f"the results channel carried more than {CHANNEL_MAX_BYTES >> 20} MiB")
+                    self.buf += chunk
+
+
+def run_notebook(command, cells, given, plan, per_test_s: float, env=None, preexec=None) -> dict:
+    """Run ``cells`` once in a runner (``command()``: its argv, inside a sandbox or not) and
+    each test of ``plan`` in a process forked from it; returns
+    ``{"records": {test id: record}, "cell_errors": [...], "tampered": text, "log": bytes,
+    "starts": n}``. A record is ``{"answers", "error"}``: the answers as data, or why none.
+
+    A cell that ends or stalls the runner is skipped at the next start (the cells before it
+    count); a test that hangs or ends its process costs that test only (the runner kills
+    it); the runner itself is restarted only if it dies, and at most once per cell and test."""
+    records, skip, log = {}, [], bytearray()
+    cell_errors, tampered, starts = [], "", 0
+    todo = list(plan)
+    while True:
+        starts += 1
+        if starts > len(cells) + len(plan) + 2:
+            for t in todo:
+                records.setdefault(t["id"], {"answers": [], "error": "Error: the grader gave up on this notebook"})
+            break
+        proc = subprocess.Popen(command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True, env=env, preexec_fn=preexec)
+        channel = _Channel(proc, log)
+        current_cell, current_test, phase = None, None, "load"
+        load_s = per_test_s + RESTART_SLACK_S
+        deadline = time.monotonic() + 60 + load_s  # imports, then the first cell
+        outcome = None
+        try:
+            proc.stdin.write((json.dumps({"kind": "load", "cells": cells, "given": given, "skip": skip,
+                                          "limit": per_test_s}) + "\n").encode())
+            proc.stdin.flush()
+            while outcome is None:
+                msg = channel.message(deadline)
+                if msg is None or msg == "eof":
+                    outcome = "timeout" if msg is None else "eof"
                     break
-                buf += chunk
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    try:
-                        msg = json.loads(line)
-                    except ValueError:
-                        raise Tampering("the results channel carried something other than the grader's messages")
-                    kind = msg.get("kind")
-                    if kind == "tampered":
-                        raise Tampering(msg.get("detail", ""))
-                    if kind == "loaded":
-                        if loaded:
-                            raise Tampering("a second 'loaded' message (forged by the submission)")
-                        loaded = True
-                        cell_errors = msg.get("cell_errors", [])
-                        proc.stdin.write((json.dumps(payload) + "\n").encode())
-                        proc.stdin.flush()
-                        phase, deadline = "reference", time.monotonic() + load_s
-                        continue
-                    if msg.get("token") != token:
-                        raise Tampering("a result line without the grader's token (forged by the submission)")
-                    if kind == "error":
-                        raise RuntimeError(msg.get("detail"))
-                    if kind == "start":
-                        phase, current = "test", msg["test"]
-                        deadline = time.monotonic() + per_test_s + 10
-                    elif kind == "result":
-                        results[msg["test"]] = msg
-                        current, phase = None, "between"
-                        deadline = time.monotonic() + per_test_s + 10
-                    elif kind == "done":
-                        done = True
+                kind = msg.get("kind")
+                if kind == "tampered":
+                    raise Tampering(str(msg.get("detail", ""))[:500])
+                if phase == "load" and kind == "cell":
+                    current_cell = msg.get("index")
+                    deadline = time.monotonic() + load_s
+                elif phase == "load" and kind == "loaded":
+                    phase = "tests"
+                    cell_errors = [str(e)[:400] for e in msg.get("cell_errors", [])][:200]
+                elif phase == "tests" and kind in ("answers", "stopped", "ended") \
+                        and current_test is not None and msg.get("test") == current_test["test"]:
+                    tid = current_test["id"]
+                    if kind == "answers":
+                        if msg.get("tampered"):
+                            raise Tampering(str(msg["tampered"])[:500])
+                        rec = msg.get("record")
+                        if tid not in records:
+                            records[tid] = rec if _is_record(rec) else {"answers": [], "error": "malformed answers"}
+                        continue  # "ended" follows
+                    if kind == "stopped":
+                        records[tid] = {"answers": [], "error": f"TimeoutError: the test did not finish within "
+                                                                f"{per_test_s:g} s; its process was stopped"}
+                    elif tid not in records:
+                        records[tid] = {"answers": [], "error": "Error: the process running the test ended "
+                                                                f"(status {msg.get('status')}) before it answered"}
+                    todo.remove(current_test)
+                    current_test = None
+                else:
+                    raise Tampering(f"an unexpected message on the results channel ({str(kind)[:40]!r})")
+                if phase == "tests" and current_test is None:
+                    if not todo:
+                        outcome = "done"
+                        break
+                    current_test = todo[0]
+                    command_line = {k: current_test[k] for k in
+                                    ("kind", "question", "test", "tests", "graded", "fixtures",
+                                     "fixture_names", "seed", "index")}
+                    proc.stdin.write((json.dumps(dict(command_line, limit=per_test_s)) + "\n").encode())
+                    proc.stdin.flush()
+                    deadline = time.monotonic() + per_test_s + 2 * RESTART_SLACK_S
+        except Tampering as e:
+            tampered = str(e) or "tampering detected"
+            outcome = "tampered"
+        except (BrokenPipeError, OSError):
+            outcome = "eof"
         finally:
-            exit_code = _exit_code(proc, wait_s=5.0 if ended_output else 0.0)
             _kill(proc)
-        ended = "was stopped" if timed_out or exit_code is None else f"ended with exit code {exit_code}"
-        if done:
-            for c in todo:  # every test reported (a missing one is a grader bug)
-                results.setdefault(c["test"], dict(c, passed=False, message="the test did not run"))
-            return results, cell_errors
+        if outcome in ("done", "tampered"):
+            break
         if phase == "load":
-            why = (f"running your notebook's cells did not finish within {load_s:g} s" if timed_out else
-                   f"the process running your notebook's cells {ended} before any test ran")
-            for c in todo:
-                results[c["test"]] = dict(c, passed=False, message=f"Error: {why}")
-            return results, cell_errors
-        if current is None:  # ended between tests (or in the reference): blame the next one
-            current = next((c["test"] for c in todo if c["test"] not in results), None)
-            if current is None:
-                return results, cell_errors
-        case = next(c for c in cases if c["test"] == current)
-        results[current] = dict(case, passed=False,
-                                message=(f"TimeoutError: the test did not finish within {per_test_s:g} s; the process "
-                                         f"was stopped" if timed_out else
-                                         f"Error: the process running the test {ended}"))
+            if current_cell is None or current_cell in skip:
+                why = ("the notebook's process did not start" if current_cell is None else
+                       "the notebook's process kept ending while its cells ran")
+                for t in todo:
+                    records[t["id"]] = {"answers": [], "error": f"Error: {why}"}
+                break
+            skip.append(current_cell)
+            continue
+        if current_test is not None:  # the runner itself died or stalled during a test
+            records.setdefault(current_test["id"], {"answers": [], "error": "Error: the process running "
+                                                                           "the test ended before it answered"})
+            todo.remove(current_test)
+    return {"records": records, "cell_errors": cell_errors, "tampered": tampered,
+            "log": bytes(log), "starts": starts}
 
 
-def _exit_code(proc, wait_s: float):
-    """The runner's exit code, or None if it is still running after ``wait_s`` seconds.
-    Its output can end a moment before the process does (bubblewrap, its parent, exits
-    after it), so a process whose output ended gets a few seconds to report its code."""
-    try:
-        return proc.wait(timeout=wait_s) if wait_s > 0 else proc.poll()
-    except subprocess.TimeoutExpired:
-        return None
+def _is_record(rec) -> bool:
+    return (type(rec) is dict and type(rec.get("answers")) is list
+            and (rec.get("error") is None or type(rec.get("error")) is str))
 
 
 def _kill(proc) -> None:
@@ -188,7 +241,7 @@ def _kill(proc) -> None:
         proc.kill()
     except ProcessLookupError:
         pass
-    for stream in (proc.stdin, proc.stdout):
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
         try:
             stream.close()
         except (OSError, BrokenPipeError):
@@ -196,55 +249,42 @@ def _kill(proc) -> None:
     proc.wait()
 
 
-def grade_export(cells, payload, scratch: Path, command, per_test_s: float, load_s: float,
-                 env=None, preexec=None) -> dict:
-    """Grade exported cells against an assignment's payload (see scripts/assignments.py:
-    ``reference``, ``questions`` {q: {graded, tests}}, ``seed``). ``command()`` is the argv
-    that starts the runner on ``scratch`` (inside a sandbox or not): one process for the
-    submission, and a new one for the tests left after a test that hangs or ends it.
+def reference_records(payload, command, per_test_s: float, env=None, preexec=None) -> dict:
+    """The reference solution run as a notebook in a runner of its own: its records, which
+    must all pass their own checks (the grader's expected answers)."""
+    run = run_notebook(command, payload["reference"], payload["given"], plan_tests(payload), per_test_s,
+                       env=env, preexec=preexec)
+    bad = run["tampered"] or "; ".join(probes.reference_problems(run["records"]))[:2000]
+    if bad or run["cell_errors"]:
+        raise RuntimeError(f"the reference solution fails its own tests: {bad or run['cell_errors']}")
+    return run["records"]
 
-    Returns {"points", "max_points", "reason", "tests": [...], "cell_errors": [...]}."""
-    scratch.mkdir(parents=True, exist_ok=True)
-    exported = json.dumps(cells)
 
-    def fresh():
-        target = scratch / "student.json"
-        if target.is_symlink() or target.exists():
-            if target.is_dir() and not target.is_symlink():
-                import shutil
-                shutil.rmtree(target)
-            else:
-                target.unlink()
-        target.write_text(exported)
-    tests, cell_errors, reason = [], [], ""
-    log_path = scratch.parent / f"{scratch.name}-runner.log"
-    cases = [dict(c, question=q, test=f"{q}/{c['test']}") for q, spec in payload["questions"].items()
-             for c in test_cases(spec["tests"])]
-    base = {"seed": payload["seed"], "reference": payload["reference"], "per_test_s": per_test_s,
-            "questions": {q: {"graded": spec["graded"], "tests": spec["tests"]}
-                          for q, spec in payload["questions"].items()}}
-    with open(log_path, "ab") as log:
-        try:
-            results, cell_errors = _run_question(command(), base, "all", cases, per_test_s, load_s,
-                                                 log, env=env, preexec=preexec, fresh=fresh)
-        except Tampering as e:
-            reason = f"tampering detected: {e}"
-            results = {}
-    for c in cases:
-        r = results.get(c["test"], {})
-        tests.append({"question": c["question"], "test": c["test"].split("/", 1)[1], "points": c["points"],
-                      "hidden": c["hidden"], "passed": bool(r.get("passed")),
-                      "message": r.get("message", ""), "seconds": r.get("seconds")})
-    if reason:
-        return {"points": 0.0, "max_points": _max(payload), "reason": reason, "tests": tests,
-                "cell_errors": cell_errors}
+def judge_run(payload, run: dict, reference: dict) -> dict:
+    """The grade, from a notebook's answers and the reference's (data only): returns
+    {"points", "max_points", "reason", "tests": [...], "cell_errors": [...]}."""
+    from minigrad import testing
+
+    tests = []
+    for t in plan_tests(payload):
+        rec = run["records"].get(t["id"], {"answers": [], "error": "the test did not run"})
+        why = rec.get("error") or testing.judge(rec["answers"], reference[t["id"]]["answers"])
+        tests.append({"question": t["question"], "test": t["test"], "points": t["points"],
+                      "hidden": t["hidden"], "passed": not why, "message": why or ""})
+    max_points = _max(payload)
+    if run["tampered"]:
+        for t in tests:
+            t["passed"] = False
+        return {"points": 0.0, "max_points": max_points, "reason": f"tampering detected: {run['tampered']}",
+                "tests": tests, "cell_errors": run["cell_errors"]}
     points = sum(t["points"] for t in tests if t["passed"])
+    reason = ""
     if points == 0 and tests:
         first = next((t for t in tests if t["message"]), None)
         reason = "no test passed" + (f" (first failure: {first['question']} {first['test']}: "
                                      f"{first['message'].splitlines()[-1][:200]})" if first else "")
-    return {"points": points, "max_points": _max(payload), "reason": reason, "tests": tests,
-            "cell_errors": cell_errors}
+    return {"points": points, "max_points": max_points, "reason": reason, "tests": tests,
+            "cell_errors": run["cell_errors"]}
 
 
 def _max(payload) -> float:

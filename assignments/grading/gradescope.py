@@ -21,7 +21,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from grading import driver  # noqa: E402
+from grading import driver
 
 PER_TEST_S = float(os.environ.get("GRADER_TIMEOUT_S", "60"))
 

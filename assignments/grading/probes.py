@@ -22,7 +22,7 @@ import re
 import traceback
 
 QUESTION = re.compile(r"name:\s*(\S+)")
-CONFIG = re.compile(r'^""" # BEGIN TEST CONFIG\n(.*?)""" # END TEST CONFIG\n', re.S)
+CONFIG = re.compile(r'^""" # BEGIN TEST CONFIG\n(.*?)""" # END TEST CONFIG\n', re.DOTALL)
 MAGIC = re.compile(r"^\s*[%!]")
 
 
@@ -137,11 +137,11 @@ def given_definitions(text: str, tainted: set | None = None) -> str:
 
 def test_cases(source: str) -> list[dict]:
     """``{"test", "points", "hidden"}`` of every test of an otter test file, in order."""
-    found = re.findall(r"@test_case\(points=([\d.]+), hidden=(True|False).*?\)\ndef (\w+)\(", source, re.S)
+    found = re.findall(r"@test_case\(points=([\d.]+), hidden=(True|False).*?\)\ndef (\w+)\(", source, re.DOTALL)
     return [{"test": fn, "points": float(p), "hidden": h == "True"} for p, h, fn in found]
 
 
-def load_tests(source: str, name: str) -> dict:
+def load_tests(source: str, name: str, trust=None) -> dict:
     """Compile a question's test file; returns ``{test name: function}``."""
     found = {}
 
@@ -153,7 +153,10 @@ def load_tests(source: str, name: str) -> dict:
 
     ns = {"__name__": f"tests_{name}", "test_case": test_case}
     source = source.replace("from otter.test_files import test_case", "")
-    exec(compile(source, f"tests/{name}.py", "exec"), ns)
+    code = compile(source, f"tests/{name}.py", "exec")
+    if trust is not None:
+        trust(code)
+    exec(code, ns)
     return found
 
 
@@ -210,9 +213,13 @@ def reset_random(seed, k: int) -> None:
     np.random.seed((int(seed or 0) * 7919 + k) & 0x7FFFFFFF)
 
 
-def exec_cells(cells, ns: dict, where: str) -> None:
+def exec_cells(cells, ns: dict, where: str, trust=None) -> None:
+    """Run grader-side code (handout, reference); ``trust(code)`` is told of each piece."""
     for i, text in enumerate(cells):
-        exec(compile(text, f"<{where} {i}>", "exec"), ns)
+        code = compile(text, f"<{where} {i}>", "exec")
+        if trust is not None:
+            trust(code)
+        exec(code, ns)
 
 
 def given_namespace(parts) -> dict:

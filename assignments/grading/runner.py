@@ -1,34 +1,36 @@
-"""Run one submission's tests in a fresh interpreter (inside the sandbox).
+"""Run a notebook's cells once, then each test in a fresh process forked from that state.
 
-Usage (scripts/assignments.py starts it, one process per submission, in bubblewrap; after a
-test that hangs or ends the process, a new one for the tests left):
+Usage (driver.py starts it inside the sandbox, one per notebook: a submission, or the
+reference solution in a sandbox of its own):
 
-    python -I runner.py SCRATCH CELL_LIMIT_SECONDS
+    python -I runner.py
 
-Order of events, which is the point of this file:
+It talks to the driver in JSON lines: commands on stdin, messages on the channel that was
+its stdout; whatever the notebook prints goes to stderr (the driver keeps the start of it).
 
-1. Import the grader's own NumPy, minigrad and ``grading.kit`` and fingerprint every
-   function and class they hold (``Fingerprint``) **before** any student code runs.
-2. Run the submission's code cells (``SCRATCH/student.json``, exported by the driver from
-   the notebook), each under a time limit, in a namespace of their own. Everything they
-   print goes to ``SCRATCH/log-QUESTION.txt``, not to the driver.
-3. Check the fingerprints; say ``loaded`` to the driver on the results channel (the
-   process's original stdout, JSON lines).
-4. Only now read the payload from stdin: the reference solution's cells, every
-   question's tests (public and hidden), the seed the instructor built with, a token. Hidden tests
-   therefore exist nowhere the submission's import-time code could read them.
-5. Run the reference solution in its own namespace. A question's tests see the
-   student's version of *that question's* graded names only; every other name (other questions' answers,
-   the notebook's helpers such as ``gradients`` or ``make_chain``) is the reference's, so
-   one bug costs points once and a redefined helper cannot fake a measurement.
-6. Run each test under a time limit; after each, check the fingerprints again (a patched
-   minigrad, NumPy, grader or otter scores the whole submission 0); report the result
-   with the token (a result line without it is a forgery).
+1. Import NumPy, minigrad and the grading package; fingerprint every function of them and
+   of ``builtins`` down to code objects, defaults and closure cells (``Fingerprint``); put
+   in an audit hook that refuses, while the notebook's code can run, new processes,
+   ``ctypes``, signals to other processes, other audit hooks, trace and profile functions
+   that the grader did not install, and reading the heap (``gc.get_objects``...).
+2. ``{"kind": "load", "cells": [...], "given": [...], "skip": [...]}``: run the notebook's
+   cells, each under a time limit (a message before each, so that a cell that ends or hangs
+   the process is known and skipped when the driver starts it again); check the
+   fingerprint; run the handed-out code (``given``) in a namespace of its own.
+3. ``{"kind": "test", ...}`` for each test: fork; the child binds the question's names
+   (``probes.question_env``), runs the test as a probe under a time limit, checks the
+   fingerprint again and writes the answers it recorded, as data; the parent waits (and
+   kills it at the limit). A test that hangs or kills its process costs that test only,
+   and no test sees what another did.
+
+Nothing here decides a grade: the answers go to the driver, which compares them with the
+reference's (``minigrad.testing.judge``) in a process the notebook's code never touches.
+Whatever the notebook writes on the channel can at most change its own answers.
 """
 from __future__ import annotations
 
 import builtins
-import inspect
+import gc
 import json
 import os
 import signal
@@ -41,58 +43,65 @@ LIB = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if sys.path[0] != LIB:
     sys.path.insert(0, LIB)
 
-import numpy  # noqa: E402
-import numpy.testing  # noqa: E402,F401
+import numpy
+import numpy.testing  # noqa: F401
 
-import minigrad  # noqa: E402
-import minigrad.plan  # noqa: E402,F401
-from grading import kit  # noqa: E402
+from grading import probes
 
-CELL_LIMIT_S = float(sys.argv[2]) if len(sys.argv) > 2 else 60.0
+MAX_MESSAGE_BYTES = 16 << 20
 
 
 class TimeLimit(BaseException):
     """Raised in the main thread when a cell or a test runs past its time limit."""
 
 
-def _code_of(value):
-    for v in (value, getattr(value, "__func__", None), getattr(value, "fget", None)):
-        code = getattr(v, "__code__", None)
-        if code is not None:
-            return v, code
-    return None, None
+def _code_entries(key, value):
+    """(key, identity) pairs for a value and, for functions, what running it depends on."""
+    yield key, id(value)
+    fn = value
+    for attr in ("__func__", "fget", "fset"):
+        inner = getattr(value, attr, None) if isinstance(value, (staticmethod, classmethod, property)) else None
+        if inner is not None:
+            yield from _code_entries(f"{key}.{attr}", inner)
+    if isinstance(fn, types.FunctionType):
+        yield f"{key}.__code__", id(fn.__code__)
+        yield f"{key}.__defaults__", id(fn.__defaults__)
+        yield f"{key}.__kwdefaults__", id(fn.__kwdefaults__)
+        for i, cell in enumerate(fn.__closure__ or ()):
+            try:
+                yield f"{key}.<cell {i}>", id(cell.cell_contents)
+            except ValueError:
+                yield f"{key}.<cell {i}>", None
 
 
 class Fingerprint:
-    """Identity of every callable and class (and each class's methods) of some modules.
+    """Identity of every function, class and method of some modules, to the code object.
 
-    Replacing a function, a method or a function's ``__code__`` changes the fingerprint;
-    ordinary state (counters, RNG state, the ledger's records) does not."""
+    Replacing a function, a method, a function's ``__code__``, defaults or closure cells,
+    or a module in ``sys.modules`` changes it; ordinary state (counters, the RNG, the
+    ledger's records) does not."""
 
     def __init__(self, modules):
         self.modules = list(modules)
         self.state = self._take()
 
-    def _entries(self, mod):
-        own = getattr(mod, "__name__", "")
-        for attr, value in list(vars(mod).items()):
-            if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type,
-                                  types.ModuleType, staticmethod, classmethod, property)) \
-                    or callable(value):
-                yield f"{own}.{attr}", value
-                if isinstance(value, type) and value.__module__ == own:
-                    for k, v in list(vars(value).items()):
-                        if not k.startswith("__") or k in ("__call__", "__init__", "__new__"):
-                            yield f"{own}.{attr}.{k}", v
-
     def _take(self):
         state = {}
         for mod in self.modules:
-            state[f"sys.modules[{mod.__name__!r}]"] = (id(sys.modules.get(mod.__name__)), None)
-            for key, value in self._entries(mod):
-                fn, code = _code_of(value)
-                state[key] = (id(value), id(code) if code is not None else None,
-                              id(getattr(fn, "__defaults__", None)) if fn is not None else None)
+            name = getattr(mod, "__name__", "?")
+            state[f"sys.modules[{name!r}]"] = id(sys.modules.get(name))
+            for attr, value in list(vars(mod).items()):
+                if isinstance(value, (int, float, str, bytes, bool, type(None))):
+                    continue
+                key = f"{name}.{attr}"
+                state.update(_code_entries(key, value))
+                if isinstance(value, type) and getattr(value, "__module__", None) == name:
+                    for k, v in list(vars(value).items()):
+                        if k in ("__dict__", "__weakref__", "__doc__", "__module__"):
+                            continue
+                        if isinstance(v, (int, float, str, bytes, bool, type(None))):
+                            continue
+                        state.update(_code_entries(f"{key}.{k}", v))
         return state
 
     def changed(self) -> list[str]:
@@ -100,198 +109,280 @@ class Fingerprint:
         return sorted(k for k in self.state if self.state[k] != now.get(k))
 
 
-def otter_patched() -> list[str]:
-    """otter, if the submission imported it: every function its modules and classes hold
-    must come from otter's own files (a replaced ``ExceptionTestFile.run`` does not)."""
-    bad = []
-    for name, mod in list(sys.modules.items()):
-        if not (name == "otter" or name.startswith("otter.")) or mod is None:
+def guarded_modules():
+    mods = [builtins]
+    for name, mod in sorted(sys.modules.items()):
+        if mod is None:
             continue
-        home = os.path.dirname(getattr(sys.modules.get("otter"), "__file__", "") or "")
-        allowed = tuple(p for p in [home, sys.base_prefix, sys.prefix, *[q for q in sys.path if "-packages" in q]] if p)
-        values = list(vars(mod).items())
-        for attr, value in values:
-            items = [(f"{name}.{attr}", value)]
-            if isinstance(value, type) and value.__module__.startswith("otter"):
-                items += [(f"{name}.{attr}.{k}", v) for k, v in vars(value).items()]
-            for key, v in items:
-                fn, code = _code_of(v)
-                if code is None or not home or code.co_filename.startswith(allowed + ("<frozen ",)):
-                    continue
-                # dataclasses and namedtuples make methods from strings; a replacement made
-                # by a submission has another name than the attribute it replaces
-                if code.co_filename == "<string>" and getattr(fn, "__qualname__", "").endswith(key.split(".")[-1]) \
-                        and "." in getattr(fn, "__qualname__", ""):
-                    continue
-                bad.append(f"{key} (defined in {code.co_filename})")
-    return sorted(set(bad))
+        root = name.split(".")[0]
+        if root in ("numpy", "minigrad", "grading"):
+            mods.append(mod)
+    return mods
+
+
+# Audit events refused when code of the notebook is on the stack (the notebook sees the
+# refusal as a RuntimeError in that cell or test).
+REFUSED_PREFIXES = ("ctypes.", "os.fork", "os.forkpty", "os.posix_spawn", "os.exec", "os.spawn",
+                    "os.system", "subprocess.", "os.kill", "os.killpg", "signal.pthread_kill",
+                    "sys.addaudithook", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
+                    "sys._current_frames", "sys._getframe", "object.__getattr__", "sys.setprofile",
+                    "sys.settrace", "socket.", "pty.", "os.setuid", "os.setgid", "marshal.loads")
+
+
+def _codes_of(value, out, depth=0):
+    code = getattr(value, "__code__", None) if isinstance(value, types.FunctionType) else None
+    if code is not None:
+        _nested(code, out)
+    if isinstance(value, (staticmethod, classmethod)):
+        _codes_of(value.__func__, out, depth)
+    elif isinstance(value, property):
+        for f in (value.fget, value.fset, value.fdel):
+            _codes_of(f, out, depth)
+    elif isinstance(value, type) and depth < 2:
+        for v in list(vars(value).values()):
+            _codes_of(v, out, depth + 1)
+
+
+def _nested(code, out):
+    if id(code) in out:
+        return
+    out[id(code)] = code
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            _nested(c, out)
+
+
+def trusted_codes() -> dict:
+    """Every code object of every module loaded now (the grader's and the environment's),
+    by id (the dict keeps them alive, so an id is never reused)."""
+    out = {}
+    for mod in list(sys.modules.values()):
+        if mod is None:
+            continue
+        try:
+            items = list(vars(mod).values())
+        except TypeError:
+            continue
+        for v in items:
+            _codes_of(v, out)
+    return out
+
+
+def make_guard(trusted: dict, grader: dict):
+    """Install the audit hook; returns (enter, leave, trust): the notebook phase begins and
+    ends, and ``trust(code)`` adds code the grader compiled (tests, handout, fixtures).
+
+    In the notebook phase an event of ``REFUSED_PREFIXES`` is refused unless the frame that
+    raised it runs the grader's code (``grader``: this package, ``minigrad.testing``, what
+    it compiled) or no frame on the stack runs code outside ``trusted`` (every module loaded
+    before the notebook ran): the notebook's code cannot reach frames, the heap, new
+    processes or ``ctypes``, directly or through a library."""
+    state = [False, False]  # in the notebook phase; inside the hook
+    getframe, refused = sys._getframe, REFUSED_PREFIXES
+
+    def hook(event, args):
+        if not state[0] or state[1] or not event.startswith(refused):
+            return
+        state[1] = True
+        try:
+            frame = getframe(1)
+            if id(frame.f_code) in grader:
+                return
+            while frame is not None:
+                if id(frame.f_code) not in trusted:
+                    raise RuntimeError(f"{event} is not allowed while a notebook is graded")
+                frame = frame.f_back
+        finally:
+            state[1] = False
+
+    def enter():
+        state[0] = True
+
+    def leave():
+        state[0] = False
+
+    def trust(code):
+        _nested(code, trusted)
+        _nested(code, grader)
+
+    frame = getframe(1)  # the grader's own stack now (the script's module code included)
+    while frame is not None:
+        _nested(frame.f_code, trusted)
+        _nested(frame.f_code, grader)
+        frame = frame.f_back
+    sys.addaudithook(hook)
+    return enter, leave, trust
+
+
+def grader_codes() -> dict:
+    out = {}
+    for name, mod in list(sys.modules.items()):
+        if mod is not None and (name.startswith("grading") or name in ("minigrad.testing", "__main__")):
+            for v in list(vars(mod).values()):
+                _codes_of(v, out)
+    main_fn = sys.modules["__main__"].__dict__.get("main")
+    if main_fn is not None:
+        _nested(main_fn.__code__, out)
+    return out
 
 
 def main() -> None:
-    scratch = sys.argv[1]
-    # Everything below is bound to local names now, before student code runs: a
-    # submission that replaces these module globals or builtins changes nothing here.
+    # Everything below is bound to local names now, before the notebook's code runs: a
+    # notebook that replaces these module globals or builtins changes nothing here.
     _write, _read, _dumps, _loads, _monotonic = os.write, os.read, json.dumps, json.loads, time.monotonic
-    _exec, _compile, _isinstance, _len, _str, _type = exec, compile, isinstance, len, str, type
+    _compile, _exec, _type, _len = compile, exec, type, len
+    _fork, _waitpid, _kill, _exit, _sleep = os.fork, os.waitpid, os.kill, os._exit, time.sleep
     _setitimer, _format_exc = signal.setitimer, traceback.format_exception_only
-    out = os.dup(1)
-    log = os.open(os.path.join(scratch, "log.txt"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    inp = os.dup(0)
+    _listdir, _getpid = os.listdir, os.getpid
+    _run_probe, _question_env, _reset_random = probes.run_probe, probes.question_env, probes.reset_random
+    _load_tests, _exec_cells = probes.load_tests, probes.exec_cells
+
+    channel = os.dup(1)
+    os.dup2(2, 1)  # the notebook's prints go to the log (stderr), never to the channel
+    commands = os.dup(0)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
-
-    guarded = [numpy, numpy.testing, builtins, kit]
-    guarded += [m for n, m in sorted(sys.modules.items()) if m is not None and (n == "minigrad" or n.startswith("minigrad."))]
-    guarded += [sys.modules[__name__]]
-    fingerprint = Fingerprint(guarded)
-    changed, changed_code = fingerprint.changed, Fingerprint.changed.__code__
-    patched_otter, patched_otter_code = otter_patched, otter_patched.__code__
-
+    gc.collect()
+    fingerprint = Fingerprint(guarded_modules())
+    changed = fingerprint.changed
+    enter, leave, trust = make_guard(trusted_codes(), grader_codes())
+    tasks = _len(_listdir("/proc/self/task"))
     _flush_out, _flush_err = sys.stdout.flush, sys.stderr.flush
+    buf = bytearray()
 
     def emit(**msg):
         for flush in (_flush_out, _flush_err):
             try:
                 flush()
-            except BaseException:
+            except BaseException:  # noqa: BLE001 - the notebook's streams are its business
                 pass
-        _write(out, (_dumps(msg) + "\n").encode())
+        data = (_dumps(msg) + "\n").encode()
+        if _len(data) > MAX_MESSAGE_BYTES:
+            data = (_dumps({"kind": msg.get("kind"), "test": msg.get("test"),
+                            "error": "the answers are larger than the grader accepts"}) + "\n").encode()
+        view = memoryview(data)
+        while view:
+            n = _write(channel, view)
+            view = view[n:]
+
+    def command():
+        start = 0
+        while True:
+            i = buf.find(b"\n", start)
+            if i >= 0:
+                line = bytes(buf[:i])
+                del buf[:i + 1]
+                return _loads(line)
+            start = _len(buf)
+            chunk = _read(commands, 1 << 20)
+            if not chunk:
+                _exit(0)
+            buf.extend(chunk)
 
     def tampering() -> str:
-        if Fingerprint.changed.__code__ is not changed_code or otter_patched.__code__ is not patched_otter_code:
-            return "the grader's integrity check itself was replaced"
-        found = changed()[:3] + patched_otter()[:3]
+        found = changed()[:3]
         if sys.gettrace() is not None or sys.getprofile() is not None:
-            found.append("a trace or profile function was installed (sys.settrace/setprofile)")
+            found.append("a trace or profile function was left installed")
+        if _len(_listdir("/proc/self/task")) > tasks:
+            found.append("a thread started by the notebook is still running")
         return "; ".join(found)
 
     def on_alarm(signum, frame):
         raise TimeLimit()
 
-    signal.signal(signal.SIGALRM, on_alarm)
-
-    def run_cells(cells, ns, where):
+    def run_cells(cells, ns, skip, limit):
         errors = []
         for cell in cells:
+            if cell["index"] in skip:
+                errors.append(f"cell {cell['index']}: skipped (it ended or stalled the process when graded)")
+                continue
+            emit(kind="cell", index=cell["index"])
             try:
-                code = _compile(cell["source"], f"<{where} cell {cell['index']}>", "exec")
+                code = _compile(cell["source"], f"<your cell {cell['index']}>", "exec")
             except SyntaxError as e:
                 errors.append(f"cell {cell['index']}: SyntaxError: {e.msg} (line {e.lineno})")
                 continue
-            _setitimer(signal.ITIMER_REAL, CELL_LIMIT_S)
+            signal.signal(signal.SIGALRM, on_alarm)
+            enter()
+            _setitimer(signal.ITIMER_REAL, limit)
             try:
                 _exec(code, ns)
             except TimeLimit:
-                errors.append(f"cell {cell['index']}: stopped after {CELL_LIMIT_S:g} s (time limit of a cell)")
-            except BaseException as e:  # SystemExit and KeyboardInterrupt included: go on
+                errors.append(f"cell {cell['index']}: stopped after {limit:g} s (time limit of a cell)")
+            except BaseException as e:  # noqa: BLE001 - SystemExit and KeyboardInterrupt included
                 errors.append(f"cell {cell['index']}: {''.join(_format_exc(_type(e), e)).strip()[:300]}")
             finally:
                 _setitimer(signal.ITIMER_REAL, 0)
+                leave()
         return errors
 
-    # 2. the submission
-    with open(os.path.join(scratch, "student.json")) as f:
-        student_cells = json.load(f)
+    load = command()
     student = {"__name__": "__main__", "__builtins__": builtins}
-    load_errors = run_cells(student_cells, student, "your")
+    cell_errors = run_cells(load["cells"], student, set(load.get("skip", [])), float(load["limit"]))
     problem = tampering()
     if problem:
         emit(kind="tampered", detail=problem)
-        os._exit(0)
-    # 3.-4. only now the payload (the process cannot see it before)
-    emit(kind="loaded", cell_errors=load_errors)
-    buf = b""
-    while not buf.endswith(b"\n"):
-        chunk = _read(inp, 1 << 20)
-        if not chunk:
-            break
-        buf += chunk
-    payload = _loads(buf.decode())
-    token, seed = payload["token"], payload["seed"]
-    # 5. the reference, and the namespace the tests see
-    reference = {"__name__": "__main__", "__builtins__": builtins}
-    quiet = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(quiet, 1)  # what the reference prints is nobody's business
-    ref_errors = run_cells(payload["reference"], reference, "reference")
-    _flush_out()
-    os.dup2(log, 1)
-    if ref_errors:
-        emit(kind="error", token=token, detail="the reference solution failed: " + "; ".join(ref_errors))
-        os._exit(0)
-    original = dict(student)
-    skip = set(payload.get("skip", []))
-    limit = float(payload["per_test_s"])
-    # 6. the tests, question by question
-    for question, spec in payload["questions"].items():
-        graded = set(spec["graded"])
-        # The student's functions find these in their globals: this question's own names are
-        # the student's, everything else the reference defines is the reference's.
-        for name, value in reference.items():
-            if name.startswith("__"):
-                continue
-            if name not in graded:
-                student[name] = value
-            elif name in original:
-                student[name] = original[name]
-            else:
-                student.pop(name, None)
-        env = student
-        cases = []
+        _exit(0)
+    given = {"__name__": "__main__", "__builtins__": builtins}
+    _exec_cells(load["given"], given, "handout", trust)
+    emit(kind="loaded", cell_errors=cell_errors)
 
-        def test_case(points=1, hidden=False, **_):
-            def register(fn):
-                cases.append((fn, points, hidden))
-                return fn
-            return register
-
-        test_ns = {"__name__": f"tests_{question}", "test_case": test_case}
-        source = spec["tests"].replace("from otter.test_files import test_case", "")
-        _exec(_compile(source, f"tests/{question}.py", "exec"), test_ns)
-        for fn, points, hidden in cases:
-            name = fn.__name__
-            test_id = f"{question}/{name}"
-            if test_id in skip:
-                continue
-            emit(kind="start", token=token, test=test_id)
-            args, missing = [], []
-            for p in inspect.signature(fn).parameters.values():
-                if p.name == "seed":
-                    args.append(seed)
-                elif p.name.startswith("ref_") and p.name[4:] in reference:
-                    args.append(reference[p.name[4:]])
-                elif p.name in env:
-                    args.append(env[p.name])
-                elif p.default is not inspect.Parameter.empty:
-                    args.append(p.default)
-                else:
-                    missing.append(p.name)
-            start = _monotonic()
-            passed, message = False, ""
-            if missing:
-                message = f"NameError: {', '.join(missing)} is not defined in your notebook"
-            else:
+    while True:
+        cmd = command()
+        if cmd.get("kind") != "test":
+            _exit(0)
+        limit = float(cmd["limit"])
+        pid = _fork()
+        if pid == 0:  # the test, in a process of its own
+            try:
+                os.setpgid(0, 0)
+                fixtures = dict(given)
+                _exec_cells(cmd["fixtures"], fixtures, "reference of an earlier question", trust)
+                fixtures = {n: fixtures[n] for n in cmd["fixture_names"] if n in fixtures}
+                env = _question_env(student, given, fixtures, cmd["graded"])
+                test = _load_tests(cmd["tests"], cmd["question"], trust)[cmd["test"]]
+                _reset_random(cmd["seed"], cmd["index"])
+                signal.signal(signal.SIGALRM, on_alarm)
+                enter()
                 _setitimer(signal.ITIMER_REAL, limit)
                 try:
-                    fn(*args)
-                    passed = True
+                    record = _run_probe(test, env, cmd["seed"])
                 except TimeLimit:
-                    message = f"TimeoutError: the test ran past its time limit of {limit:g} s"
-                except AssertionError as e:
-                    message = f"AssertionError: {_str(e)[:1500]}"
-                except BaseException as e:
-                    message = "".join(_format_exc(_type(e), e)).strip()[:1500]
+                    record = {"answers": [], "error": f"TimeoutError: the test ran past its time limit of {limit:g} s"}
                 finally:
                     _setitimer(signal.ITIMER_REAL, 0)
-            problem = tampering()
-            if problem:
-                emit(kind="tampered", token=token, detail=problem)
-                os._exit(0)
-            emit(kind="result", token=token, test=test_id, points=points, hidden=hidden, passed=passed,
-                 message=message, seconds=round(_monotonic() - start, 3))
-    emit(kind="done", token=token)
-    os._exit(0)
+                    leave()
+                sys.setprofile(None)  # a profile the grader's kit left on when a test failed
+                problem = tampering()
+                emit(kind="answers", test=cmd["test"], record=record, tampered=problem)
+            except BaseException as e:  # noqa: BLE001
+                emit(kind="answers", test=cmd["test"],
+                     record={"answers": [], "error": "".join(_format_exc(_type(e), e)).strip()[:500]},
+                     tampered="")
+            _exit(0)
+        deadline = _monotonic() + limit + 5
+        status = None
+        while True:
+            done, status = _waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if _monotonic() > deadline:
+                try:
+                    _kill(-pid, signal.SIGKILL)
+                except OSError:
+                    pass
+                _kill(pid, signal.SIGKILL)
+                _waitpid(pid, 0)
+                emit(kind="stopped", test=cmd["test"], why="timeout")
+                status = None
+                break
+            _sleep(0.01)
+        if status is not None:
+            try:
+                _kill(-pid, signal.SIGKILL)  # anything the test left behind
+            except OSError:
+                pass
+            emit(kind="ended", test=cmd["test"], status=status)
 
 
 if __name__ == "__main__":
