@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import sys
 import types
 
 import numpy as np
@@ -103,10 +104,44 @@ def library_uses(obj, module_names, allow=()) -> list[str]:
     return sorted(set(found))
 
 
+def _code_key(code):
+    """What a copy of a function has in common with the original (its source, recompiled,
+    gives the same): bytecode, names, constants, nested code."""
+    consts = tuple(_code_key(c) if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts)
+    return (code.co_name, code.co_code, code.co_names, code.co_varnames, consts)
+
+
+def _library_codes(modules, forbidden):
+    """Code objects of the forbidden functions and methods (nested code included)."""
+    codes = []
+    files = {getattr(m, "__file__", None) for m in modules}
+
+    def add(value):
+        value = getattr(value, "__func__", value)
+        value = getattr(value, "__wrapped__", value)  # a contextmanager's own function
+        code = getattr(value, "__code__", None)
+        if code is not None and code.co_filename in files:
+            codes.extend(_codes(code))
+
+    for mod in modules:
+        for attr, value in vars(mod).items():
+            if id(value) not in forbidden:
+                continue
+            if isinstance(value, type):
+                for v in vars(value).values():
+                    add(v)
+            else:
+                add(value)
+    return codes
+
+
 @contextlib.contextmanager
 def library_refused(module_names, what: str, allow=()):
-    """While the block runs, every public function and class method of these modules
-    raises ``LibraryShortcut`` (names bound before are restored after the block)."""
+    """While the block runs, the forbidden parts of minigrad (every public function and
+    class of these modules) cannot run: the names raise ``LibraryShortcut``, and a profile
+    function watches every call, so a copy kept before the block (a list holding the
+    function, ``types.FunctionType`` of its code) or a recompiled copy of its source
+    (``exec(inspect.getsource(...))``) fails the test as well, when the block ends."""
     saved = []
 
     def refuse(qualname):
@@ -116,6 +151,21 @@ def library_refused(module_names, what: str, allow=()):
 
     modules = _modules(module_names)
     forbidden = _forbidden_objects(modules, allow)
+    codes = _library_codes(modules, forbidden)
+    by_id = {id(c): c for c in codes}
+    by_key = {_code_key(c): c for c in codes if c.co_name not in ("<lambda>", "<genexpr>", "<listcomp>")}
+    seen, used = {}, []
+
+    def watch(frame, event, arg):
+        if event != "call":
+            return
+        code = frame.f_code
+        key = id(code)
+        if key not in seen:
+            seen[key] = (code, key in by_id or _code_key(code) in by_key)
+        if seen[key][1] and len(used) < 5:
+            used.append(f"{code.co_name} ({code.co_filename})")
+
     for mod in modules:
         for attr, value in list(vars(mod).items()):
             if attr.startswith("_") or isinstance(value, types.ModuleType):
@@ -133,11 +183,19 @@ def library_refused(module_names, what: str, allow=()):
             elif callable(value):
                 saved.append((mod, attr, value))
                 setattr(mod, attr, refuse(f"{mod.__name__}.{attr}"))
+    previous = sys.getprofile()
+    sys.setprofile(watch)
     try:
         yield
     finally:
+        intact = sys.getprofile() is watch
+        sys.setprofile(previous)
         for owner, attr, value in reversed(saved):
             setattr(owner, attr, value)
+    if not intact:
+        raise LibraryShortcut(f"{what} removed the grader's watch on minigrad's library")
+    if used:
+        raise LibraryShortcut(f"{what} ran minigrad's own code ({', '.join(used)}), which the rules forbid")
 
 
 def refuse_library(obj, module_names, what: str, allow=()) -> None:

@@ -126,7 +126,7 @@ REFUSED_PREFIXES = ("ctypes.", "os.fork", "os.forkpty", "os.posix_spawn", "os.ex
                     "os.system", "subprocess.", "os.kill", "os.killpg", "signal.pthread_kill",
                     "sys.addaudithook", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
                     "sys._current_frames", "sys._getframe", "object.__getattr__", "sys.setprofile",
-                    "sys.settrace", "socket.", "pty.", "os.setuid", "os.setgid", "marshal.loads")
+                    "sys.settrace", "socket.", "pty.", "os.setuid", "os.setgid")
 
 
 def _codes_of(value, out, depth=0):
@@ -179,6 +179,8 @@ def make_guard(trusted: dict, grader: dict):
     processes or ``ctypes``, directly or through a library."""
     state = [False, False]  # in the notebook phase; inside the hook
     getframe, refused = sys._getframe, REFUSED_PREFIXES
+    frame_events = ("sys._getframe", "object.__getattr__")
+    leaky = leaky_codes()
 
     def hook(event, args):
         if not state[0] or state[1] or not event.startswith(refused):
@@ -186,7 +188,12 @@ def make_guard(trusted: dict, grader: dict):
         state[1] = True
         try:
             frame = getframe(1)
-            if id(frame.f_code) in grader:
+            code = id(frame.f_code)
+            if code in grader:
+                return
+            # A library the notebook calls may look at its own caller (namedtuple, enum,
+            # dataclasses do); only the ones that hand frames back are refused.
+            if event in frame_events and code in trusted and code not in leaky:
                 return
             while frame is not None:
                 if id(frame.f_code) not in trusted:
@@ -212,6 +219,26 @@ def make_guard(trusted: dict, grader: dict):
         frame = frame.f_back
     sys.addaudithook(hook)
     return enter, leave, trust
+
+
+LEAKY_MODULES = ("inspect", "traceback", "pdb", "bdb", "cgitb", "pydoc", "doctest", "code",
+                 "faulthandler", "tracemalloc", "trace", "profile", "cProfile")
+
+
+def leaky_codes() -> dict:
+    """Code that hands frames to its caller (``inspect.currentframe``, ``traceback.walk_stack``,
+    ``logging.currentframe``...): trusted, but not to fetch frames for the notebook."""
+    out = {}
+    for name in LEAKY_MODULES:
+        mod = sys.modules.get(name)
+        if mod is not None:
+            for v in list(vars(mod).values()):
+                if getattr(v, "__module__", None) == name:  # its own, not what it imported
+                    _codes_of(v, out)
+    logging = sys.modules.get("logging")
+    if logging is not None:
+        _codes_of(getattr(logging, "currentframe", None), out)
+    return out
 
 
 def grader_codes() -> dict:
