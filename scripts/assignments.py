@@ -221,58 +221,87 @@ def write_grader(name: str, built: Path, seed: int) -> Path:
 
 
 # --- Gradescope ------------------------------------------------------------------------
+# Gradescope's base images this zip is for: Ubuntu 22.04 (Python 3.10) and 24.04 (Python
+# 3.12), and any Debian or Ubuntu with Python >= 3.10. setup.sh makes a virtual environment
+# from the image's own python3 (Ubuntu 24.04's pip refuses to install into the system) and
+# installs NumPy (the newest 2.x the image's Python takes) and minigrad's wheel: nothing
+# else, otter included, is needed to grade.
 GRADESCOPE_REQUIREMENTS = """\
-# What the autograder needs (installed by setup.sh; minigrad from the wheel beside it).
-numpy>={numpy}
-otter-grader==7.0.0
-"""
+# What the autograder needs (installed by setup.sh into /autograder/venv; minigrad from the
+# wheel beside it). numpy 2.x: 2.2 on Python 3.10, the newest on 3.11 and later.
+numpy>=2.0,<3
+{extra}"""
 GRADESCOPE_SETUP = """\
 #!/usr/bin/env bash
-# Gradescope runs this once, when it builds the image (one container per submission).
+# Gradescope runs this once, as root, when it builds the image (one container per submission).
 set -euo pipefail
 cd /autograder/source
-python3 -m pip install --quiet -r requirements.txt {extra}
-python3 -m pip install --quiet --no-index --find-links wheels minigrad=={version}
+if ! python3 -c "import ensurepip, venv" 2>/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv
+fi
+python3 -m venv /autograder/venv
+/autograder/venv/bin/python -m pip install --quiet --upgrade pip
+/autograder/venv/bin/python -m pip install --quiet -r requirements.txt {index}
+/autograder/venv/bin/python -m pip install --quiet --no-index --find-links wheels minigrad=={version}
+chmod -R a+rX /autograder/venv /autograder/source/grader/lib
 """
 GRADESCOPE_RUN = """\
 #!/usr/bin/env bash
-# Gradescope runs this for each submission: /autograder/submission holds the notebook.
-cd /autograder/source && exec python3 grader/lib/grading/gradescope.py \\
+# Gradescope runs this as root for each submission: /autograder/submission holds the notebook.
+cd /autograder/source && exec /autograder/venv/bin/python grader/lib/grading/gradescope.py \\
     /autograder/submission /autograder/results/results.json
 """
 
 
 @lru_cache(maxsize=1)
 def minigrad_wheel() -> Path:
-    """A wheel of minigrad built from this checkout (cached in _build/wheels/)."""
+    """A wheel of minigrad from this checkout (``_build/wheels/``), written directly: a
+    pure-Python wheel is a zip with three metadata files, so no build backend, ``wheel``
+    package or network is needed (an instructor's fresh clone has none of them)."""
+    import base64
+    import hashlib
+
+    version = minigrad_version()
+    meta = ROOT / "pyproject.toml"
+    requires_python = re.search(r'^requires-python = "([^"]+)"', meta.read_text(), re.M).group(1)
+    deps = re.findall(r'"([^"]+)"', re.search(r"^dependencies = \[([^\]]*)\]", meta.read_text(), re.M).group(1))
     dest = ROOT / "_build" / "wheels"
     dest.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / "src"
-        src.mkdir()
-        for part in ("pyproject.toml", "README.md"):
-            shutil.copy(ROOT / part, src / part)
-        ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-        for pkg in ("minigrad", "bookkit"):
-            shutil.copytree(ROOT / pkg, src / pkg, ignore=ignore)
-        for old in dest.glob("minigrad-*.whl"):
-            old.unlink()
-        proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                               "--no-build-isolation", "-w", str(dest), str(src)],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise SystemExit(f"building the minigrad wheel failed:\n{proc.stderr}")
-    return next(dest.glob("minigrad-*.whl"))
+    for old in dest.glob("minigrad-*.whl"):
+        old.unlink()
+    path = dest / f"minigrad-{version}-py3-none-any.whl"
+    info = f"minigrad-{version}.dist-info"
+    files = {}
+    for src in sorted((ROOT / "minigrad").rglob("*.py")):
+        files[src.relative_to(ROOT).as_posix()] = src.read_bytes()
+    files[f"{info}/METADATA"] = ("Metadata-Version: 2.1\nName: minigrad\nVersion: " + version +
+                                 f"\nRequires-Python: {requires_python}\n" +
+                                 "".join(f"Requires-Dist: {d}\n" for d in deps)).encode()
+    files[f"{info}/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: scripts/assignments.py\n"
+                              b"Root-Is-Purelib: true\nTag: py3-none-any\n")
+    record = []
+    for name, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(data)}")
+    record.append(f"{info}/RECORD,,")
+    files[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in files.items():
+            entry = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
+            entry.external_attr = 0o644 << 16
+            entry.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(entry, data)
+    return path
 
 
 def write_gradescope_zip(name: str, built: Path) -> Path:
     """``built/autograder/<name>-gradescope.zip``: setup.sh, run_autograder,
     requirements.txt, the minigrad wheel and the grader (the tests run exactly as under
-    ``make grade``, without bubblewrap: Gradescope's container is the sandbox)."""
-    import numpy
-
-    a5_needs_torch = "import torch" in (MASTERS / name / f"{name}.ipynb").read_text()
-    extra = ("--extra-index-url https://download.pytorch.org/whl/cpu torch" if a5_needs_torch else "")
+    ``make grade``; Gradescope's container, one per submission, holds the runner, which
+    runs as ``nobody``: see grading/gradescope.py)."""
+    needs_torch = "import torch" in (MASTERS / name / f"{name}.ipynb").read_text()
+    extra = "torch>=2.3  # CPU wheels, from PyTorch's index (setup.sh)\n" if needs_torch else ""
+    index = "--extra-index-url https://download.pytorch.org/whl/cpu" if needs_torch else ""
     wheel = minigrad_wheel()
     zpath = built / "autograder" / f"{name}-gradescope.zip"
     grader = built / "autograder" / "grader"
@@ -283,11 +312,11 @@ def write_gradescope_zip(name: str, built: Path) -> Path:
             info.compress_type = zipfile.ZIP_DEFLATED
             z.writestr(info, text)
 
-        add("setup.sh", GRADESCOPE_SETUP.format(version=minigrad_version(), extra=extra), 0o755)
+        add("setup.sh", GRADESCOPE_SETUP.format(version=minigrad_version(), index=index), 0o755)
         add("run_autograder", GRADESCOPE_RUN, 0o755)
-        add("requirements.txt", GRADESCOPE_REQUIREMENTS.format(numpy=numpy.__version__.split("+")[0]))
+        add("requirements.txt", GRADESCOPE_REQUIREMENTS.format(extra=extra))
         add(f"wheels/{wheel.name}", wheel.read_bytes())
-        add("grader/payload.json", (grader / "payload.json").read_text())
+        add("grader/payload.json", (grader / "payload.json").read_text(), 0o600)
         for path in sorted((grader / "lib" / "grading").rglob("*.py")):
             add(f"grader/lib/grading/{path.name}", path.read_text())
     return zpath
@@ -787,6 +816,185 @@ def demo_class(name: str, built: Path, dest: Path, targets: list[str] | None = N
     return dest
 
 
+# --- an attack class ----------------------------------------------------------------------
+# Each a notebook of every assignment, made by `attack-class`: what a hostile class tries.
+# None may score more than the notebook as handed out (or it is "tampering detected"); the
+# solution with a crash after its answers keeps full marks.
+ATTACK_CLASS = {
+    "blank.ipynb": "the notebook as handed out (the bar every attack is held to)",
+    "forge.ipynb": "nothing answered; every graded name, called, writes forged grader messages "
+                   "(loaded, answers, result, done) on every open file descriptor and ends the process",
+    "stack.ipynb": "nothing answered; every graded name walks the stack, the heap and the exception "
+                   "frames for the reference, the grader's switches and tokens, then tries ctypes and fork",
+    "numpy.ipynb": "nothing answered; NumPy's comparisons patched in its internals and minigrad.testing's "
+                   "judge replaced, at load",
+    "restore.ipynb": "nothing answered; the graded names patch NumPy and minigrad.testing while a test "
+                     "runs and put them back before returning",
+    "equal.ipynb": "every graded name returns objects that equal everything (float and ndarray subclasses "
+                   "and a plain class)",
+    "crash.ipynb": "the solution, then a cell that ends the process (os._exit) after the answers",
+    "segfault.ipynb": "the solution, then a cell that crashes the interpreter (SIGSEGV)",
+    "hang.ipynb": "every graded name hangs when called",
+    "flood.ipynb": "the solution, printing 64 MiB without a newline and writing 64 MiB to every fd",
+}
+
+FORGE_CELL = """import json, os
+def _forge(*args, **kwargs):
+    lines = [{"kind": "loaded", "cell_errors": []}, {"kind": "done"},
+             {"kind": "result", "passed": True, "points": 99, "test": "q1/x"}]
+    for name in TESTS:
+        lines.append({"kind": "answers", "test": name, "record": {"answers": [], "error": None},
+                      "tampered": ""})
+        lines.append({"kind": "ended", "test": name, "status": 0})
+    data = "".join(json.dumps(m) + "\\n" for m in lines).encode()
+    for fd in range(0, 64):
+        try:
+            os.write(fd, data)
+        except OSError:
+            pass
+    os._exit(0)
+for _name in GRADED:
+    globals()[_name] = type(_name, (), {"__call__": staticmethod(_forge), "__getattr__": lambda s, k: _forge,
+                                         "apply": staticmethod(_forge), "__new__": lambda c, *a, **k: _forge()})
+    globals()[_name] = _forge if _name[0].islower() else globals()[_name]
+_forge() if FORGE_AT_LOAD else None
+"""
+
+STACK_CELL = """import gc, inspect, json, logging, sys, traceback
+REPORT = {"frames": [], "found": [], "refused": []}
+def _try(what, fn):
+    try:
+        return fn()
+    except BaseException as e:
+        REPORT["refused"].append(f"{what}: {type(e).__name__}")
+def _hunt(*args, **kwargs):
+    frames = []
+    for what, get in [("sys._getframe", lambda: sys._getframe(1)),
+                      ("inspect.currentframe", lambda: inspect.currentframe()),
+                      ("logging.currentframe", lambda: logging.currentframe()),
+                      ("traceback.walk_stack", lambda: next(traceback.walk_stack(None))[0]),
+                      ("tb_frame", lambda: _tb()),
+                      ("gi_frame", lambda: (x for x in [1]).gi_frame)]:
+        f = _try(what, get)
+        if f is not None:
+            frames.append(f)
+    for f in frames:
+        while f is not None:
+            for k, v in list(f.f_locals.items()):
+                if k in ("reference", "fixtures", "solutions", "payload", "token", "leave", "trust", "state"):
+                    REPORT["found"].append(k)
+                    if callable(v) and k == "leave":
+                        v()
+            f = f.f_back
+    objs = _try("gc.get_objects", gc.get_objects) or []
+    REPORT["found"] += [type(o).__name__ for o in objs if isinstance(o, dict) and "reference" in o][:3]
+    _try("ctypes", lambda: __import__("ctypes").CDLL(None).getpid())
+    _try("fork", lambda: __import__("os").fork())
+    _try("settrace", lambda: sys.settrace(lambda *a: None))
+    print("STACK REPORT", json.dumps(REPORT), flush=True)
+    return 0
+def _tb():
+    try:
+        raise ValueError
+    except ValueError as e:
+        return e.__traceback__.tb_frame
+for _name in GRADED:
+    globals()[_name] = _hunt
+"""
+
+NUMPY_CELL = """import numpy, numpy.testing, minigrad.testing
+numpy._core.numeric.allclose = lambda *a, **k: True
+numpy._core.numeric.array_equal = lambda *a, **k: True
+numpy.testing.assert_allclose = lambda *a, **k: None
+minigrad.testing.judge = lambda got, want: ""
+minigrad.testing.compare = lambda *a, **k: ""
+"""
+
+RESTORE_CELL = """import numpy, minigrad.testing
+def _sneak(*args, **kwargs):
+    saved = (numpy._core.numeric.array_equal, minigrad.testing.canonical)
+    numpy._core.numeric.array_equal = lambda *a, **k: True
+    minigrad.testing.canonical = lambda v, *a, **k: saved[1](0)
+    try:
+        return 0
+    finally:
+        numpy._core.numeric.array_equal, minigrad.testing.canonical = saved
+for _name in GRADED:
+    globals()[_name] = _sneak
+"""
+
+EQUAL_CELL = """import numpy as np
+class _Eq:
+    def __eq__(self, other): return True
+    def __ne__(self, other): return False
+    def __hash__(self): return 0
+    def __len__(self): return 1
+    def __iter__(self): return iter([self])
+    def __getattr__(self, k): return self
+    def __call__(self, *a, **k): return self
+    def __int__(self): return 0
+    def __float__(self): return 0.0
+    def __array__(self, *a, **k): return np.zeros(1)
+class _EqFloat(float):
+    def __eq__(self, other): return True
+class _EqArray(np.ndarray):
+    def __eq__(self, other): return np.ones(np.shape(other), dtype=bool)
+def _equal(*args, **kwargs):
+    return [_Eq(), _EqFloat(0.0), np.zeros(1).view(_EqArray)][len(args) % 3]
+for _name in GRADED:
+    globals()[_name] = _equal
+"""
+
+HANG_CELL = """def _hang(*args, **kwargs):
+    while True:
+        pass
+for _name in GRADED:
+    globals()[_name] = _hang
+"""
+
+FLOOD_CELL = """import os, sys
+sys.stdout.write("x" * (64 << 20))
+for fd in range(0, 16):
+    try:
+        os.write(fd, b"y" * (64 << 20))
+    except OSError:
+        pass
+"""
+
+
+def attack_class(name: str, built: Path, dest: Path) -> Path:
+    """Write ``ATTACK_CLASS``'s notebooks of ``name`` into ``dest``."""
+    import nbformat
+    from nbformat.v4 import new_code_cell
+
+    payload = json.loads((built / "autograder" / "grader" / "payload.json").read_text())
+    graded = sorted({n for spec in payload["questions"].values() for n in spec["graded"]})
+    tests = [f"{q}/{c['test']}" for q, spec in payload["questions"].items()
+             for c in driver.test_cases(spec["tests"])]
+    solution = nbformat.read(built / "autograder" / f"{name}.ipynb", as_version=4)
+    student = nbformat.read(built / "student" / f"{name}.ipynb", as_version=4)
+    dest.mkdir(parents=True, exist_ok=True)
+    header = f"GRADED = {graded!r}\nTESTS = {tests!r}\n"
+
+    def write(filename, base, source):
+        nb = nbformat.from_dict(json.loads(json.dumps(base)))
+        if source:
+            nb.cells.append(new_code_cell(source, id="attack"))
+        nbformat.write(nb, dest / filename)
+
+    write("blank.ipynb", student, "")
+    write("forge.ipynb", student, header + "FORGE_AT_LOAD = False\n" + FORGE_CELL)
+    write("stack.ipynb", student, header + STACK_CELL)
+    write("numpy.ipynb", student, NUMPY_CELL)
+    write("restore.ipynb", student, header + RESTORE_CELL)
+    write("equal.ipynb", student, header + EQUAL_CELL)
+    write("crash.ipynb", solution, "import os\nos._exit(0)")
+    write("segfault.ipynb", solution, "import faulthandler\nfaulthandler._sigsegv()")
+    write("hang.ipynb", student, header + HANG_CELL)
+    write("flood.ipynb", solution, FLOOD_CELL)
+    return dest
+
+
 # --- grading environment -------------------------------------------------------------------
 def _purelib(python: Path) -> str:
     return subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
@@ -822,6 +1030,10 @@ def main(argv=None) -> None:
     d.add_argument("name")
     d.add_argument("dest", type=Path)
     d.add_argument("--out", type=Path, default=BUILD, help="where the built assignments are")
+    k = sub.add_parser("attack-class", help="write a folder of attacks on an assignment's grader")
+    k.add_argument("name")
+    k.add_argument("dest", type=Path)
+    k.add_argument("--out", type=Path, default=BUILD, help="where the built assignments are")
     sub.add_parser("check-sandbox", help="say whether bubblewrap works here")
     v = sub.add_parser("link-venv", help="make the grading venv see the book venv's packages")
     v.add_argument("grade_venv", type=Path)
@@ -854,6 +1066,13 @@ def main(argv=None) -> None:
         for filename, what in DEMO_CLASS.items():
             if (dest / filename).exists():
                 print(f"{dest / filename}: {what}")
+    elif args.command == "attack-class":
+        name = _check_name(args.name)
+        if not (args.out / name / "autograder" / "grader").is_dir():
+            build(name, args.out)
+        dest = attack_class(name, args.out / name, args.dest)
+        for filename, what in ATTACK_CLASS.items():
+            print(f"{dest / filename}: {what}")
     elif args.command == "check-sandbox":
         problem = check_sandbox()
         print(problem or "bubblewrap works")

@@ -1,78 +1,130 @@
 """Gradescope's entry point: grade /autograder/submission's notebook, write results.json.
 
-``run_autograder`` (in the zip ``make assignments`` writes) calls
+``run_autograder`` (in the zip ``make assignments`` writes) calls, as root,
 
-    python3 grader/lib/grading/gradescope.py SUBMISSION_DIR RESULTS_JSON
+    /autograder/venv/bin/python grader/lib/grading/gradescope.py SUBMISSION_DIR RESULTS_JSON
 
-Gradescope grades each submission in a container of its own, so the container is the
-sandbox between students. Inside it, the payload (reference and hidden tests) is read into
-this process and its file removed before any student code runs; when this runs as root
-(Gradescope does), the runner drops to ``nobody`` and its scratch folder is the only place
-it can write. The tests run exactly as under ``make grade`` (runner.py, driver.py).
+Gradescope grades each submission in a container of its own. In it, this process (root)
+reads the payload and removes its file before any notebook code runs; then it runs the
+reference solution and the submission, one after the other, each in a runner that has
+dropped to ``nobody`` (uid 65534) in a fresh folder of its own, with limits on processes
+and file sizes, and kills every process of ``nobody`` after each. The submission's code
+can write neither the results file (root's) nor anything the grader reads back; its
+answers come back as data and are judged here against the reference's, taken on this
+machine. The tests run exactly as under ``make grade`` (runner.py, driver.py).
 """
 from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
+import signal
 import sys
 import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from grading import driver
+from grading import driver  # noqa: E402
 
 PER_TEST_S = float(os.environ.get("GRADER_TIMEOUT_S", "60"))
+NOBODY = 65534
+FILE_LIMIT_BYTES = 64 << 20
+PROCESS_LIMIT = 64
 
 
-def _others_can_run(python: Path) -> bool:
-    """Whether ``nobody`` can start this Python (every folder on the way is world-searchable)."""
-    for path in [python, *python.resolve().parents, python.resolve()]:
+def runnable_by_nobody(path: Path) -> str:
+    """"" if ``nobody`` can run this Python (every folder on the way searchable by others,
+    the files readable), else the first path that stops it."""
+    for p in [path, *path.parents, path.resolve(), *path.resolve().parents]:
         try:
-            mode = path.stat().st_mode
+            mode = p.stat().st_mode
         except OSError:
-            return False
-        if path.is_dir() and not mode & 0o001:
-            return False
-    return True
+            return str(p)
+        if p.is_dir() and not mode & 0o001:
+            return str(p)
+        if p.is_file() and not mode & 0o004:
+            return str(p)
+    return ""
+
+
+def _as_nobody(home: str):
+    def start():  # the runner's own session comes from Popen(start_new_session=True)
+        resource.setrlimit(resource.RLIMIT_NPROC, (PROCESS_LIMIT, PROCESS_LIMIT))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT_BYTES, FILE_LIMIT_BYTES))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        os.setgroups([])
+        os.setgid(NOBODY)
+        os.setuid(NOBODY)
+        os.chdir(home)
+    return start
+
+
+def kill_everything_of_nobody() -> None:
+    """Every process of ``nobody`` (what a notebook may have left running), killed."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            os.kill(-1, signal.SIGKILL)  # every process this user may signal, itself last
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def run_as_nobody(cells, payload) -> dict:
+    """One runner as ``nobody`` in a fresh folder (root-made, then given to nobody)."""
+    home = Path(tempfile.mkdtemp(prefix="grade-", dir="/tmp"))
+    os.chmod(home, 0o700)
+    os.chown(home, NOBODY, NOBODY)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1",
+           "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg",
+           "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": str(home)}
+    try:
+        return driver.run_notebook(lambda: [sys.executable, "-I", str(HERE / "runner.py")], cells,
+                                   payload["given"], driver.plan_tests(payload), PER_TEST_S, env=env,
+                                   preexec=_as_nobody(str(home)))
+    finally:
+        kill_everything_of_nobody()
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def main(submission_dir: str, results_json: str) -> None:
+    out = Path(results_json)
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    def fail(message):
+        out.write_text(json.dumps({"score": 0, "output": message}))
+        print(message)
+
     payload_path = HERE.parent.parent / "payload.json"
     payload = json.loads(payload_path.read_text())
     if os.environ.get("GRADER_KEEP_PAYLOAD") != "1":
         payload_path.unlink()  # this container grades one submission; nothing else needs it
-    out = Path(results_json)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0:
+        return fail("the autograder must run as root (as Gradescope runs it): it grades as nobody")
+    blocked = runnable_by_nobody(Path(sys.executable)) or runnable_by_nobody(HERE / "runner.py")
+    if blocked:
+        return fail(f"autograder setup problem: nobody cannot reach {blocked} (make it world-readable)")
     notebooks = sorted(Path(submission_dir).glob("*.ipynb"))
     if len(notebooks) != 1:
         found = ", ".join(p.name for p in notebooks) or "none"
-        out.write_text(json.dumps({"score": 0, "output": f"hand in exactly one .ipynb file (found: {found})"}))
-        return
+        return fail(f"hand in exactly one .ipynb file (found: {found})")
     try:  # plain JSON: the autograder needs nothing but NumPy and minigrad
         nb = json.loads(notebooks[0].read_text())
         if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
             raise ValueError("no list of cells")
-    except Exception as e:
-        out.write_text(json.dumps({"score": 0, "output": f"malformed notebook ({type(e).__name__}: {e})"}))
-        return
-    cells = driver.export_cells(nb)
-    work = Path(tempfile.mkdtemp(prefix="grade-"))
-    scratch = work / "scratch"
-    scratch.mkdir()
-    preexec = None
-    if os.geteuid() == 0 and _others_can_run(Path(sys.executable)):
-        os.chown(scratch, 65534, 65534)
-
-        def preexec():
-            os.setgid(65534)
-            os.setuid(65534)
-    graded = driver.grade_export(cells, payload, scratch,
-                                 lambda: [sys.executable, "-I", str(HERE / "runner.py"), str(scratch), str(PER_TEST_S)],
-                                 per_test_s=PER_TEST_S, load_s=PER_TEST_S * max(1, len(cells)) + 30,
-                                 preexec=preexec)
-    shutil.rmtree(work, ignore_errors=True)
+    except (ValueError, UnicodeDecodeError, OSError) as e:
+        return fail(f"malformed notebook ({type(e).__name__}: {e})")
+    reference_run = run_as_nobody(payload["reference"], payload)
+    problems = driver.probes.reference_problems(reference_run["records"])
+    if reference_run["tampered"] or reference_run["cell_errors"] or problems:
+        detail = reference_run["tampered"] or "; ".join(reference_run["cell_errors"] + problems)
+        return fail(f"autograder error: the reference solution fails its own tests here: {detail[:1500]}")
+    run = run_as_nobody(driver.export_cells(nb), payload)
+    graded = driver.judge_run(payload, run, reference_run["records"])
     out.write_text(json.dumps(driver.gradescope_results(graded), indent=1))
     print(driver.feedback_text(payload["assignment"], notebooks[0].name, graded))
 
