@@ -129,8 +129,8 @@ clean:
 
 # --- Course assignments (assignments/, scripts/assignments.py) -----------------------------
 # otter-grader gets its own environment layered on .venv, so the book's stays without it.
-# Building and grading need minigrad, NumPy, nbformat and otter only (a5 also imports torch,
-# which .venv has): assignments/requirements.txt.
+# Building and grading need minigrad, NumPy, nbformat and otter (assignments/requirements.txt)
+# and, for a5 only, torch.
 GRADE_VENV  := .venv-grade
 GRADE_STAMP := $(GRADE_VENV)/.installed
 TIMEOUT     ?= 60
@@ -140,7 +140,9 @@ SEED        ?=
 .PHONY: assignments grade bwrap
 
 # With the book's .venv (make test): layered on it. Without it (an instructor's fresh clone):
-# the light set of assignments/requirements.txt and minigrad, in about a minute.
+# the light set of assignments/requirements.txt, minigrad, and the book's torch pin (a5
+# uses it; on Linux, PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu gets the
+# CPU-only wheel instead of PyPI's CUDA one).
 $(GRADE_STAMP): assignments/requirements.txt
 	rm -rf $(GRADE_VENV)
 	@if [ -x $(BIN)/python ]; then \
@@ -148,7 +150,9 @@ $(GRADE_STAMP): assignments/requirements.txt
 		$(BIN)/python scripts/assignments.py link-venv $(GRADE_VENV) $(VENV); \
 	else \
 		$(PYTHON) -m venv $(GRADE_VENV) && \
-		$(GRADE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .; \
+		$(GRADE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e . && \
+		$(GRADE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+			$$(grep '^torch==' requirements.txt); \
 	fi
 	$(GRADE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r assignments/requirements.txt
 	touch $(GRADE_STAMP)
