@@ -836,6 +836,8 @@ ATTACK_CLASS = {
     "segfault.ipynb": "the solution, then a cell that crashes the interpreter (SIGSEGV)",
     "hang.ipynb": "every graded name hangs when called",
     "flood.ipynb": "the solution, printing 64 MiB without a newline and writing 64 MiB to every fd",
+    "results.ipynb": "nothing answered; writes Gradescope's results.json and the payload, directly and "
+                     "from a process meant to outlive the grader",
 }
 
 FORGE_CELL = """import json, os
@@ -962,6 +964,24 @@ for fd in range(0, 16):
 """
 
 
+RESULTS_CELL = """import os, subprocess
+for path in ("/autograder/results/results.json", "/autograder/source/grader/payload.json"):
+    try:
+        with open(path, "w") as f:
+            f.write('{"score": 999}')
+        print("WROTE", path)
+    except OSError as e:
+        print("refused", path, type(e).__name__)
+for start in (lambda: subprocess.Popen(["sh", "-c", "sleep 5; echo '{\\"score\\": 999}' > "
+                                         "/autograder/results/results.json"], start_new_session=True),
+              lambda: os.fork() or (__import__("time").sleep(5), os._exit(0))):
+    try:
+        start()
+    except Exception as e:
+        print("refused", type(e).__name__, e)
+"""
+
+
 def attack_class(name: str, built: Path, dest: Path) -> Path:
     """Write ``ATTACK_CLASS``'s notebooks of ``name`` into ``dest``."""
     import nbformat
@@ -992,6 +1012,7 @@ def attack_class(name: str, built: Path, dest: Path) -> Path:
     write("segfault.ipynb", solution, "import faulthandler\nfaulthandler._sigsegv()")
     write("hang.ipynb", student, header + HANG_CELL)
     write("flood.ipynb", solution, FLOOD_CELL)
+    write("results.ipynb", student, RESULTS_CELL)
     return dest
 
 

@@ -153,9 +153,15 @@ def _nested(code, out):
 
 
 def trusted_codes() -> dict:
-    """Every code object of every module loaded now (the grader's and the environment's),
-    by id (the dict keeps them alive, so an id is never reused)."""
+    """Every code object alive now (the grader's, the handout's imports, the environment's),
+    by id (the dict keeps them alive, so an id is never reused): functions found on the
+    heap, with the code nested in them."""
     out = {}
+    for obj in gc.get_objects():
+        if isinstance(obj, types.FunctionType):
+            _nested(obj.__code__, out)
+        elif isinstance(obj, types.CodeType):
+            _nested(obj, out)
     for mod in list(sys.modules.values()):
         if mod is None:
             continue
@@ -166,6 +172,21 @@ def trusted_codes() -> dict:
         for v in items:
             _codes_of(v, out)
     return out
+
+
+def preload(given: list[str]) -> None:
+    """Import what the handout imports (only its import statements), before the snapshot
+    of trusted code is taken: the libraries a notebook is meant to use are trusted."""
+    import ast
+
+    for text in given:
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                exec(compile(ast.Module([node], []), "<handout imports>", "exec"), {})
 
 
 def make_guard(trusted: dict, grader: dict):
@@ -221,23 +242,21 @@ def make_guard(trusted: dict, grader: dict):
     return enter, leave, trust
 
 
-LEAKY_MODULES = ("inspect", "traceback", "pdb", "bdb", "cgitb", "pydoc", "doctest", "code",
-                 "faulthandler", "tracemalloc", "trace", "profile", "cProfile")
+# The library functions that hand frames (or tracebacks' frames) to their caller.
+LEAKY = {"inspect": ("currentframe", "stack", "trace", "getouterframes", "getinnerframes"),
+         "traceback": ("walk_stack", "walk_tb"), "logging": ("currentframe",)}
 
 
 def leaky_codes() -> dict:
     """Code that hands frames to its caller (``inspect.currentframe``, ``traceback.walk_stack``,
     ``logging.currentframe``...): trusted, but not to fetch frames for the notebook."""
     out = {}
-    for name in LEAKY_MODULES:
-        mod = sys.modules.get(name)
-        if mod is not None:
-            for v in list(vars(mod).values()):
-                if getattr(v, "__module__", None) == name:  # its own, not what it imported
-                    _codes_of(v, out)
-    logging = sys.modules.get("logging")
-    if logging is not None:
-        _codes_of(getattr(logging, "currentframe", None), out)
+    for module, names in LEAKY.items():
+        mod = sys.modules.get(module)
+        if mod is None:
+            mod = __import__(module)
+        for name in names:
+            _codes_of(getattr(mod, name, None), out)
     return out
 
 
@@ -269,11 +288,6 @@ def main() -> None:
     commands = os.dup(0)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
-    gc.collect()
-    fingerprint = Fingerprint(guarded_modules())
-    changed = fingerprint.changed
-    enter, leave, trust = make_guard(trusted_codes(), grader_codes())
-    tasks = _len(_listdir("/proc/self/task"))
     _flush_out, _flush_err = sys.stdout.flush, sys.stderr.flush
     buf = bytearray()
 
@@ -305,6 +319,14 @@ def main() -> None:
             if not chunk:
                 _exit(0)
             buf.extend(chunk)
+
+    load = command()  # first: its handout imports are part of the trusted snapshot
+    preload(load["given"])
+    gc.collect()
+    fingerprint = Fingerprint(guarded_modules())
+    changed = fingerprint.changed
+    enter, leave, trust = make_guard(trusted_codes(), grader_codes())
+    tasks = _len(_listdir("/proc/self/task"))
 
     def tampering() -> str:
         found = changed()[:3]
@@ -343,7 +365,6 @@ def main() -> None:
                 leave()
         return errors
 
-    load = command()
     student = {"__name__": "__main__", "__builtins__": builtins}
     cell_errors = run_cells(load["cells"], student, set(load.get("skip", [])), float(load["limit"]))
     problem = tampering()
