@@ -104,7 +104,7 @@ def main() -> None:
         for m in load_mutants(args.name):
             t0 = time.perf_counter()
             lost, why = grade_mutant(parts, m, copy.deepcopy(want), args.seed)
-            ok = lost >= m["points"]
+            ok = lost == 0 if m.get("correct") else lost >= m["points"] > 0
             failed |= not ok
             print(f"  {'ok  ' if ok else 'MISS'} {m['question']} {m['name']}: lost {lost:g} "
                   f"(at least {m['points']:g}), {time.perf_counter() - t0:.1f} s")

@@ -43,6 +43,7 @@ MASTERS = ROOT / "assignments"
 BOOK = ROOT / "book" / "assignments"
 NAMES = sorted(p.parent.name for p in MASTERS.glob("*/*.ipynb") if p.stem == p.parent.name)
 DEMO = "a3_checkpoint"       # the assignment whose demonstration class is graded in full
+GRADESCOPE_NAME = "a1_backward"  # the assignment graded through the Gradescope zip
 TEST_TIMEOUT_S = 5           # per test in these runs (the hanging submission's limit)
 SEED = 20261201
 
@@ -128,6 +129,54 @@ def graded(name, demo, graded_all) -> tuple[Path, dict[str, str]]:
     folder = graded_all[name]
     return folder, {role: f"{role}.ipynb" for role in ("solution", "student", "subtle", "tampering")
                     if (folder / f"{role}.ipynb").exists()}
+
+
+@pytest.fixture(scope="module")
+def attacked(built, tmp_path_factory) -> dict[str, Path]:
+    """Every assignment's attack class (scripts/assignments.py ATTACK_CLASS), graded; the
+    hanging notebook for the demonstration assignment only (it costs its time limits)."""
+    folders = {}
+    for name in NAMES:
+        folder = tmp_path_factory.mktemp(f"{name}-attacks")
+        grade_env("attack-class", name, folder, "--out", built)
+        if name != DEMO:
+            (folder / "hang.ipynb").unlink()
+        grade_env("grade", name, folder, "--out", built, "--timeout", TEST_TIMEOUT_S, "--jobs", 2)
+        folders[name] = folder
+    return folders
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_attacks_score_no_more_than_the_blank_notebook(name, attacked):
+    """Forged channel messages, stack and heap walks, NumPy patched (for good, or only while
+    a test runs), always-equal answers, writes to results.json, floods: none scores more
+    than the notebook as handed out, unless it is caught ("tampering detected", 0). A crash
+    after the answers costs nothing."""
+    rows = read_scores(attacked[name])
+    blank = float(rows["blank.ipynb"]["points"])
+    full = float(rows["blank.ipynb"]["max_points"])
+    for attack in ("forge", "stack", "numpy", "restore", "equal", "results", "flood", "hang"):
+        row = rows.get(f"{attack}.ipynb")
+        if row is None:
+            continue
+        assert float(row["points"]) <= blank or row["reason"].startswith("tampering detected"), \
+            f"{name}: the {attack} attack scored {row['points']} / {full}, the blank notebook {blank}: {row}"
+        assert row["points"] == "0" or not row["reason"].startswith("tampering detected"), row
+    for survivor in ("crash", "segfault"):
+        row = rows[f"{survivor}.ipynb"]
+        assert float(row["points"]) == full, f"{name}: {survivor} after the answers cost points: {row}"
+
+
+def test_a_hanging_notebook_costs_its_time_limits_only(attacked):
+    """Every graded name hangs: each test that calls one is stopped at its limit, in its own
+    process, and the notebook is loaded once (no reload per test)."""
+    detail = json.loads((attacked[DEMO] / "results" / "hang.ipynb.json").read_text())["detail"]
+    stopped = [t for t in detail["tests"] if "TimeoutError" in t["message"]]
+    assert stopped, "no test of the hanging notebook timed out"
+    assert detail["starts"] == 1, f"the runner started {detail['starts']} times"
+    budget = 30 + len(stopped) * (TEST_TIMEOUT_S + 2)
+    assert detail["seconds"] <= budget, \
+        f"{len(stopped)} hanging tests of {TEST_TIMEOUT_S} s took {detail['seconds']} s to grade (bound {budget} s)"
 
 
 def test_there_are_seven_assignments_with_masters_and_requirements():
@@ -348,9 +397,10 @@ def test_gradescope_as_gradescope_runs_it(built, tmp_path):
     fresh copy of the source folder. The solution scores full marks, the notebook as handed
     out 0; a forging notebook and one that writes results.json (directly and from a process
     meant to outlive the grader) score no more than it."""
+    name = GRADESCOPE_NAME
     if os.geteuid() != 0:
         pytest.skip("Gradescope runs the autograder as root, and so must this test")
-    zpath = script.autograder_zip(built / DEMO)
+    zpath = script.autograder_zip(built / GRADESCOPE_NAME)
     root = tmp_path / "autograder"
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8"}
 
@@ -373,8 +423,8 @@ def test_gradescope_as_gradescope_runs_it(built, tmp_path):
     assert os.path.realpath(root / "venv" / "bin" / "python").startswith("/usr/bin/python3"), \
         "setup.sh must make the venv from the image's own python3"
     attacks = tmp_path / "attacks"
-    grade_env("attack-class", DEMO, attacks, "--out", built)
-    submissions = {"solution": built / DEMO / "autograder" / f"{DEMO}.ipynb", "blank": attacks / "blank.ipynb",
+    grade_env("attack-class", name, attacks, "--out", built)
+    submissions = {"solution": built / name / "autograder" / f"{name}.ipynb", "blank": attacks / "blank.ipynb",
                    "forge": attacks / "forge.ipynb", "results": attacks / "results.ipynb"}
     scores = {}
     for who, notebook in submissions.items():
