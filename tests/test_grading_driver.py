@@ -1,31 +1,87 @@
-"""assignments/grading/driver.py's process handling, without a sandbox or a notebook."""
+"""assignments/grading/driver.py's reading of a runner, without a sandbox or a notebook:
+fake runners (a few lines of Python) play the runner's part and the attacker's."""
 from __future__ import annotations
 
-import subprocess
 import sys
+import time
 
 from bookpaths import ROOT
 
 sys.path.insert(0, str(ROOT / "assignments"))
 from grading import driver  # noqa: E402
 
-
-def test_exit_code_waits_for_a_process_whose_output_ended_first():
-    # The output closes 1.5 s before the process exits (as a runner's does
-    # inside bubblewrap, which exits after it): poll() at once would see no code yet.
-    proc = subprocess.Popen([sys.executable, "-c",
-                             "import os, time; os.close(1); time.sleep(1.5); os._exit(3)"],
-                            stdout=subprocess.PIPE)
-    assert proc.stdout.read() == b""
-    assert proc.poll() is None
-    assert driver._exit_code(proc, wait_s=5.0) == 3
+PLAN = [{"kind": "test", "question": "q1", "test": "test_a", "tests": "", "graded": [], "fixtures": [],
+         "fixture_names": [], "seed": 0, "index": 0, "id": "q1/test_a", "points": 1.0, "hidden": False}]
 
 
-def test_exit_code_of_a_process_still_running_is_none():
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    try:
-        assert driver._exit_code(proc, wait_s=0.2) is None
-        assert driver._exit_code(proc, wait_s=0.0) is None
-    finally:
-        proc.kill()
-        proc.wait()
+def fake_runner(body: str):
+    return lambda: [sys.executable, "-c", "import json, os, sys\n" + body]
+
+
+def run(body: str, per_test_s: float = 5.0) -> dict:
+    return driver.run_notebook(fake_runner(body), [], [], PLAN, per_test_s)
+
+
+def test_a_well_behaved_runner_gives_its_answers():
+    got = run("""sys.stdin.readline()
+print(json.dumps({"kind": "loaded", "cell_errors": []}), flush=True)
+sys.stdin.readline()
+print(json.dumps({"kind": "answers", "test": "test_a", "record": {"answers": [], "error": None},
+                  "tampered": ""}), flush=True)
+print(json.dumps({"kind": "ended", "test": "test_a", "status": 0}), flush=True)
+sys.stdin.readline()""")
+    assert got["records"] == {"q1/test_a": {"answers": [], "error": None}} and not got["tampered"]
+    assert got["starts"] == 1
+
+
+def test_a_flood_without_newline_is_cut_at_the_cap_in_linear_time():
+    start = time.monotonic()
+    got = run("""sys.stdin.readline()
+chunk = b"x" * (1 << 20)
+for _ in range(80):
+    os.write(1, chunk)""")
+    assert got["tampered"].startswith("the results channel carried more than"), got["tampered"]
+    assert time.monotonic() - start < 20, "reading a flood must be linear in its size"
+
+
+def test_forged_messages_are_tampering():
+    for line in ('"not a dict"', '{"kind": "result", "passed": true}', "garbage"):
+        got = run(f"""sys.stdin.readline()
+print({line!r}, flush=True)""")
+        assert got["tampered"], line
+
+
+def test_a_message_about_another_test_is_tampering():
+    """(Answers for the test that runs are the notebook's own answers, forged or not: the
+    judge compares them with the reference's.)"""
+    got = run("""sys.stdin.readline()
+print(json.dumps({"kind": "loaded", "cell_errors": []}), flush=True)
+print(json.dumps({"kind": "answers", "test": "test_b", "record": {"answers": [], "error": None},
+                  "tampered": ""}), flush=True)""")
+    assert got["tampered"].startswith("an unexpected message"), got
+
+
+def test_a_load_that_ends_the_process_skips_that_cell_and_starts_again():
+    body = """load = json.loads(sys.stdin.readline())
+skip = load["skip"]
+print(json.dumps({"kind": "cell", "index": 7}), flush=True)
+if 7 not in skip:
+    os._exit(1)
+print(json.dumps({"kind": "loaded", "cell_errors": ["cell 7: skipped"]}), flush=True)
+sys.stdin.readline()
+print(json.dumps({"kind": "stopped", "test": "test_a", "why": "timeout"}), flush=True)
+sys.stdin.readline()"""
+    got = run(body)
+    assert got["starts"] == 2 and got["cell_errors"] == ["cell 7: skipped"]
+    assert got["records"]["q1/test_a"]["error"].startswith("TimeoutError")
+
+
+def test_a_silent_runner_is_stopped_at_its_deadline():
+    start = time.monotonic()
+    got = run("""sys.stdin.readline()
+print(json.dumps({"kind": "loaded", "cell_errors": []}), flush=True)
+sys.stdin.readline()
+import time
+time.sleep(600)""", per_test_s=1.0)
+    assert "ended before it answered" in got["records"]["q1/test_a"]["error"]
+    assert time.monotonic() - start < 30

@@ -1,10 +1,11 @@
-"""Grade one exported submission in a runner process of its own, results as data.
+"""Run a notebook in a runner (runner.py) and judge its answers, as data, outside it.
 
-Used by ``scripts/assignments.py grade`` (each process inside bubblewrap) and by the
-Gradescope autograder (``gradescope.py``, where the container is the sandbox). This module
-never runs student code itself: it starts ``runner.py``, reads its JSON lines, enforces
-the time limits by killing the process, and restarts it after a test that hung so that a
-hang costs only that test.
+Used by ``scripts/assignments.py grade`` (each runner inside bubblewrap) and by the
+Gradescope autograder (``gradescope.py``, each runner as ``nobody``). This module never
+runs notebook code itself: it starts a runner, sends it the cells and, one by one, the
+tests, reads its JSON lines (linearly, with a cap), enforces the time limits by killing the
+process, starts it again without the cell that ended or stalled it, and takes the verdict
+by comparing each test's answers with the reference's (``judge_run``).
 """
 from __future__ import annotations
 
