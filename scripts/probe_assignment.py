@@ -86,6 +86,7 @@ def main() -> None:
     ap.add_argument("name")
     ap.add_argument("--seed", type=int, default=424242)
     ap.add_argument("--mutants", action="store_true")
+    ap.add_argument("-v", "--verbose", action="store_true", help="say why each mutant lost its points")
     args = ap.parse_args()
     parts = load_parts(args.name)
     t0 = time.perf_counter()
@@ -108,7 +109,7 @@ def main() -> None:
             failed |= not ok
             print(f"  {'ok  ' if ok else 'MISS'} {m['question']} {m['name']}: lost {lost:g} "
                   f"(at least {m['points']:g}), {time.perf_counter() - t0:.1f} s")
-            if not ok or "-v" in sys.argv:
+            if not ok or args.verbose:
                 for t, r in why.items():
                     print(f"       {t}: {r[:200]}")
     raise SystemExit(1 if failed else 0)
