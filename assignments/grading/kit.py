@@ -221,3 +221,59 @@ def plan_modules() -> list[str]:
     import minigrad.plan
 
     return ["minigrad.plan"] + [f"minigrad.plan.{m.name}" for m in pkgutil.iter_modules(minigrad.plan.__path__)]
+
+
+def live_float_arrays(skip=()) -> dict:
+    """``{id: array}`` of every floating-point NumPy array some Python object still holds
+    (after ``gc.collect()``): walking what every gc-tracked object references, and the
+    untracked tuples, lists and dicts on the way; a view counts as the array that owns its
+    memory. What only a running frame's locals hold is not seen. ``skip``: objects (an
+    earlier snapshot) whose contents do not count.
+
+    Example:
+        >>> import numpy as np
+        >>> kept = [np.ones(4)]
+        >>> any(a is kept[0] for a in live_float_arrays().values())
+        True
+    """
+    import gc
+
+    gc.collect()
+    found = {}
+    objects = gc.get_objects()
+    seen = {id(o) for o in objects} | {id(s) for s in skip} | {id(objects), id(found)}
+    stack = [o for o in objects if id(o) not in {id(s) for s in skip}]
+    while stack:
+        for ref in gc.get_referents(stack.pop()):
+            if isinstance(ref, np.ndarray):
+                while isinstance(ref.base, np.ndarray):
+                    ref = ref.base
+                if ref.dtype.kind == "f":
+                    found[id(ref)] = ref
+            elif type(ref) in (tuple, list, dict) and id(ref) not in seen:
+                seen.add(id(ref))
+                stack.append(ref)
+    return found
+
+
+def bytes_held_since(before: dict, *results) -> int:
+    """Bytes of floating-point arrays held now that were not held at ``before`` (a
+    :func:`live_float_arrays` snapshot), leaving out the memory of ``results`` (arrays,
+    or objects with a ``data`` array: what the code under test returned). What a hook's
+    closure or a stash keeps counts, whether or not the memory ledger was told.
+
+    Example:
+        >>> import numpy as np
+        >>> before = live_float_arrays()
+        >>> stash = [np.zeros(8, dtype=np.float32)]
+        >>> bytes_held_since(before)
+        32
+    """
+    own = set()
+    for r in results:
+        a = getattr(r, "data", r)
+        while isinstance(a, np.ndarray):
+            own.add(id(a))
+            a = a.base
+    now = live_float_arrays(skip=(before,))
+    return int(sum(a.nbytes for k, a in now.items() if k not in before and k not in own))

@@ -1,0 +1,223 @@
+"""Wrong answers to a6_nested that the grader must catch (scripts/probe_assignment.py)."""
+# ruff: noqa: C408 (the suite's format: one dict(...) per wrong answer)
+MUTANTS = [
+    dict(question="q1", name="never_checkpoints", points=6,
+         idea="runs every block with the graph on, checkpoints ignored (right gradients)",
+         source='''
+def run_nested(layers, items, x):
+    h = x
+    for item in items:
+        if item[0] == "taped":
+            h = layers[item[1]](h)
+        else:
+            h = run_nested(layers, item[3], h)
+    return h
+'''),
+    dict(question="q1", name="flat_checkpoints", points=5,
+         idea="a checkpoint recomputes its blocks plainly: the inner items (the nesting) ignored",
+         source='''
+def run_nested(layers, items, x):
+    h = x
+    for item in items:
+        if item[0] == "taped":
+            h = layers[item[1]](h)
+        else:
+            _, s, t, inner = item
+            h = checkpoint(lambda u, s=s, t=t: run_plain(layers[s:t], u), h, use_reentrant=True)
+    return h
+'''),
+    dict(question="q1", name="late_binding_closure", points=3,
+         idea="the lambda reads the loop's inner when backward runs: the last checkpoint's",
+         source='''
+def run_nested(layers, items, x):
+    h = x
+    for item in items:
+        if item[0] == "taped":
+            h = layers[item[1]](h)
+        else:
+            _, s, t, inner = item
+            h = checkpoint(lambda u: run_nested(layers, inner, u), h, use_reentrant=True)
+    return h
+'''),
+    dict(question="q1", name="every_block_checkpointed", points=3,
+         idea="wraps taped blocks in checkpoints too (saves less than the schedule says)",
+         source='''
+def run_nested(layers, items, x):
+    h = x
+    for item in items:
+        if item[0] == "taped":
+            h = checkpoint(layers[item[1]], h, use_reentrant=True)
+        else:
+            _, s, t, inner = item
+            h = checkpoint(lambda u, inner=inner: run_nested(layers, inner, u), h, use_reentrant=True)
+    return h
+'''),
+    dict(question="q1", name="checkpoint_on_a_detached_input", points=4,
+         idea="checkpoints on h.detach(): nothing flows back to the blocks before",
+         source='''
+def run_nested(layers, items, x):
+    h = x
+    for item in items:
+        if item[0] == "taped":
+            h = layers[item[1]](h)
+        else:
+            _, s, t, inner = item
+            h = checkpoint(lambda u, inner=inner: run_nested(layers, inner, u),
+                           Tensor(h.data, requires_grad=True), use_reentrant=True)
+    return h
+'''),
+    dict(question="q1", name="stashes_the_segment_outputs", points=2,
+         idea="checkpoints as told but keeps every segment's forward activations in a list",
+         source='''
+_KEPT = []
+
+
+def run_nested(layers, items, x):
+    h = x
+    for item in items:
+        if item[0] == "taped":
+            h = layers[item[1]](h)
+        else:
+            _, s, t, inner = item
+
+            def f(u, inner=inner):
+                out = run_nested(layers, inner, u)
+                _KEPT.append(out.data.copy())
+                return out
+            h = checkpoint(f, h, use_reentrant=True)
+    return h
+'''),
+    dict(question="q2", name="sums_without_sets", points=5,
+         idea="adds a[i] + a[i+1] per taped block: an activation two blocks keep counts twice",
+         source='''
+def nested_peak(a, items, held=0):
+    current, peaks = held, []
+    for item in items:
+        if item[0] == "taped":
+            current += a[item[1]] + a[item[1] + 1]
+        else:
+            _, s, t, inner = item
+            peaks.append(nested_peak(a, inner, current + a[s]))
+            current += a[s]
+    return max([current] + peaks)
+'''),
+    dict(question="q2", name="forward_only", points=4,
+         idea="the end of the forward pass only, recomputations forgotten",
+         source='''
+def nested_peak(a, items):
+    held = set()
+    for item in items:
+        if item[0] == "taped":
+            held |= {item[1], item[1] + 1}
+        else:
+            held |= {item[1]}
+    return sum(a[i] for i in held)
+'''),
+    dict(question="q2", name="recompute_forgets_the_items_before", points=4,
+         idea="a recomputation runs on top of the outer level's set only (what the items "
+              "before it on its own level keep is forgotten)",
+         source='''
+def nested_peak(a, items, held=frozenset()):
+    current, peaks = set(held), []
+    for item in items:
+        if item[0] == "taped":
+            current |= {item[1], item[1] + 1}
+        else:
+            _, s, t, inner = item
+            peaks.append(nested_peak(a, inner, frozenset(held | {s})))
+            current |= {s}
+    return max([sum(a[i] for i in current)] + peaks)
+'''),
+    dict(question="q2", name="input_never_counts", points=5,
+         idea="leaves the chain's input x0 out (the caller owns it)",
+         source='''
+def nested_peak(a, items, held=frozenset()):
+    current, peaks = set(held), []
+    for item in items:
+        if item[0] == "taped":
+            current |= {item[1], item[1] + 1}
+        else:
+            _, s, t, inner = item
+            peaks.append(nested_peak(a, inner, frozenset(current | {s})))
+            current |= {s}
+    return max([sum(a[i] for i in current if i > 0)] + peaks)
+'''),
+    dict(question="q2", name="recompute_on_the_whole_forward", points=4,
+         idea="a recomputation runs on top of everything the forward pass keeps (items after it too)",
+         source='''
+def nested_peak(a, items, held=frozenset()):
+    current = set(held)
+    for item in items:
+        current |= {item[1], item[1] + 1} if item[0] == "taped" else {item[1]}
+    peaks = [nested_peak(a, item[3], frozenset(current)) for item in items if item[0] == "ckpt"]
+    return max([sum(a[i] for i in current)] + peaks)
+'''),
+    dict(question="q2", name="taped_keeps_only_its_output", points=5,
+         idea="a taped block keeps its output only (forgets the linear layer's input)",
+         source='''
+def nested_peak(a, items, held=frozenset()):
+    current, peaks = set(held), []
+    for item in items:
+        if item[0] == "taped":
+            current |= {item[1] + 1}
+        else:
+            _, s, t, inner = item
+            peaks.append(nested_peak(a, inner, frozenset(current | {s})))
+            current |= {s}
+    return max([sum(a[i] for i in current)] + peaks)
+'''),
+    dict(question="q3", name="top_level_only", points=2,
+         idea="counts each top-level checkpoint's blocks once, no recursion",
+         source='''
+def nested_recompute(c, items):
+    return sum(sum(c[it[1]:it[2]]) for it in items if it[0] == "ckpt")
+'''),
+    dict(question="q3", name="union_of_checkpointed_blocks", points=2,
+         idea="a block inside any checkpoint counts once, however deep",
+         source='''
+def nested_recompute(c, items):
+    blocks = set()
+
+    def visit(its):
+        for it in its:
+            if it[0] == "ckpt":
+                blocks.update(range(it[1], it[2]))
+                visit(it[3])
+    visit(items)
+    return sum(c[i] for i in blocks)
+'''),
+    dict(question="q3", name="off_by_one_end", points=3,
+         idea="sums c[s:t + 1]: the block after the checkpoint too",
+         source='''
+def nested_recompute(c, items):
+    total = 0
+    for it in items:
+        if it[0] == "ckpt":
+            total += sum(c[it[1]:it[2] + 1]) + nested_recompute(c, it[3])
+    return total
+'''),
+    dict(question="q3", name="counts_every_run", points=3,
+         idea="the cost of all runs, the forward pass included",
+         source='''
+def nested_recompute(c, items):
+    total = 0
+    for it in items:
+        if it[0] == "taped":
+            total += c[it[1]]
+        else:
+            total += sum(c[it[1]:it[2]]) + nested_recompute(c, it[3])
+    return total
+'''),
+    dict(question="q3", name="innermost_only", points=2,
+         idea="counts only the checkpoints that hold no checkpoint",
+         source='''
+def nested_recompute(c, items):
+    total = 0
+    for it in items:
+        if it[0] == "ckpt":
+            inner = nested_recompute(c, it[3])
+            nested = any(i[0] == "ckpt" for i in it[3])
+            total += inner if nested else sum(c[it[1]:it[2]])
+    return total
+'''),
+]

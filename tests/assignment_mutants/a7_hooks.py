@@ -1,0 +1,226 @@
+"""Wrong answers to a7_hooks that the grader must catch (scripts/probe_assignment.py)."""
+# ruff: noqa: C408 (the suite's format: one dict(...) per wrong answer)
+MUTANTS = [
+    dict(question="q1", name="stash_and_throwaway_recompute", points=3,
+         idea="pack keeps every array in its closure and returns an index (the ledger sees "
+              "nothing); backward reads the stash and calls fn once for show",
+         source='''
+def hook_checkpoint(fn, x):
+    rng_state = minigrad.random.get_rng_state()
+    stash, done = [], []
+
+    def pack(array):
+        stash.append(array)
+        return len(stash) - 1
+
+    def unpack(k):
+        if not done:
+            done.append(1)
+            now = minigrad.random.get_rng_state()
+            minigrad.random.set_rng_state(rng_state)
+            with enable_grad():
+                fn(Tensor(x.data, requires_grad=True))
+            minigrad.random.set_rng_state(now)
+        return stash[k]
+
+    with saved_tensors_hooks(pack, unpack):
+        return fn(x)
+'''),
+    dict(question="q1", name="stash_in_a_global", points=3,
+         idea="the arrays stashed in a module-level dict keyed by handle, no recomputation",
+         source='''
+_STASH = {}
+
+
+def hook_checkpoint(fn, x):
+    def pack(array):
+        _STASH[len(_STASH)] = array
+        return len(_STASH) - 1
+
+    calls = [fn]
+
+    def unpack(k):
+        if calls:
+            calls.pop()(Tensor(x.data, requires_grad=True))
+        return _STASH[k]
+
+    with saved_tensors_hooks(pack, unpack):
+        return fn(x)
+'''),
+    dict(question="q1", name="pack_returns_the_array", points=3,
+         idea="pack returns the array itself (identity hooks): nothing is checkpointed",
+         source='''
+def hook_checkpoint(fn, x):
+    with saved_tensors_hooks(lambda a: a, lambda a: a):
+        return fn(x)
+'''),
+    dict(question="q1", name="recompute_per_unpack", points=1,
+         idea="recomputes the whole segment on every unpack instead of once",
+         source='''
+def hook_checkpoint(fn, x):
+    rng_state = minigrad.random.get_rng_state()
+    handles = itertools.count()
+
+    def unpack(k):
+        rebuilt = []
+
+        def collect(array):
+            rebuilt.append(array)
+            return len(rebuilt) - 1
+
+        now = minigrad.random.get_rng_state()
+        minigrad.random.set_rng_state(rng_state)
+        try:
+            with saved_tensors_hooks(collect, lambda j: rebuilt[j]), enable_grad():
+                fn(Tensor(x.data, requires_grad=True))
+        finally:
+            minigrad.random.set_rng_state(now)
+        return rebuilt[k]
+
+    with saved_tensors_hooks(lambda array: next(handles), unpack):
+        return fn(x)
+'''),
+    dict(question="q1", name="no_rng_replay", points=2,
+         idea="recomputes without replaying the random state (dropout draws new masks)",
+         source='''
+def hook_checkpoint(fn, x):
+    rebuilt = []
+    handles = itertools.count()
+
+    def collect(array):
+        rebuilt.append(array)
+        return len(rebuilt) - 1
+
+    def unpack(k):
+        if not rebuilt:
+            with saved_tensors_hooks(collect, lambda j: rebuilt[j]), enable_grad():
+                fn(Tensor(x.data, requires_grad=True))
+        return rebuilt[k]
+
+    with saved_tensors_hooks(lambda array: next(handles), unpack):
+        return fn(x)
+'''),
+    dict(question="q1", name="rng_not_restored", points=2,
+         idea="replays the random state but leaves it there (later draws repeat the segment's)",
+         source='''
+def hook_checkpoint(fn, x):
+    rng_state = minigrad.random.get_rng_state()
+    rebuilt = []
+    handles = itertools.count()
+
+    def collect(array):
+        rebuilt.append(array)
+        return len(rebuilt) - 1
+
+    def unpack(k):
+        if not rebuilt:
+            minigrad.random.set_rng_state(rng_state)
+            with saved_tensors_hooks(collect, lambda j: rebuilt[j]), enable_grad():
+                fn(Tensor(x.data, requires_grad=True))
+        return rebuilt[k]
+
+    with saved_tensors_hooks(lambda array: next(handles), unpack):
+        return fn(x)
+'''),
+    dict(question="q1", name="arrays_in_reverse_order", points=4,
+         idea="hands the rebuilt arrays back in reverse order (the order backward unpacks them)",
+         source='''
+def hook_checkpoint(fn, x):
+    rng_state = minigrad.random.get_rng_state()
+    rebuilt = []
+    handles = itertools.count()
+
+    def collect(array):
+        rebuilt.insert(0, array)
+        return 0
+
+    def unpack(k):
+        if not rebuilt:
+            now = minigrad.random.get_rng_state()
+            minigrad.random.set_rng_state(rng_state)
+            try:
+                with saved_tensors_hooks(collect, lambda j: rebuilt[j]), enable_grad():
+                    fn(Tensor(x.data, requires_grad=True))
+            finally:
+                minigrad.random.set_rng_state(now)
+        return rebuilt[k]
+
+    with saved_tensors_hooks(lambda array: next(handles), unpack):
+        return fn(x)
+'''),
+    dict(question="q2", name="never_checkpoints", points=1,
+         idea="validates starts, then runs every layer plainly",
+         source='''
+def hook_checkpoint_sequential(layers, starts, x):
+    n = len(layers)
+    if not starts or any(not isinstance(s, int) for s in starts) or starts[0] != 0 \\
+            or any(b <= a for a, b in zip(starts, starts[1:])) or starts[-1] >= n:
+        raise ValueError(f"bad starts {starts!r} for {n} layers")
+    return run_plain(layers, x)
+'''),
+    dict(question="q2", name="checkpoints_the_last_segment_too", points=1,
+         idea="checkpoints every segment, the last included",
+         source='''
+def hook_checkpoint_sequential(layers, starts, x):
+    n = len(layers)
+    if not starts or any(not isinstance(s, int) for s in starts) or starts[0] != 0 \\
+            or any(b <= a for a, b in zip(starts, starts[1:])) or starts[-1] >= n:
+        raise ValueError(f"bad starts {starts!r} for {n} layers")
+    bounds = list(starts) + [n]
+    h = x
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        h = hook_checkpoint(lambda t, a=a, b=b: run_plain(layers[a:b], t), h)
+    return h
+'''),
+    dict(question="q2", name="drops_the_last_segment", points=3,
+         idea="off by one: the layers after the last start are never run",
+         source='''
+def hook_checkpoint_sequential(layers, starts, x):
+    n = len(layers)
+    if not starts or any(not isinstance(s, int) for s in starts) or starts[0] != 0 \\
+            or any(b <= a for a, b in zip(starts, starts[1:])) or starts[-1] >= n:
+        raise ValueError(f"bad starts {starts!r} for {n} layers")
+    h = x
+    for a, b in zip(starts[:-1], starts[1:]):
+        h = hook_checkpoint(lambda t, a=a, b=b: run_plain(layers[a:b], t), h)
+    return h
+'''),
+    dict(question="q2", name="no_validation", points=1,
+         idea="never checks starts",
+         source='''
+def hook_checkpoint_sequential(layers, starts, x):
+    n = len(layers)
+    bounds = list(starts) + [n]
+    h = x
+    for a, b in zip(bounds[:-2], bounds[1:-1]):
+        h = hook_checkpoint(lambda t, a=a, b=b: run_plain(layers[a:b], t), h)
+    return run_plain(layers[bounds[-2]:], h)
+'''),
+    dict(question="q2", name="accepts_non_int_and_end_start", points=1,
+         idea="checks order only: a float start and a start equal to len(layers) pass",
+         source='''
+def hook_checkpoint_sequential(layers, starts, x):
+    n = len(layers)
+    if not starts or starts[0] != 0 or any(b <= a for a, b in zip(starts, starts[1:])):
+        raise ValueError(f"bad starts {starts!r}")
+    bounds = list(starts) + [n]
+    h = x
+    for a, b in zip(bounds[:-2], bounds[1:-1]):
+        h = hook_checkpoint(lambda t, a=a, b=b: run_plain(layers[a:b], t), h)
+    return run_plain(layers[bounds[-2]:], h)
+'''),
+    dict(question="q2", name="assert_instead_of_valueerror", points=1,
+         idea="validates with assert (AssertionError, not ValueError)",
+         source='''
+def hook_checkpoint_sequential(layers, starts, x):
+    n = len(layers)
+    assert starts and all(isinstance(s, int) for s in starts), "starts must be ints"
+    assert starts[0] == 0 and starts[-1] < n, "starts must begin with 0 and stay below n"
+    assert all(b > a for a, b in zip(starts, starts[1:])), "starts must increase"
+    bounds = list(starts) + [n]
+    h = x
+    for a, b in zip(bounds[:-2], bounds[1:-1]):
+        h = hook_checkpoint(lambda t, a=a, b=b: run_plain(layers[a:b], t), h)
+    return run_plain(layers[bounds[-2]:], h)
+'''),
+]
