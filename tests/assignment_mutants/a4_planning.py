@@ -126,7 +126,7 @@ def segment_peak(a, m, starts):
          source=brute(FITS="<")),
     dict(question="q2", name="cost_of_every_layer", points=3, idea="counts every layer as recomputed",
          source=brute(COST="sum(c) if len(starts) > 1 else 0")),
-    dict(question="q2", name="first_fit", points=3, idea="returns the first plan that fits, not the cheapest",
+    dict(question="q2", name="first_fit", points=2, idea="returns the first plan that fits, not the cheapest",
          source=brute(BETTER="False")),
     dict(question="q2", name="empty_instead_of_none", points=1, idea="returns () when no plan fits",
          source=brute(EMPTY=" or ()")),
