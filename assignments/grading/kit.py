@@ -156,7 +156,7 @@ def library_refused(module_names, what: str, allow=()):
     by_key = {_code_key(c): c for c in codes if c.co_name not in ("<lambda>", "<genexpr>", "<listcomp>")}
     seen, used = {}, []
 
-    def watch(frame, event, arg):
+    def watch(frame, event, arg):  # its code is WATCH_CODE: the runner's alarm waits while it runs
         if event != "call":
             return
         code = frame.f_code
@@ -196,6 +196,15 @@ def library_refused(module_names, what: str, allow=()):
         raise LibraryShortcut(f"{what} removed the grader's watch on minigrad's library")
     if used:
         raise LibraryShortcut(f"{what} ran minigrad's own code ({', '.join(used)}), which the rules forbid")
+
+
+def _watch_code():
+    """The code object of ``library_refused``'s profile function (nested in it)."""
+    outer = library_refused.__wrapped__.__code__
+    return next(c for c in outer.co_consts if isinstance(c, types.CodeType) and c.co_name == "watch")
+
+
+WATCH_CODE = _watch_code()
 
 
 def refuse_library(obj, module_names, what: str, allow=()) -> None:
