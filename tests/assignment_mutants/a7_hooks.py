@@ -1,7 +1,7 @@
 """Wrong answers to a7_hooks that the grader must catch (scripts/probe_assignment.py)."""
 # ruff: noqa: C408 (the suite's format: one dict(...) per wrong answer)
 MUTANTS = [
-    dict(question="q1", name="stash_and_throwaway_recompute", points=3,
+    dict(question="q1", name="stash_and_throwaway_recompute", points=5,
          idea="pack keeps every array in its closure and returns an index (the ledger sees "
               "nothing); backward reads the stash and calls fn once for show",
          source='''
@@ -26,7 +26,7 @@ def hook_checkpoint(fn, x):
     with saved_tensors_hooks(pack, unpack):
         return fn(x)
 '''),
-    dict(question="q1", name="stash_in_a_global", points=3,
+    dict(question="q1", name="stash_in_a_global", points=5,
          idea="the arrays stashed in a module-level dict keyed by handle, no recomputation",
          source='''
 _STASH = {}
@@ -47,7 +47,7 @@ def hook_checkpoint(fn, x):
     with saved_tensors_hooks(pack, unpack):
         return fn(x)
 '''),
-    dict(question="q1", name="pack_returns_the_array", points=3,
+    dict(question="q1", name="pack_returns_the_array", points=5,
          idea="pack returns the array itself (identity hooks): nothing is checkpointed",
          source='''
 def hook_checkpoint(fn, x):
