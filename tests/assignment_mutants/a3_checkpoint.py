@@ -23,11 +23,12 @@ class Checkpoint(Function):
 
 MUTANTS = [
     # q1: Checkpoint
-    dict(question="q1", name="no_rng_replay", points=2, idea="recomputes with whatever random state is current",
-         source=CHECKPOINT_WITHOUT_RNG),
-    dict(question="q1", name="rng_not_put_back", points=2,
-         idea="replays the forward's random state but leaves it set after backward",
-         source='''
+    {"question": "q1", "name": "no_rng_replay", "points": 4,
+     "idea": "recomputes with whatever random state is current (gradients wrong wherever there is dropout)",
+     "source": CHECKPOINT_WITHOUT_RNG},
+    {"question": "q1", "name": "rng_not_put_back", "points": 2,
+     "idea": "replays the forward's random state but leaves it set after backward",
+     "source": '''
 class Checkpoint(Function):
     @staticmethod
     def forward(ctx, x, fn):
@@ -47,10 +48,10 @@ class Checkpoint(Function):
             y = ctx.run(xr)
         y.backward(grad)
         return xr.grad, None
-'''),
-    dict(question="q1", name="keeps_the_graph", points=2,
-         idea="runs the segment with the graph on in forward and back-propagates through it (no recomputation)",
-         source='''
+'''},
+    {"question": "q1", "name": "keeps_the_graph", "points": 4,
+     "idea": "runs the segment with the graph on in forward and back-propagates through it (no recomputation)",
+     "source": '''
 class Checkpoint(Function):
     @staticmethod
     def forward(ctx, x, fn):
@@ -63,10 +64,10 @@ class Checkpoint(Function):
     def backward(ctx, grad):
         ctx.out.backward(grad)
         return ctx.inp.grad, None
-'''),
-    dict(question="q1", name="input_gradient_dropped", points=3,
-         idea="returns no gradient for the segment's input",
-         source='''
+'''},
+    {"question": "q1", "name": "input_gradient_dropped", "points": 3,
+     "idea": "returns no gradient for the segment's input",
+     "source": '''
 class Checkpoint(Function):
     @staticmethod
     def forward(ctx, x, fn):
@@ -88,14 +89,14 @@ class Checkpoint(Function):
         y.backward(grad)
         minigrad.random.set_rng_state(now)
         return None, None
-'''),
-    dict(question="q1", name="recomputes_without_grad", points=5,
-         idea="recomputes under no_grad, so there is no graph to back-propagate through",
-         source=CHECKPOINT_WITHOUT_RNG.replace("with enable_grad():\n            y = ctx.run(xr)",
-                                               "with no_grad():\n            y = ctx.run(xr)")),
-    dict(question="q1", name="saves_the_output_too", points=2,
-         idea="keeps the segment's output as well as its input",
-         source='''
+'''},
+    {"question": "q1", "name": "recomputes_without_grad", "points": 5,
+     "idea": "recomputes under no_grad, so there is no graph to back-propagate through",
+     "source": CHECKPOINT_WITHOUT_RNG.replace("with enable_grad():\n            y = ctx.run(xr)",
+                                           "with no_grad():\n            y = ctx.run(xr)")},
+    {"question": "q1", "name": "saves_the_output_too", "points": 2,
+     "idea": "keeps the segment's output as well as its input",
+     "source": '''
 class Checkpoint(Function):
     @staticmethod
     def forward(ctx, x, fn):
@@ -119,10 +120,91 @@ class Checkpoint(Function):
         finally:
             minigrad.random.set_rng_state(now)
         return xr.grad, None
-'''),
-    dict(question="q1", name="fork_rng", points=0, correct=True,
-         idea="a correct Checkpoint that restores the state with minigrad.random.fork_rng",
-         source='''
+'''},
+    {"question": "q1", "name": "numpy_rng_state", "points": 4,
+     "idea": "saves and restores NumPy's global random state instead of minigrad's",
+     "source": '''
+class Checkpoint(Function):
+    @staticmethod
+    def forward(ctx, x, fn):
+        ctx.rng_state = np.random.get_state()
+        with no_grad():
+            out = fn(Tensor(x)).data
+        ctx.save_for_backward(x)
+        ctx.run = fn
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        now = np.random.get_state()
+        np.random.set_state(ctx.rng_state)
+        try:
+            xr = Tensor(x, requires_grad=True)
+            with enable_grad():
+                y = ctx.run(xr)
+            y.backward(grad)
+        finally:
+            np.random.set_state(now)
+        return xr.grad, None
+'''},
+    {"question": "q1", "name": "state_saved_after_the_forward", "points": 4,
+     "idea": "saves the random state after running the segment, so the recomputation draws the next masks",
+     "source": '''
+class Checkpoint(Function):
+    @staticmethod
+    def forward(ctx, x, fn):
+        with no_grad():
+            out = fn(Tensor(x)).data
+        ctx.rng_state = minigrad.random.get_rng_state()
+        ctx.save_for_backward(x)
+        ctx.run = fn
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        now = minigrad.random.get_rng_state()
+        minigrad.random.set_rng_state(ctx.rng_state)
+        try:
+            xr = Tensor(x, requires_grad=True)
+            with enable_grad():
+                y = ctx.run(xr)
+            y.backward(grad)
+        finally:
+            minigrad.random.set_rng_state(now)
+        return xr.grad, None
+'''},
+    {"question": "q1", "name": "taped_forward_then_recompute", "points": 4,
+     "idea": "runs the segment with the graph on in forward (keeping everything) and also recomputes it in backward",
+     "source": '''
+class Checkpoint(Function):
+    @staticmethod
+    def forward(ctx, x, fn):
+        ctx.rng_state = minigrad.random.get_rng_state()
+        with enable_grad():
+            ctx.taped = fn(Tensor(x, requires_grad=True))
+        ctx.save_for_backward(x)
+        ctx.run = fn
+        return ctx.taped.data
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        now = minigrad.random.get_rng_state()
+        minigrad.random.set_rng_state(ctx.rng_state)
+        try:
+            xr = Tensor(x, requires_grad=True)
+            with enable_grad():
+                y = ctx.run(xr)
+            y.backward(grad)
+        finally:
+            minigrad.random.set_rng_state(now)
+        return xr.grad, None
+'''},
+    {"question": "q1", "name": "fork_rng", "points": 0, "correct": True,
+     "idea": "a correct Checkpoint that restores the state with minigrad.random.fork_rng",
+     "source": '''
 class Checkpoint(Function):
     @staticmethod
     def forward(ctx, x, fn):
@@ -142,11 +224,11 @@ class Checkpoint(Function):
                 out = ctx.segment(inp)
             out.backward(grad)
         return inp.grad, None
-'''),
+'''},
     # q2: my_checkpoint_sequential
-    dict(question="q2", name="checkpoints_the_last_segment", points=2,
-         idea="checkpoints every segment, the last one included",
-         source='''
+    {"question": "q2", "name": "checkpoints_the_last_segment", "points": 2,
+     "idea": "checkpoints every segment, the last one included",
+     "source": '''
 def my_checkpoint_sequential(layers, starts, x):
     n = len(layers)
     if not starts or any(not isinstance(s, int) for s in starts) or starts[0] != 0 \\
@@ -157,19 +239,19 @@ def my_checkpoint_sequential(layers, starts, x):
     for a, b in zip(bounds[:-1], bounds[1:]):
         h = Checkpoint.apply(h, lambda t, a=a, b=b: run_plain(layers[a:b], t))
     return h
-'''),
-    dict(question="q2", name="no_checkpoint_at_all", points=4, idea="runs the chain plainly",
-         source='''
+'''},
+    {"question": "q2", "name": "no_checkpoint_at_all", "points": 4, "idea": "runs the chain plainly",
+     "source": '''
 def my_checkpoint_sequential(layers, starts, x):
     n = len(layers)
     if not starts or any(not isinstance(s, int) for s in starts) or starts[0] != 0 \\
             or any(b <= a for a, b in zip(starts, starts[1:])) or starts[-1] >= n:
         raise ValueError(f"bad starts {starts!r} for {n} layers")
     return run_plain(layers, x)
-'''),
-    dict(question="q2", name="one_checkpoint_for_all_but_the_last", points=2,
-         idea="puts every segment but the last into a single Checkpoint",
-         source='''
+'''},
+    {"question": "q2", "name": "one_checkpoint_for_all_but_the_last", "points": 2,
+     "idea": "puts every segment but the last into a single Checkpoint",
+     "source": '''
 def my_checkpoint_sequential(layers, starts, x):
     n = len(layers)
     if not starts or any(not isinstance(s, int) for s in starts) or starts[0] != 0 \\
@@ -178,9 +260,9 @@ def my_checkpoint_sequential(layers, starts, x):
     last = starts[-1]
     h = Checkpoint.apply(x, lambda t: run_plain(layers[:last], t)) if last > 0 else x
     return run_plain(layers[last:], h)
-'''),
-    dict(question="q2", name="no_validation", points=1, idea="accepts any list of starts",
-         source='''
+'''},
+    {"question": "q2", "name": "no_validation", "points": 1, "idea": "accepts any list of starts",
+     "source": '''
 def my_checkpoint_sequential(layers, starts, x):
     n = len(layers)
     bounds = sorted(set(starts) | {0}) + [n]
@@ -189,9 +271,9 @@ def my_checkpoint_sequential(layers, starts, x):
     for a, b in zip(bounds[:-2], bounds[1:-1]):
         h = Checkpoint.apply(h, lambda t, a=a, b=b: run_plain(layers[a:b], t))
     return run_plain(layers[bounds[-2]:], h)
-'''),
-    dict(question="q2", name="overlapping_segments", points=3, idea="segments that end one block too late",
-         source='''
+'''},
+    {"question": "q2", "name": "overlapping_segments", "points": 3, "idea": "segments that end one block too late",
+     "source": '''
 def my_checkpoint_sequential(layers, starts, x):
     n = len(layers)
     if not starts or any(not isinstance(s, int) for s in starts) or starts[0] != 0 \\
@@ -202,10 +284,10 @@ def my_checkpoint_sequential(layers, starts, x):
     for a, b in zip(bounds[:-2], bounds[1:-1]):
         h = Checkpoint.apply(h, lambda t, a=a, b=b: run_plain(layers[a:b + 1], t))
     return run_plain(layers[bounds[-2] + 1:], h)
-'''),
-    dict(question="q2", name="accepts_repeated_starts", points=1,
-         idea="checks the first and last start but not that they increase",
-         source='''
+'''},
+    {"question": "q2", "name": "accepts_repeated_starts", "points": 1,
+     "idea": "checks the first and last start but not that they increase",
+     "source": '''
 def my_checkpoint_sequential(layers, starts, x):
     n = len(layers)
     if not starts or starts[0] != 0 or starts[-1] >= n or any(not isinstance(s, int) for s in starts):
@@ -215,10 +297,10 @@ def my_checkpoint_sequential(layers, starts, x):
     for a, b in zip(bounds[:-2], bounds[1:-1]):
         h = Checkpoint.apply(h, lambda t, a=a, b=b: run_plain(layers[a:b], t))
     return run_plain(layers[bounds[-2]:], h)
-'''),
-    dict(question="q2", name="recursive", points=0, correct=True,
-         idea="a correct version that checkpoints the first segment and recurses on the rest",
-         source='''
+'''},
+    {"question": "q2", "name": "recursive", "points": 0, "correct": True,
+     "idea": "a correct version that checkpoints the first segment and recurses on the rest",
+     "source": '''
 def my_checkpoint_sequential(layers, starts, x):
     n = len(layers)
     if not isinstance(starts, list) or not starts or any(type(s) is not int for s in starts):
@@ -230,69 +312,81 @@ def my_checkpoint_sequential(layers, starts, x):
     cut = starts[1]
     h = Checkpoint.apply(x, lambda t: run_plain(layers[:cut], t))
     return my_checkpoint_sequential(layers[cut:], [s - cut for s in starts[1:]], h)
-'''),
+'''},
     # q3: predicted_peak
-    dict(question="q3", name="end_of_forward_only", points=2,
-         idea="forgets the peaks reached while a segment is recomputed",
-         source='''
+    {"question": "q3", "name": "end_of_forward_only", "points": 2,
+     "idea": "forgets the peaks reached while a segment is recomputed",
+     "source": '''
 def predicted_peak(n, starts, act_bytes):
     return act_bytes * ((len(starts) - 1) + (n - starts[-1] + 1))
-'''),
-    dict(question="q3", name="last_segment_off_by_one", points=3,
-         idea="counts the last segment's activations without its output",
-         source='''
+'''},
+    {"question": "q3", "name": "last_segment_off_by_one", "points": 3,
+     "idea": "counts the last segment's activations without its output",
+     "source": '''
 def predicted_peak(n, starts, act_bytes):
     k = len(starts)
     bounds = list(starts) + [n]
     end_of_forward = (k - 1) + (n - starts[-1])
     recompute = [j + 1 + bounds[j + 1] - bounds[j] for j in range(k - 1)]
     return act_bytes * max([end_of_forward] + recompute)
-'''),
-    dict(question="q3", name="every_checkpoint_held_in_recompute", points=2,
-         idea="holds all checkpoints while recomputing, not only those before the segment",
-         source='''
+'''},
+    {"question": "q3", "name": "every_checkpoint_held_in_recompute", "points": 2,
+     "idea": "holds all checkpoints while recomputing, not only those before the segment",
+     "source": '''
 def predicted_peak(n, starts, act_bytes):
     k = len(starts)
     bounds = list(starts) + [n]
     end_of_forward = (k - 1) + (n - starts[-1] + 1)
     recompute = [(k - 1) + 1 + bounds[j + 1] - bounds[j] for j in range(k - 1)]
     return act_bytes * max([end_of_forward] + recompute)
-'''),
-    dict(question="q3", name="runs_the_chain", points=4,
-         idea="measures the peak by running a chain instead of predicting it",
-         source='''
+'''},
+    {"question": "q3", "name": "runs_the_chain", "points": 4,
+     "idea": "measures the peak by running a chain instead of predicting it",
+     "source": '''
 def predicted_peak(n, starts, act_bytes):
     layers = make_chain(n, act_bytes // 4)
     x = Tensor(minigrad.random.randn(1, act_bytes // 4), requires_grad=True)
     _, m = gradients(layers, x, lambda ls, h: my_checkpoint_sequential(ls, starts, h))
     return m.peak_increase["activations"]
-'''),
-    dict(question="q3", name="a_float", points=5, idea="returns a float number of bytes",
-         source='''
+'''},
+    {"question": "q3", "name": "a_float", "points": 5, "idea": "returns a float number of bytes",
+     "source": '''
 def predicted_peak(n, starts, act_bytes):
     k = len(starts)
     bounds = list(starts) + [n]
     end_of_forward = (k - 1) + (n - starts[-1] + 1)
     recompute = [j + 1 + bounds[j + 1] - bounds[j] for j in range(k - 1)]
     return float(act_bytes * max([end_of_forward] + recompute))
-'''),
-    dict(question="q3", name="sum_instead_of_max", points=4,
-         idea="adds the end of the forward pass and the largest recomputation",
-         source='''
+'''},
+    {"question": "q3", "name": "sum_instead_of_max", "points": 4,
+     "idea": "adds the end of the forward pass and the largest recomputation",
+     "source": '''
 def predicted_peak(n, starts, act_bytes):
     k = len(starts)
     bounds = list(starts) + [n]
     end_of_forward = (k - 1) + (n - starts[-1] + 1)
     recompute = [j + 1 + bounds[j + 1] - bounds[j] for j in range(k - 1)]
     return act_bytes * (end_of_forward + max(recompute, default=0))
-'''),
-    dict(question="q3", name="segment_sizes", points=0, correct=True,
-         idea="a correct version written with segment sizes",
-         source='''
+'''},
+    {"question": "q3", "name": "library_planner", "points": 4,
+     "idea": "asks minigrad's planner (minigrad.plan.predict_peak on a uniform ChainProfile) instead of a formula",
+     "source": '''
+from minigrad.plan import chain as _chain
+
+
+def predicted_peak(n, starts, act_bytes):
+    profile = _chain.ChainProfile(input_bytes=(act_bytes,) * n, output_bytes=act_bytes,
+                                  saves_input=(True,) * n, saves_output=(True,) * n,
+                                  own_bytes=(0,) * n, cost=(1,) * n)
+    return _chain.predict_peak(profile, list(starts))
+'''},
+    {"question": "q3", "name": "segment_sizes", "points": 0, "correct": True,
+     "idea": "a correct version written with segment sizes",
+     "source": '''
 def predicted_peak(n, starts, act_bytes):
     sizes = [b - a for a, b in zip(starts, list(starts[1:]) + [n])]
     peaks = [len(starts) - 1 + sizes[-1] + 1]
     peaks += [held + 1 + size for held, size in enumerate(sizes[:-1])]
     return act_bytes * max(peaks)
-'''),
+'''},
 ]
