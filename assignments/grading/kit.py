@@ -277,3 +277,45 @@ def bytes_held_since(before: dict, *results) -> int:
             a = a.base
     now = live_float_arrays(skip=(before,))
     return int(sum(a.nbytes for k, a in now.items() if k not in before and k not in own))
+
+
+@contextlib.contextmanager
+def names_refused(fn, names, what: str):
+    """While the block runs, the global ``names`` that ``fn`` sees (other questions' graded
+    functions, e.g. a later question's dynamic program called by a brute force) raise
+    ``LibraryShortcut`` when called; the test fails when the block ends even if the answer
+    caught the exception. Names ``fn``'s namespace lacks stay absent; they are put back after.
+
+    Example:
+        >>> ns = {}
+        >>> exec("def dp(): return 1\\ndef brute(): return dp()", ns)
+        >>> try:
+        ...     with names_refused(ns["brute"], ["dp"], "your brute"):
+        ...         ns["brute"]()
+        ... except LibraryShortcut as e:
+        ...     print(e)
+        your brute called dp, which this question must not use
+        >>> ns["dp"]()
+        1
+    """
+    space = getattr(fn, "__globals__", None)
+    if not isinstance(space, dict):
+        yield
+        return
+    saved, used = {n: space[n] for n in names if n in space}, []
+
+    def refuse(name):
+        def refused(*args, **kwargs):
+            used.append(name)
+            raise LibraryShortcut(f"{what} called {name}, which this question must not use")
+        return refused
+
+    for name in saved:
+        space[name] = refuse(name)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            space[name] = value
+    if used:
+        raise LibraryShortcut(f"{what} called {used[0]}, which this question must not use")
