@@ -202,6 +202,17 @@ class Checkpoint(Function):
             minigrad.random.set_rng_state(now)
         return xr.grad, None
 '''},
+    {"question": "q1", "name": "library_checkpoint", "points": 6,
+     "idea": "hands the segment to minigrad.checkpoint.checkpoint instead of writing the Function",
+     "source": '''
+import minigrad.checkpoint as _library
+
+
+class Checkpoint:
+    @staticmethod
+    def apply(x, fn):
+        return _library.checkpoint(fn, x)
+'''},
     {"question": "q1", "name": "fork_rng", "points": 0, "correct": True,
      "idea": "a correct Checkpoint that restores the state with minigrad.random.fork_rng",
      "source": '''
@@ -297,6 +308,19 @@ def my_checkpoint_sequential(layers, starts, x):
     for a, b in zip(bounds[:-2], bounds[1:-1]):
         h = Checkpoint.apply(h, lambda t, a=a, b=b: run_plain(layers[a:b], t))
     return run_plain(layers[bounds[-2]:], h)
+'''},
+    {"question": "q2", "name": "library_checkpoint_sequential", "points": 4,
+     "idea": "validates the starts, then hands the chain to minigrad.checkpoint.checkpoint_sequential",
+     "source": '''
+from minigrad.checkpoint import checkpoint_sequential as _library
+
+
+def my_checkpoint_sequential(layers, starts, x):
+    n = len(layers)
+    if not starts or any(not isinstance(s, int) for s in starts) or starts[0] != 0 \\
+            or any(b <= a for a, b in zip(starts, starts[1:])) or starts[-1] >= n:
+        raise ValueError(f"bad starts {starts!r} for {n} layers")
+    return _library(layers, list(starts), x)
 '''},
     {"question": "q2", "name": "recursive", "points": 0, "correct": True,
      "idea": "a correct version that checkpoints the first segment and recurses on the rest",
