@@ -239,20 +239,22 @@ def live_float_arrays(skip=()) -> dict:
     import gc
 
     gc.collect()
-    found = {}
-    objects = gc.get_objects()
-    seen = {id(o) for o in objects} | {id(s) for s in skip} | {id(objects), id(found)}
-    stack = [o for o in objects if id(o) not in {id(s) for s in skip}]
-    while stack:
-        for ref in gc.get_referents(stack.pop()):
-            if isinstance(ref, np.ndarray):
-                while isinstance(ref.base, np.ndarray):
-                    ref = ref.base
-                if ref.dtype.kind == "f":
-                    found[id(ref)] = ref
-            elif type(ref) in (tuple, list, dict) and id(ref) not in seen:
-                seen.add(id(ref))
-                stack.append(ref)
+    skipped = {id(s) for s in skip}
+    frontier = [o for o in gc.get_objects() if id(o) not in skipped]
+    seen, found = set(skipped), {}
+    while frontier:  # one get_referents call per level: the heap is large (torch)
+        refs = gc.get_referents(*frontier)
+        # type() and ndarray's own descriptors: no method of a subclass runs (or lies) here
+        for a in [r for r in refs if issubclass(type(r), np.ndarray)]:
+            while issubclass(type(_BASE(a)), np.ndarray):
+                a = _BASE(a)
+            if _DTYPE(a).kind == "f":
+                found[id(a)] = a
+        frontier = []
+        for r in [r for r in refs if type(r) in (tuple, list, dict) and not gc.is_tracked(r)]:
+            if id(r) not in seen:
+                seen.add(id(r))
+                frontier.append(r)
     return found
 
 
@@ -272,8 +274,11 @@ def bytes_held_since(before: dict, *results) -> int:
     own = set()
     for r in results:
         a = getattr(r, "data", r)
-        while isinstance(a, np.ndarray):
+        while issubclass(type(a), np.ndarray):
             own.add(id(a))
-            a = a.base
+            a = _BASE(a)
     now = live_float_arrays(skip=(before,))
-    return int(sum(a.nbytes for k, a in now.items() if k not in before and k not in own))
+    return int(sum(_NBYTES(a) for k, a in now.items() if k not in before and k not in own))
+
+
+_BASE, _DTYPE, _NBYTES = (getattr(np.ndarray, n).__get__ for n in ("base", "dtype", "nbytes"))
