@@ -237,24 +237,26 @@ def live_float_arrays(skip=()) -> dict:
         True
     """
     import gc
+    from itertools import compress, filterfalse
 
     gc.collect()
-    skipped = {id(s) for s in skip}
-    frontier = [o for o in gc.get_objects() if id(o) not in skipped]
-    seen, found = set(skipped), {}
-    while frontier:  # one get_referents call per level: the heap is large (torch)
+    seen, found = {id(s) for s in skip}, {}
+    frontier = gc.get_objects()  # (a snapshot dict holds only arrays: it is never tracked)
+    containers = {tuple, list, dict}
+    while frontier:  # per level of the heap, in C loops: with torch loaded it is large
         refs = gc.get_referents(*frontier)
+        kinds = {t for t in set(map(type, refs)) if issubclass(t, np.ndarray)}
         # type() and ndarray's own descriptors: no method of a subclass runs (or lies) here
-        for a in [r for r in refs if issubclass(type(r), np.ndarray)]:
+        for a in compress(refs, map(kinds.__contains__, map(type, refs))):
             while issubclass(type(_BASE(a)), np.ndarray):
                 a = _BASE(a)
             if _DTYPE(a).kind == "f":
                 found[id(a)] = a
-        frontier = []
-        for r in [r for r in refs if type(r) in (tuple, list, dict) and not gc.is_tracked(r)]:
-            if id(r) not in seen:
-                seen.add(id(r))
-                frontier.append(r)
+        untracked = filterfalse(gc.is_tracked, compress(refs, map(containers.__contains__, map(type, refs))))
+        level = {id(r): r for r in untracked}
+        new = level.keys() - seen
+        seen |= new
+        frontier = [level[k] for k in new]
     return found
 
 
