@@ -46,6 +46,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
@@ -253,8 +254,17 @@ cd /autograder/source && exec /autograder/venv/bin/python grader/lib/grading/gra
 """
 
 
-@lru_cache(maxsize=1)
+_WHEEL_LOCK = threading.Lock()
+
+
 def minigrad_wheel() -> Path:
+    """The wheel of minigrad, written once per run (``--jobs``: one thread writes it)."""
+    with _WHEEL_LOCK:
+        return _minigrad_wheel()
+
+
+@lru_cache(maxsize=1)
+def _minigrad_wheel() -> Path:
     """A wheel of minigrad from this checkout (``_build/wheels/``), written directly: a
     pure-Python wheel is a zip with three metadata files, so no build backend, ``wheel``
     package or network is needed (an instructor's fresh clone has none of them)."""

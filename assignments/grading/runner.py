@@ -194,6 +194,9 @@ def preload(given: list[str]) -> None:
         for node in tree.body:
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 exec(compile(ast.Module([node], []), "<handout imports>", "exec"), {})
+    if "torch" in sys.modules:  # what torch imports lazily the first time a checkpoint runs
+        import torch._dynamo  # noqa: F401
+        import torch.utils.checkpoint  # noqa: F401
 
 
 def make_guard(trusted: dict, grader: dict):
@@ -213,6 +216,8 @@ def make_guard(trusted: dict, grader: dict):
     def hook(event, args):
         if not state[0] or state[1] or not event.startswith(refused):
             return
+        if event == "object.__getattr__" and (len(args) < 2 or args[1] not in FRAME_ATTRIBUTES):
+            return  # reading __code__ and the like hands out nothing of the grader's
         state[1] = True
         try:
             frame = getframe(1)
@@ -221,8 +226,12 @@ def make_guard(trusted: dict, grader: dict):
                 return
             # A library the notebook calls may look at its own caller (namedtuple, enum,
             # dataclasses do); only the ones that hand frames back are refused.
-            if event in frame_events and code in trusted and code not in leaky:
-                return
+            if event in frame_events and code in trusted:
+                if code not in leaky:
+                    return
+                caller = frame.f_back  # inspect.currentframe() called by a trusted library
+                if caller is not None and id(caller.f_code) in trusted and id(caller.f_code) not in leaky:
+                    return
             while frame is not None:
                 if id(frame.f_code) not in trusted:
                     raise RuntimeError(f"{event} is not allowed while a notebook is graded")
@@ -248,6 +257,9 @@ def make_guard(trusted: dict, grader: dict):
     sys.addaudithook(hook)
     return enter, leave, trust
 
+
+# The attributes that lead from an object to a frame (audited as "object.__getattr__").
+FRAME_ATTRIBUTES = ("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back")
 
 # The library functions that hand frames (or tracebacks' frames) to their caller.
 LEAKY = {"inspect": ("currentframe", "stack", "trace", "getouterframes", "getinnerframes"),
