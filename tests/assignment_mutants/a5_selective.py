@@ -190,4 +190,65 @@ def my_policy(ctx, op, *args, **kwargs):
         return CheckpointPolicy.MUST_SAVE
     return CheckpointPolicy.PREFER_RECOMPUTE
 '''),
+    dict(question="q1", name="dict_of_storages", points=0, correct=True,
+         idea="a correct meter that keeps {storage: bytes} and reads saved_bytes as a property",
+         source='''
+class SavedTensorMeter:
+    def __init__(self, params=()):
+        self.skip = {p.untyped_storage().data_ptr() for p in params}
+        self.sizes, self.n_saved = {}, 0
+        self.hooks = torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
+
+    @property
+    def saved_bytes(self):
+        return sum(self.sizes.values())
+
+    def pack(self, t):
+        st = t.untyped_storage()
+        if st.data_ptr() not in self.skip:
+            self.n_saved += 1
+            self.sizes.setdefault(st.data_ptr(), st.nbytes())
+        return t
+
+    def unpack(self, t):
+        return t
+
+    def __enter__(self):
+        self.hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self.hooks.__exit__(*exc)
+'''),
+    dict(question="q2", name="with_the_meter_order", points=0, correct=True,
+         idea="a correct version that records (ptr, shape, bytes) in order, then groups",
+         source='''
+def saved_by_shape(fn, x, params=()):
+    skip = {p.untyped_storage().data_ptr() for p in params}
+    log = []
+
+    def pack(t):
+        log.append((t.untyped_storage().data_ptr(), tuple(t.shape), t.untyped_storage().nbytes()))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn(x)
+    first = {}
+    for ptr, shape, nbytes in log:
+        if ptr not in skip and ptr not in first:
+            first[ptr] = (shape, nbytes)
+    out = {}
+    for shape, nbytes in first.values():
+        out[shape] = out.get(shape, 0) + nbytes
+    return out
+'''),
+    dict(question="q3", name="by_op_name", points=0, correct=True,
+         idea="a correct policy that decides by the op's name",
+         source='''
+def my_policy(ctx, op, *args, **kwargs):
+    name = str(op)
+    if name.startswith(("aten.mm", "aten.addmm")):
+        return CheckpointPolicy.MUST_SAVE
+    return CheckpointPolicy.PREFER_RECOMPUTE
+'''),
 ]

@@ -220,4 +220,48 @@ def nested_recompute(c, items):
             total += inner if nested else sum(c[it[1]:it[2]])
     return total
 '''),
+    dict(question="q1", name="recursive_on_the_list", points=0, correct=True,
+         idea="a correct executor that recurses on the rest of the list",
+         source='''
+def run_nested(layers, items, x):
+    if not items:
+        return x
+    head, rest = items[0], items[1:]
+    if head[0] == "taped":
+        h = layers[head[1]](x)
+    else:
+        inner = head[3]
+        h = checkpoint(lambda u: run_nested(layers, inner, u), x, use_reentrant=True)
+    return run_nested(layers, rest, h)
+'''),
+    dict(question="q2", name="events_and_sets", points=0, correct=True,
+         idea="a correct peak that walks the schedule with an explicit stack",
+         source='''
+def nested_peak(a, items):
+    best = 0
+    stack = [(items, frozenset())]
+    while stack:
+        its, held = stack.pop()
+        current = set(held)
+        for it in its:
+            if it[0] == "ckpt":
+                stack.append((it[3], frozenset(current | {it[1]})))
+                current.add(it[1])
+            else:
+                current.update((it[1], it[1] + 1))
+        best = max(best, sum(a[i] for i in current))
+    return best
+'''),
+    dict(question="q3", name="depth_weighted", points=0, correct=True,
+         idea="a correct cost: each block costs c[i] times the number of checkpoints around it",
+         source='''
+def nested_recompute(c, items, depth=0):
+    total = 0
+    for it in items:
+        if it[0] == "taped":
+            total += depth * c[it[1]]
+        else:
+            total += nested_recompute(c, it[3], depth + 1)
+    return total
+'''),
 ]

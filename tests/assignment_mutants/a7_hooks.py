@@ -223,4 +223,53 @@ def hook_checkpoint_sequential(layers, starts, x):
         h = hook_checkpoint(lambda t, a=a, b=b: run_plain(layers[a:b], t), h)
     return run_plain(layers[bounds[-2]:], h)
 '''),
+    dict(question="q1", name="frees_each_rebuilt_array", points=0, correct=True,
+         idea="a correct checkpoint that drops each rebuilt array once it is unpacked, keeps "
+              "the random state in an object, and restores it with try/finally",
+         source='''
+class _Segment:
+    __slots__ = ("fn", "x", "state", "rebuilt", "count")
+
+
+def hook_checkpoint(fn, x):
+    seg = _Segment()
+    seg.fn, seg.x, seg.state, seg.rebuilt, seg.count = fn, x, minigrad.random.get_rng_state(), None, 0
+
+    def pack(array):
+        seg.count += 1
+        return seg.count - 1
+
+    def unpack(k):
+        if seg.rebuilt is None:
+            seg.rebuilt = {}
+            now = minigrad.random.get_rng_state()
+            minigrad.random.set_rng_state(seg.state)
+            try:
+                def collect(a):
+                    seg.rebuilt[len(seg.rebuilt)] = a
+                    return len(seg.rebuilt) - 1
+                with saved_tensors_hooks(collect, lambda j: seg.rebuilt[j]), enable_grad():
+                    seg.fn(Tensor(seg.x.data, requires_grad=True))
+            finally:
+                minigrad.random.set_rng_state(now)
+        return seg.rebuilt.pop(k)
+
+    with saved_tensors_hooks(pack, unpack):
+        return fn(x)
+'''),
+    dict(question="q2", name="recursive", points=0, correct=True,
+         idea="a correct version that checkpoints the first segment and recurses on the rest",
+         source='''
+def hook_checkpoint_sequential(layers, starts, x):
+    n = len(layers)
+    if not isinstance(starts, list) or not starts or any(type(s) is not int for s in starts):
+        raise ValueError("starts must be a non-empty list of ints")
+    if starts[0] != 0 or starts[-1] >= n or sorted(set(starts)) != starts:
+        raise ValueError(f"starts {starts} must begin with 0, increase, and stay below {n}")
+    if len(starts) == 1:
+        return run_plain(layers, x)
+    cut = starts[1]
+    h = hook_checkpoint(lambda t: run_plain(layers[:cut], t), x)
+    return hook_checkpoint_sequential(layers[cut:], [s - cut for s in starts[1:]], h)
+'''),
 ]
