@@ -171,14 +171,14 @@ def compare(got, want, how: str = "equal", rtol: float = 0.0, atol: float = 0.0)
             if bad.any():
                 i = tuple(int(j) for j in np.argwhere(bad)[0])
                 return (f"{int(bad.sum())} of {bad.size} values differ by more than the tolerance "
-                        f"(at index {i}: {gf[i]!r} instead of {wf[i]!r})")
+                        f"(at index {i}: {gf[i].item()!r} instead of {wf[i].item()!r})")
             return ""
         if g.dtype != w.dtype:
             return f"dtype {g.dtype} instead of {w.dtype}"
         if g.tobytes() != w.tobytes() and not _equal_nan(g, w):
             bad = ~((g == w) | ((g != g) & (w != w))) if w.dtype.kind == "f" else g != w
             i = tuple(int(j) for j in np.argwhere(bad)[0]) if bad.any() else ()
-            detail = f" (at index {i}: {g[i]!r} instead of {w[i]!r})" if i else ""
+            detail = f" (at index {i}: {g[i].item()!r} instead of {w[i].item()!r})" if i else ""
             return f"{int(bad.sum())} of {bad.size} values differ{detail}"
         return ""
     if tw is dict and "__dict__" in want:

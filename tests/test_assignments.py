@@ -299,6 +299,7 @@ SHORTCUTS = {
     "vendored": ("a3_checkpoint", "Checkpoint", """import inspect, minigrad.checkpoint
 _copy = {"__name__": "mine"}
 exec(compile(inspect.getsource(minigrad.checkpoint), "mine.py", "exec"), _copy)
+LIBRARY = _copy["checkpoint"]
 
 class Checkpoint(Function):
     @staticmethod
@@ -306,7 +307,7 @@ class Checkpoint(Function):
         ctx.run = fn
         ctx.save_for_backward(x)
         with no_grad():
-            return fn(Tensor(x)).data
+            return LIBRARY(fn, Tensor(x)).data
 
     @staticmethod
     def backward(ctx, grad):
@@ -318,6 +319,7 @@ class Checkpoint(Function):
 """, "q1"),
     "stashed": ("a3_checkpoint", "Checkpoint", """import minigrad.checkpoint
 _kept = [minigrad.checkpoint.checkpoint]
+LIBRARY = _kept[0]
 
 class Checkpoint(Function):
     @staticmethod
@@ -325,7 +327,7 @@ class Checkpoint(Function):
         ctx.run = fn
         ctx.save_for_backward(x)
         with no_grad():
-            return fn(Tensor(x)).data
+            return LIBRARY(fn, Tensor(x)).data
 
     @staticmethod
     def backward(ctx, grad):

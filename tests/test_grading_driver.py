@@ -56,8 +56,10 @@ def test_a_message_about_another_test_is_tampering():
     judge compares them with the reference's.)"""
     got = run("""sys.stdin.readline()
 print(json.dumps({"kind": "loaded", "cell_errors": []}), flush=True)
+sys.stdin.readline()
 print(json.dumps({"kind": "answers", "test": "test_b", "record": {"answers": [], "error": None},
-                  "tampered": ""}), flush=True)""")
+                  "tampered": ""}), flush=True)
+sys.stdin.readline()""")
     assert got["tampered"].startswith("an unexpected message"), got
 
 

@@ -269,7 +269,10 @@ def judge_run(payload, run: dict, reference: dict) -> dict:
     tests = []
     for t in plan_tests(payload):
         rec = run["records"].get(t["id"], {"answers": [], "error": "the test did not run"})
-        why = rec.get("error") or testing.judge(rec["answers"], reference[t["id"]]["answers"])
+        why = rec.get("error")
+        if not why:
+            judged = testing.judge(rec["answers"], reference[t["id"]]["answers"])
+            why = f"AssertionError: {judged}" if judged else ""
         tests.append({"question": t["question"], "test": t["test"], "points": t["points"],
                       "hidden": t["hidden"], "passed": not why, "message": why or ""})
     max_points = _max(payload)

@@ -9,6 +9,7 @@ points = 3
 def test_saved_bytes_of_square(saved_bytes):
     import numpy as np
     from minigrad import Function, Tensor
+    from minigrad.testing import assert_answer
 
     class Square(Function):
 
@@ -22,6 +23,5 @@ def test_saved_bytes_of_square(saved_bytes):
             a, = ctx.saved_tensors
             return grad * 2 * a
     x = Tensor(np.zeros((10, 10), dtype=np.float32), requires_grad=True)
-    got = saved_bytes(Square.apply, x)
-    assert got == 400, f'Square keeps its (10, 10) float32 input, 400 bytes; saved_bytes returned {got!r}'
+    assert_answer('square', saved_bytes(Square.apply, x), 400, msg='saved_bytes of Square, which keeps its (10, 10) float32 input (400 bytes)')
 

@@ -9,8 +9,9 @@ points = 2
 def test_measure_the_notebook_model(measure_saved_per_layer, model, INPUT_SHAPE):
     import numpy as np
     from minigrad import Tensor
+    from minigrad.testing import assert_answer
     x = Tensor(np.zeros(INPUT_SHAPE, dtype=np.float32))
     got = measure_saved_per_layer(list(model), x)
-    assert isinstance(got, list) and len(got) == len(model), f'expected one number per layer, got {got!r}'
-    assert got[0] == 8192 and got[1] == 32768, f'the first two layers add 8192 and 32768 bytes; measured {got[:2]}'
+    assert_answer('length', len(got) if isinstance(got, list) else None, len(model), msg="the notebook's model: the number of measurements (one per layer)")
+    assert_answer('first_two', got[:2] if isinstance(got, list) else None, [8192, 32768], msg="the notebook's model: the bytes the first two layers add")
 

@@ -7,9 +7,9 @@ points = 7
 
 @test_case(points=1, hidden=False)
 def test_checkpoint_one_segment(Checkpoint, make_chain, run_plain, gradients):
-    import numpy as np
     import minigrad
     from minigrad import Tensor
+    from minigrad.testing import assert_answer
     layers = make_chain(3, 8)
     x = Tensor(minigrad.random.randn(4, 8), requires_grad=True)
     plain, _ = gradients(layers, x, run_plain)
@@ -17,5 +17,5 @@ def test_checkpoint_one_segment(Checkpoint, make_chain, run_plain, gradients):
         ckpt, _ = gradients(layers, x, lambda ls, h: Checkpoint.apply(h, lambda t: run_plain(ls, t)))
     except Exception as e:
         raise AssertionError(f'Checkpoint.apply(x, fn) followed by backward failed with {type(e).__name__}: {e}') from None
-    assert all((np.allclose(p, c, atol=1e-06) for p, c in zip(plain, ckpt))), "with the whole chain in one Checkpoint, the gradients differ from the plain run's"
+    assert_answer('grads', ckpt, plain, compare='close', atol=1e-06, msg='the whole chain of 3 blocks in one Checkpoint: the gradients of x and the parameters')
 

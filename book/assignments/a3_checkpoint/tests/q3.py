@@ -7,10 +7,9 @@ points = 5
 
 @test_case(points=1, hidden=False)
 def test_peak_without_checkpoints(predicted_peak):
+    from minigrad.testing import assert_answer
     for n in (1, 4, 9):
-        got = predicted_peak(n, [0], 100)
-        assert got == (n + 1) * 100, f'with starts [0] nothing is checkpointed: {n + 1} activations of 100 bytes, you predicted {got!r}'
+        assert_answer(f'plain[{n}]', predicted_peak(n, [0], 100), (n + 1) * 100, msg=f'{n} blocks, starts [0] (nothing checkpointed), 100-byte activations: the predicted peak')
     for starts in ([0, 3], [0, 2, 4]):
-        got = predicted_peak(6, starts, 100)
-        assert got == 500, f'starts {starts} on 6 blocks: the ledger measures a peak of 5 activations (the cell above prints it), you predicted {got!r} bytes for 100-byte activations'
+        assert_answer(f'six{starts}', predicted_peak(6, starts, 100), 500, msg=f'starts {starts} on 6 blocks, 100-byte activations (the ledger cell above measures 5 activations): the predicted peak')
 

@@ -8,9 +8,10 @@ points = 4
 @test_case(points=1, hidden=False)
 def test_meter_counts_tanh(SavedTensorMeter):
     import torch
+    from minigrad.testing import assert_answer
     x = torch.randn(8, 16, requires_grad=True)
     with SavedTensorMeter() as meter:
         y = torch.tanh(x)
-    assert meter.saved_bytes == 8 * 16 * 4, f'tanh saves its (8, 16) float32 output, 512 bytes; the meter says {meter.saved_bytes}'
-    assert meter.n_saved == 1, f'tanh saves one tensor; the meter counted {meter.n_saved}'
+    assert_answer('saved_bytes', meter.saved_bytes, 8 * 16 * 4, msg='tanh of an (8, 16) float32 tensor (it saves its output): meter.saved_bytes')
+    assert_answer('n_saved', meter.n_saved, 1, msg='tanh of an (8, 16) tensor (one tensor saved): meter.n_saved')
 
