@@ -78,6 +78,9 @@ MUTANTS = [
     {"question": "q1", "name": "np_multiply", "points": 0, "correct": True, "idea": "correct, with np.multiply",
      "source": op("Mul", "ctx.save_for_backward(*args)", "np.multiply(*args)",
                "np.multiply(grad, saved[1]), np.multiply(grad, saved[0])")},
+    {"question": "q1", "name": "inputs_on_ctx", "points": 0, "correct": True,
+     "idea": "correct, the inputs themselves (no copies) kept as ctx attributes",
+     "source": op("Mul", "ctx.a, ctx.b = args", "args[0] * args[1]", "grad * ctx.b, grad * ctx.a")},
     # q2: Tanh
     {"question": "q2", "name": "saves_the_input", "points": 1, "idea": "saves the input and recomputes tanh from it",
      "source": op("Tanh", "ctx.save_for_backward(args[0])", "np.tanh(args[0])",
@@ -123,6 +126,9 @@ MUTANTS = [
     {"question": "q3", "name": "einsum", "points": 0, "correct": True, "idea": "correct, with einsum",
      "source": op("MatMul", "ctx.save_for_backward(*args)", "np.einsum('ik,kj->ij', *args)",
                "np.einsum('ij,kj->ik', grad, saved[1]), np.einsum('ik,ij->kj', saved[0], grad)")},
+    {"question": "q3", "name": "inputs_on_ctx", "points": 0, "correct": True,
+     "idea": "correct, the inputs themselves (no copies) kept as ctx attributes, transposed in backward",
+     "source": op("MatMul", "ctx.a, ctx.b = args", "args[0] @ args[1]", "grad @ ctx.b.T, ctx.a.T @ grad")},
     # q4: numerical_grad and gradcheck
     {"question": "q4", "name": "weights_all_ones", "points": 1, "idea": "checks with all-ones weights",
      "source": gradcheck(WEIGHTS="np.ones(out.shape)")},
