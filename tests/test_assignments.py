@@ -292,51 +292,39 @@ def test_the_saboteur_finds_nothing_and_harms_no_one(demo, built):
     assert (demo / "alice.ipynb").read_text() == (built / DEMO / "autograder" / f"{DEMO}.ipynb").read_text()
 
 
+# A Checkpoint that runs minigrad's own checkpoint, reached as LIBRARY (defined before it).
+LIBRARY_CHECKPOINT = """
+class Checkpoint(Function):
+    @staticmethod
+    def forward(ctx, x, fn):
+        ctx.run = fn
+        ctx.save_for_backward(x)
+        with no_grad():
+            return LIBRARY(fn, Tensor(x)).data
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        xr = Tensor(x, requires_grad=True)
+        LIBRARY(ctx.run, xr).backward(grad)
+        return xr.grad, None
+"""
+
 SHORTCUTS = {
     # (assignment, graded name, replacement, question)
     "subclass": ("a3_checkpoint", "Checkpoint", "from minigrad.checkpoint import Checkpoint as _Library\n\n"
                                                 "class Checkpoint(_Library):\n    pass\n", "q1"),
+    # a recompiled copy of the library's source
     "vendored": ("a3_checkpoint", "Checkpoint", """import inspect, minigrad.checkpoint
 _copy = {"__name__": "mine"}
 exec(compile(inspect.getsource(minigrad.checkpoint), "mine.py", "exec"), _copy)
 LIBRARY = _copy["checkpoint"]
-
-class Checkpoint(Function):
-    @staticmethod
-    def forward(ctx, x, fn):
-        ctx.run = fn
-        ctx.save_for_backward(x)
-        with no_grad():
-            return LIBRARY(fn, Tensor(x)).data
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        xr = Tensor(x, requires_grad=True)
-        y = _copy["checkpoint"](ctx.run, xr)
-        y.backward(grad)
-        return xr.grad, None
-""", "q1"),
+""" + LIBRARY_CHECKPOINT, "q1"),
+    # the library's function, kept in a list before any test runs
     "stashed": ("a3_checkpoint", "Checkpoint", """import minigrad.checkpoint
 _kept = [minigrad.checkpoint.checkpoint]
 LIBRARY = _kept[0]
-
-class Checkpoint(Function):
-    @staticmethod
-    def forward(ctx, x, fn):
-        ctx.run = fn
-        ctx.save_for_backward(x)
-        with no_grad():
-            return LIBRARY(fn, Tensor(x)).data
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        xr = Tensor(x, requires_grad=True)
-        y = _kept[0](ctx.run, xr)
-        y.backward(grad)
-        return xr.grad, None
-""", "q1"),
+""" + LIBRARY_CHECKPOINT, "q1"),
     "planner": ("a4_planning", "optimal_plan", "def optimal_plan(a, m, c, budget):\n"
                                                "    import minigrad.plan\n"
                                                "    return minigrad.plan.optimal_segments(a, m, c, budget)\n", "q3"),
