@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import math
+import sys
 
 import numpy as np
 
@@ -228,8 +229,11 @@ def _kind(value) -> str:
             type(None): "None"}.get(type(value), type(value).__name__)
 
 
-def assert_answer(key: str, actual, expected, *, compare: str = "equal", rtol: float = 0.0,
-                  atol: float = 0.0, msg: str = "") -> None:
+ANSWER_EVENT = "minigrad.testing.answer"
+
+
+def assert_answer(key: str, actual, expected, _audit=sys.audit, *, compare: str = "equal",
+                  rtol: float = 0.0, atol: float = 0.0, msg: str = "") -> None:
     """Check one answer: ``actual`` (what the code under test gave) against ``expected``.
 
     In a notebook this raises ``AssertionError`` (``msg``, then what differs) unless the two
@@ -245,6 +249,10 @@ def assert_answer(key: str, actual, expected, *, compare: str = "equal", rtol: f
         compare: ``"equal"`` (exact) or ``"close"`` (``rtol``/``atol`` on floats).
         msg: what the answer is, for the message (the inputs it was computed on).
 
+    The course grader does not read this module's state: the first thing this function
+    does is raise the audit event ``ANSWER_EVENT`` with its arguments, which the grader's
+    runner (an audit hook installed before a notebook runs) records itself.
+
     Example:
         >>> assert_answer("peak", 3 * 4, 12, msg="peak of 3 activations of 4 bytes")
         >>> assert_answer("peak", 13, 12, msg="peak of 3 activations of 4 bytes")
@@ -252,6 +260,10 @@ def assert_answer(key: str, actual, expected, *, compare: str = "equal", rtol: f
         ...
         AssertionError: peak of 3 activations of 4 bytes: 13 instead of 12
     """
+    # First, before this function reads anything a notebook could have replaced: the answer
+    # as it is, to whoever listens (the course grader's audit hook, which canonicalises it
+    # itself; ``_audit`` is bound when this module loads).
+    _audit(ANSWER_EVENT, key, actual, expected, compare, rtol, atol, msg)
     if compare not in COMPARES:
         raise ValueError(f"compare must be one of {COMPARES}, got {compare!r}")
     entry = {"key": str(key), "compare": compare, "rtol": float(rtol), "atol": float(atol),

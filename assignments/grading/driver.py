@@ -128,7 +128,8 @@ class _Channel:
                     self.buf += chunk
 
 
-def run_notebook(command, cells, given, plan, per_test_s: float, env=None, preexec=None) -> dict:
+def run_notebook(command, cells, given, plan, per_test_s: float, env=None, preexec=None,
+                 reference: bool = False) -> dict:
     """Run ``cells`` once in a runner (``command()``: its argv, inside a sandbox or not) and
     each test of ``plan`` in a process forked from it; returns
     ``{"records": {test id: record}, "cell_errors": [...], "tampered": text, "log": bytes,
@@ -155,7 +156,7 @@ def run_notebook(command, cells, given, plan, per_test_s: float, env=None, preex
         outcome = None
         try:
             proc.stdin.write((json.dumps({"kind": "load", "cells": cells, "given": given, "skip": skip,
-                                          "limit": per_test_s}) + "\n").encode())
+                                          "limit": per_test_s, "reference": reference}) + "\n").encode())
             proc.stdin.flush()
             while outcome is None:
                 msg = channel.message(deadline)
@@ -254,7 +255,7 @@ def reference_records(payload, command, per_test_s: float, env=None, preexec=Non
     """The reference solution run as a notebook in a runner of its own: its records, which
     must all pass their own checks (the grader's expected answers)."""
     run = run_notebook(command, payload["reference"], payload["given"], plan_tests(payload), per_test_s,
-                       env=env, preexec=preexec)
+                       env=env, preexec=preexec, reference=True)
     bad = run["tampered"] or "; ".join(probes.reference_problems(run["records"]))[:2000]
     if bad or run["cell_errors"]:
         raise RuntimeError(f"the reference solution fails its own tests: {bad or run['cell_errors']}")
@@ -271,7 +272,10 @@ def judge_run(payload, run: dict, reference: dict) -> dict:
         rec = run["records"].get(t["id"], {"answers": [], "error": "the test did not run"})
         why = rec.get("error")
         if not why:
-            judged = testing.judge(rec["answers"], reference[t["id"]]["answers"])
+            try:
+                judged = testing.judge(rec["answers"], reference[t["id"]]["answers"])
+            except Exception as e:  # noqa: BLE001 - answers the judge cannot read are wrong answers
+                judged = f"the answers could not be read ({type(e).__name__})"
             why = f"AssertionError: {judged}" if judged else ""
         tests.append({"question": t["question"], "test": t["test"], "points": t["points"],
                       "hidden": t["hidden"], "passed": not why, "message": why or ""})

@@ -74,7 +74,7 @@ def kill_everything_of_nobody() -> None:
     os.waitpid(pid, 0)
 
 
-def run_as_nobody(cells, payload) -> dict:
+def run_as_nobody(cells, payload, reference: bool = False) -> dict:
     """One runner as ``nobody`` in a fresh folder (root-made, then given to nobody)."""
     home = Path(tempfile.mkdtemp(prefix="grade-", dir="/tmp"))
     os.chmod(home, 0o700)
@@ -85,7 +85,7 @@ def run_as_nobody(cells, payload) -> dict:
     try:
         return driver.run_notebook(lambda: [sys.executable, "-I", str(HERE / "runner.py")], cells,
                                    payload["given"], driver.plan_tests(payload), PER_TEST_S, env=env,
-                                   preexec=_as_nobody(str(home)))
+                                   preexec=_as_nobody(str(home)), reference=reference)
     finally:
         kill_everything_of_nobody()
         shutil.rmtree(home, ignore_errors=True)
@@ -118,7 +118,7 @@ def main(submission_dir: str, results_json: str) -> None:
             raise ValueError("no list of cells")
     except (ValueError, UnicodeDecodeError, OSError) as e:
         return fail(f"malformed notebook ({type(e).__name__}: {e})")
-    reference_run = run_as_nobody(payload["reference"], payload)
+    reference_run = run_as_nobody(payload["reference"], payload, reference=True)
     problems = driver.probes.reference_problems(reference_run["records"])
     if reference_run["tampered"] or reference_run["cell_errors"] or problems:
         detail = reference_run["tampered"] or "; ".join(reference_run["cell_errors"] + problems)

@@ -141,6 +141,17 @@ def test_cases(source: str) -> list[dict]:
     return [{"test": fn, "points": float(p), "hidden": h == "True"} for p, h, fn in found]
 
 
+def single_test(source: str, name: str) -> str:
+    """The test file ``source`` reduced to the one test function ``name`` (with its
+    decorator): what a process that runs only that test needs."""
+    tree = ast.parse(source)
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            deco = "".join(f"@{ast.get_source_segment(source, d)}\n" for d in node.decorator_list)
+            return deco + ast.get_source_segment(source, node) + "\n"
+    raise KeyError(f"no test {name}")
+
+
 def load_tests(source: str, name: str, trust=None) -> dict:
     """Compile a question's test file; returns ``{test name: function}``."""
     found = {}

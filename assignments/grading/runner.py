@@ -130,7 +130,10 @@ REFUSED_PREFIXES = ("ctypes.", "os.fork", "os.forkpty", "os.posix_spawn", "os.ex
                     "os.system", "subprocess.", "os.kill", "os.killpg", "signal.pthread_kill",
                     "sys.addaudithook", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
                     "sys._current_frames", "sys._getframe", "object.__getattr__", "sys.setprofile",
-                    "sys.settrace", "socket.", "pty.", "os.setuid", "os.setgid")
+                    "sys.settrace", "socket.", "pty.", "os.setuid", "os.setgid", "object.__setattr__")
+
+# Replacing these on a function would change what the grader's own functions do.
+FUNCTION_INTERNALS = ("__code__", "__defaults__", "__kwdefaults__", "__closure__", "__globals__")
 
 
 def _codes_of(value, out, depth=0):
@@ -212,10 +215,40 @@ def make_guard(trusted: dict, grader: dict):
     getframe, refused = sys._getframe, REFUSED_PREFIXES
     frame_events = ("sys._getframe", "object.__getattr__")
     leaky = leaky_codes()
+    answer_event, canonical, compare = minigrad.testing.ANSWER_EVENT, minigrad.testing.canonical, minigrad.testing.compare
+    answer_error, reference_value = minigrad.testing.AnswerError, minigrad.testing.REFERENCE
+    collect = [None, False]  # the answers of the test that runs; whether to check `expected`
+
+    def record(args):
+        key, actual, expected, how, rtol, atol, msg = args
+        entry = {"key": str(key), "compare": how if how in ("equal", "close") else "equal",
+                 "rtol": float(rtol), "atol": float(atol), "msg": str(msg)[:2000]}
+        try:
+            entry["value"] = canonical(actual)
+        except answer_error as e:
+            entry["value"], entry["error"] = None, str(e)
+        if collect[1]:  # the reference's run: is its answer the one its test expects?
+            try:
+                entry["ok"] = "error" not in entry and (expected is reference_value or not compare(
+                    entry["value"], canonical(expected), entry["compare"], entry["rtol"], entry["atol"]))
+            except answer_error:
+                entry["ok"] = False
+        collect[0].append(entry)
 
     def hook(event, args):
+        if event == answer_event:
+            if collect[0] is not None and not state[1]:
+                state[1] = True
+                try:
+                    record(args)
+                finally:
+                    state[1] = False
+            return
         if not state[0] or state[1] or not event.startswith(refused):
             return
+        if event == "object.__setattr__":
+            if len(args) < 2 or args[1] not in FUNCTION_INTERNALS:
+                return
         if event == "object.__getattr__" and (len(args) < 2 or args[1] not in FRAME_ATTRIBUTES):
             return  # reading __code__ and the like hands out nothing of the grader's
         state[1] = True
@@ -249,33 +282,44 @@ def make_guard(trusted: dict, grader: dict):
         _nested(code, trusted)
         _nested(code, grader)
 
+    def answers(start=None, check_expected=False):
+        """start=True: collect the answers of the test about to run; start=None: stop and
+        return them (a list no notebook code can reach)."""
+        if start:
+            collect[0], collect[1] = [], bool(check_expected)
+            return None
+        got, collect[0] = collect[0], None
+        return got
+
     frame = getframe(1)  # the grader's own stack now (the script's module code included)
     while frame is not None:
         _nested(frame.f_code, trusted)
         _nested(frame.f_code, grader)
         frame = frame.f_back
     sys.addaudithook(hook)
-    return enter, leave, trust
+    return enter, leave, trust, answers
 
 
 # The attributes that lead from an object to a frame (audited as "object.__getattr__").
 FRAME_ATTRIBUTES = ("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back")
 
-# The library functions that hand frames (or tracebacks' frames) to their caller.
-LEAKY = {"inspect": ("currentframe", "stack", "trace", "getouterframes", "getinnerframes"),
-         "traceback": ("walk_stack", "walk_tb"), "logging": ("currentframe",)}
+# Library code that can hand frames (or their locals) to its caller: all of inspect and
+# traceback, and logging.currentframe.
+LEAKY_MODULES = ("inspect", "traceback")
 
 
 def leaky_codes() -> dict:
     """Code that hands frames to its caller (``inspect.currentframe``, ``traceback.walk_stack``,
-    ``logging.currentframe``...): trusted, but not to fetch frames for the notebook."""
+    ``StackSummary.extract(..., capture_locals=True)``, ``logging.currentframe``...):
+    trusted, but not to fetch frames for the notebook."""
     out = {}
-    for module, names in LEAKY.items():
-        mod = sys.modules.get(module)
-        if mod is None:
-            mod = __import__(module)
-        for name in names:
-            _codes_of(getattr(mod, name, None), out)
+    for module in LEAKY_MODULES:
+        mod = sys.modules.get(module) or __import__(module)
+        for v in list(vars(mod).values()):
+            if getattr(v, "__module__", None) == module:  # its own, not what it imported
+                _codes_of(v, out)
+    logging = sys.modules.get("logging") or __import__("logging")
+    _codes_of(getattr(logging, "currentframe", None), out)
     return out
 
 
@@ -300,7 +344,7 @@ def main() -> None:
     _setitimer, _format_exc = signal.setitimer, traceback.format_exception_only
     _listdir, _getpid = os.listdir, os.getpid
     _run_probe, _question_env, _reset_random = probes.run_probe, probes.question_env, probes.reset_random
-    _load_tests, _exec_cells = probes.load_tests, probes.exec_cells
+    _load_tests, _exec_cells, _single = probes.load_tests, probes.exec_cells, probes.single_test
 
     channel = os.dup(1)
     os.dup2(2, 1)  # the notebook's prints go to the log (stderr), never to the channel
@@ -344,7 +388,8 @@ def main() -> None:
     gc.collect()
     fingerprint = Fingerprint(guarded_modules())
     changed = fingerprint.changed
-    enter, leave, trust = make_guard(trusted_codes(), grader_codes())
+    enter, leave, trust, answers = make_guard(trusted_codes(), grader_codes())
+    reference_run = bool(load.get("reference"))
     tasks = _len(_listdir("/proc/self/task"))
 
     def tampering() -> str:
@@ -414,9 +459,11 @@ def main() -> None:
                 _exec_cells(cmd["fixtures"], fixtures, "reference of an earlier question", trust)
                 fixtures = {n: fixtures[n] for n in cmd["fixture_names"] if n in fixtures}
                 env = _question_env(student, given, fixtures, cmd["graded"])
-                test = _load_tests(cmd["tests"], cmd["question"], trust)[cmd["test"]]
+                # only this test's function: the question's other (hidden) tests are not here
+                test = _load_tests(_single(cmd["tests"], cmd["test"]), cmd["question"], trust)[cmd["test"]]
                 _reset_random(cmd["seed"], cmd["index"])
                 signal.signal(signal.SIGALRM, on_alarm)
+                answers(True, reference_run)
                 enter()
                 _setitimer(signal.ITIMER_REAL, limit)
                 try:
@@ -427,6 +474,7 @@ def main() -> None:
                     _setitimer(signal.ITIMER_REAL, 0)
                     leave()
                 sys.setprofile(None)  # a profile the grader's kit left on when a test failed
+                record["answers"] = answers()  # what the hook heard, not minigrad.testing's list
                 problem = tampering()
                 emit(kind="answers", test=cmd["test"], record=record, tampered=problem)
             except BaseException as e:  # noqa: BLE001

@@ -22,6 +22,14 @@ class Checkpoint(Function):
 '''
 
 MUTANTS = [
+    dict(question="q1", name="plain_pass_through", points=6,
+         idea="a Checkpoint that just runs the segment (nothing dropped, nothing recomputed)",
+         source="""
+class Checkpoint:
+    @staticmethod
+    def apply(x, fn):
+        return fn(x)
+"""),
     # q1: Checkpoint
     {"question": "q1", "name": "no_rng_replay", "points": 4,
      "idea": "recomputes with whatever random state is current (gradients wrong wherever there is dropout)",
