@@ -6,23 +6,26 @@ grading environment's Python, .venv-grade/bin/python):
     python scripts/assignments.py build [NAME ...] [--out DIR] [--seed N] [--no-run-tests] [--book] [--jobs N]
     python scripts/assignments.py grade NAME SUBMISSIONS_DIR [--timeout SECONDS] [--out DIR] [--jobs N]
     python scripts/assignments.py demo-class NAME DEST [--out DIR]
+    python scripts/assignments.py attack-class NAME DEST [--out DIR]
     python scripts/assignments.py check-sandbox
     python scripts/assignments.py link-venv GRADE_VENV BOOK_VENV
 
 ``build`` runs ``otter assign`` on ``assignments/<name>/<name>.ipynb`` (the master) and
 writes ``<out>/<name>/student/`` (the notebook to hand out and its public tests) and
 ``<out>/<name>/autograder/``: the solution notebook, every test, ``grader/`` (the payload
-the sandboxed runner reads: reference cells, tests, the seed of the hidden inputs, and a
-pinned copy of minigrad) and ``<name>-gradescope.zip`` (the same grader for Gradescope,
-with a minigrad wheel built from this checkout). ``--seed`` draws the hidden inputs
+the grader reads: the reference notebook's cells, the handout's code, each question's
+solution and tests, the seed of the hidden inputs, and a pinned copy of minigrad) and
+``<name>-gradescope.zip`` (the same grader for Gradescope, with a minigrad wheel written
+from this checkout). ``--seed`` draws the hidden inputs
 (default: a fresh random seed, written to ``grader/payload.json``). Unless
 ``--no-run-tests``, the solution is then graded in the sandbox and must score full marks.
 ``--book`` copies the student folder to ``book/assignments/<name>/``.
 
-``grade`` grades every file of SUBMISSIONS_DIR (hidden files aside): each notebook alone,
-one bubblewrap sandbox and one fresh interpreter per submission (``grading/driver.py``,
-``grading/runner.py``), and
-writes SUBMISSIONS_DIR/scores.csv (``submission,points,max_points,reason``; ``reason`` says
+``grade`` first runs the reference solution in a sandbox of its own (its answers are the
+expected ones), then grades every file of SUBMISSIONS_DIR (hidden files aside): each
+notebook in a bubblewrap sandbox of its own, loaded once, each test in a process forked
+from it that hands back its answers as data, judged here (``grading/driver.py``,
+``grading/runner.py``, ``minigrad/testing.py``), and writes SUBMISSIONS_DIR/scores.csv (``submission,points,max_points,reason``; ``reason`` says
 why whenever the score is 0), ``feedback/<file>.txt`` (every test and its message: what to
 send back to the student) and ``results/<file>.json`` / ``.log`` (Gradescope-format results
 and what the submission printed, for the instructor). ``--timeout`` is the limit of one
@@ -30,7 +33,7 @@ test (and of one notebook cell), so that a hang costs only the test it hangs.
 
 ``demo-class`` writes a folder of made-up submissions (correct, partial, subtly wrong,
 hanging, tampering, sabotaging, a victim graded after the saboteur, and the unreadable
-kinds); ``check-sandbox`` says whether bubblewrap works here. ``link-venv`` makes the
+kinds); ``attack-class`` the attacks of a hostile class (``ATTACK_CLASS``); ``check-sandbox`` says whether bubblewrap works here. ``link-venv`` makes the
 grading environment see the book's through a ``.pth`` file.
 """
 from __future__ import annotations
