@@ -73,6 +73,12 @@ def public_tests_in_a_notebook(parts, seed) -> list[str]:
     return problems
 
 
+def caught(mutant: dict, lost: float) -> bool:
+    """Whether the grader judged ``mutant`` as it must: a correct answer loses nothing, a
+    wrong one at least the (positive) points of its idea."""
+    return lost == 0 if mutant.get("correct") else lost >= mutant["points"] > 0
+
+
 def load_mutants(name: str) -> list[dict]:
     path = MUTANTS / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"mutants_{name}", path)
@@ -105,7 +111,7 @@ def main() -> None:
         for m in load_mutants(args.name):
             t0 = time.perf_counter()
             lost, why = grade_mutant(parts, m, copy.deepcopy(want), args.seed)
-            ok = lost == 0 if m.get("correct") else lost >= m["points"] > 0
+            ok = caught(m, lost)
             failed |= not ok
             print(f"  {'ok  ' if ok else 'MISS'} {m['question']} {m['name']}: lost {lost:g} "
                   f"(at least {m['points']:g}), {time.perf_counter() - t0:.1f} s")

@@ -40,8 +40,9 @@ def test_the_reference_passes_and_every_wrong_answer_loses_its_points(name):
     assert "all pass" in proc.stdout.splitlines()[0], proc.stdout[:2000]
 
 
-def test_a_wrong_answer_that_loses_too_little_is_reported(tmp_path, monkeypatch):
-    """The check itself: a 'wrong' answer that is in fact right must be reported as missed."""
+def test_a_wrong_answer_that_loses_too_little_is_reported():
+    """The check itself: an answer filed as wrong that is in fact right (it loses nothing)
+    is reported as missed, and so is a "correct" one that loses points."""
     parts = probe.load_parts("a3_checkpoint")
     want = probe.reference_records(parts, 424242)
     right = {"question": "q3", "name": "not_wrong", "points": 1,
@@ -50,4 +51,9 @@ def test_a_wrong_answer_that_loses_too_little_is_reported(tmp_path, monkeypatch)
                        "    return act_bytes * max([len(starts) - 1 + n - starts[-1] + 1]\n"
                        "                           + [j + 1 + b[j + 1] - b[j] for j in range(len(starts) - 1)])\n"}
     lost, _ = probe.grade_mutant(parts, right, want, 424242)
-    assert lost == 0
+    assert lost == 0 and not probe.caught(right, lost)
+    wrong = dict(right, name="said_correct", correct=True,
+                 source="def predicted_peak(n, starts, act_bytes):\n    return 0\n")
+    lost, _ = probe.grade_mutant(parts, wrong, want, 424242)
+    assert lost > 0 and not probe.caught(wrong, lost)
+    assert probe.caught(dict(wrong, correct=False, points=lost), lost)
