@@ -435,57 +435,238 @@
     return est;
   }
 
+  /* The decoder layer's linear layers, as _linear_shapes in Python:
+     name -> [output features, weight elements, output is the block's]. */
+  function linearShapes(spec) {
+    var h = BigInt(spec.hidden), i = BigInt(spec.intermediate);
+    if (spec.model === "gpt2") {
+      return { "c_attn": [3n * h, 3n * h * h, false], "c_proj": [h, h * h, true],
+               "c_fc": [i, h * i, false], "mlp c_proj": [h, i * h, true] };
+    }
+    var q = BigInt(spec.n_heads * spec.head_dim), kv = BigInt(spec.n_kv_heads * spec.head_dim);
+    return { "q_proj": [q, h * q, false], "k_proj": [kv, h * kv, false],
+             "v_proj": [kv, h * kv, false], "o_proj": [h, q * h, true],
+             "gate_proj": [i, h * i, false], "up_proj": [i, h * i, false],
+             "down_proj": [h, i * h, true] };
+  }
+
+  /* The linear layers that read a term's tensor, from its name (_consumers). */
+  function consumers(name, mlp) {
+    var tails = [" input)", " inputs)"];
+    for (var k = 0; k < tails.length; k++) {
+      var tail = tails[k];
+      if (name.length >= tail.length && name.slice(name.length - tail.length) === tail) {
+        var inner = name.slice(name.lastIndexOf("(") + 1, name.length - tail.length);
+        return inner.split(", ").join("/").split("/").map(function (n) {
+          return n === "c_proj" && mlp ? "mlp c_proj" : n;
+        });
+      }
+    }
+    return [];
+  }
+
+  /* How many equal tensors a term counts, from its formula (_tensors). */
+  function tensorsOf(formula) {
+    var parts = formula.split("·");
+    if (parts.length > 2 && /^[0-9]+$/.test(parts[0]) &&
+        (parts[1] === "e" || /^[0-9]+$/.test(parts[1]))) {
+      return BigInt(parts[0]);
+    }
+    return 1n;
+  }
+
+  function ceil32(n) { return (n + 31n) / 32n * 32n; }
+
+  /* oneDNN's packed copy of nn.Linear's weight in its input's gradient (_gemm_scratch). */
+  function gemmScratch(rows, cols, w) {
+    if (w.compute !== 2n || w.cuda) { return 0n; }
+    return 2n * ceil32(rows) * ceil32(cols);
+  }
+
+  /* Elements of each parameter tensor, in model.parameters() order (_parameter_sizes). */
+  function parameterSizes(spec) {
+    var h = BigInt(spec.hidden), i = BigInt(spec.intermediate), v = BigInt(spec.vocab);
+    var layer, first, last;
+    if (spec.model === "gpt2") {
+      layer = [h, h, 3n * h * h, 3n * h, h * h, h, h, h, h * i, i, i * h, h];
+      first = [v * h, BigInt(spec.max_positions) * h];
+      last = [h, h];
+    } else {
+      var q = BigInt(spec.n_heads * spec.head_dim), kv = BigInt(spec.n_kv_heads * spec.head_dim);
+      var ab = spec.attention_bias, mb = spec.mlp_bias;
+      layer = [];
+      [[h * q, q, ab], [h * kv, kv, ab], [h * kv, kv, ab], [q * h, h, ab],
+       [h * i, i, mb], [h * i, i, mb], [i * h, h, mb]].forEach(function (x) {
+        layer.push(x[0]);
+        if (x[2]) { layer.push(x[1]); }
+      });
+      layer.push(h, h);
+      first = [v * h];
+      last = [h];
+    }
+    var sizes = first.slice();
+    for (var l = 0; l < spec.n_layers; l++) { sizes = sizes.concat(layer); }
+    sizes = sizes.concat(last);
+    if (!spec.tie_embeddings) { sizes.push(v * h); }
+    return sizes;
+  }
+
+  function maxOf(a, b) { return a > b ? a : b; }
+
+  /* One decoder layer's backward, walked node by node (_layer_backward_peak):
+     [highest bytes above the layer's base, the core's forward bytes (math path) or 0]. */
+  function layerBackwardPeak(spec, terms, coreHeld, b, s, w, recompute) {
+    var t = b * s, e = w.compute, p = w.param;
+    var shapes = linearShapes(spec);
+    var fused = spec.attn_implementation === "sdpa" && !(spec.attention_dropout > 0 && !w.cuda);
+    var nodes = [], mlp = false;
+    terms.forEach(function (term) {
+      mlp = mlp || term.name.indexOf("ln_2") === 0 || term.name.indexOf("post-attention norm") === 0;
+      var cons = consumers(term.name, mlp).filter(function (c) {
+        return Object.prototype.hasOwnProperty.call(shapes, c);
+      });
+      nodes.push({ name: term.name, saved: term.each, core: term.group === "attention",
+                   cons: cons, n: tensorsOf(term.formula) });
+    });
+    var selective = recompute === "selective";
+    var coreFirst = nodes.length, coreLast = -1;
+    nodes.forEach(function (node, j) {
+      if (node.core) { coreFirst = Math.min(coreFirst, j); coreLast = j; }
+    });
+    var math = spec.attn_implementation === "sdpa" && spec.attention_dropout > 0 && !w.cuda;
+    var qd = BigInt(spec.n_heads * spec.head_dim), kd = BigInt(spec.n_kv_heads * spec.head_dim);
+    var r = w.residual, f = FLOAT32_BYTES;
+    var internal = (e === f ? 1n : 7n) * t * qd * f;
+    var caller, casts;
+    if (spec.model === "gpt2") {
+      caller = (e === f && (b === 1n || spec.n_heads === 1)) ? 0n : 3n * t * qd * e;
+      casts = 0n;
+    } else {
+      caller = t * (qd + kd) * r + t * kd * e;
+      casts = w.autocast ? t * (qd + kd) * e : 0n;
+    }
+    var aliased = fused && (spec.model === "gpt2" || w.residual === e);
+    var before = [0n];
+    nodes.forEach(function (node) {
+      var kept = node.core && selective ? 0n : node.saved;
+      var copies = 0n;
+      if (w.autocast) { node.cons.forEach(function (c) { copies += shapes[c][1] * e; }); }
+      before.push(before[before.length - 1] + kept + copies);
+    });
+    var sumSaved = function (from, to, skipLse) {
+      var total = 0n;
+      for (var k = from; k <= to; k++) {
+        if (!(skipLse && nodes[k].name.indexOf("log-sum-exp") === 0)) { total += nodes[k].saved; }
+      }
+      return total;
+    };
+    var peak = 0n, grads = 0n;
+    var j = nodes.length - 1;
+    while (j >= 0) {
+      var node = nodes[j];
+      var alive = before[j + 1] + grads;
+      if (selective && j >= coreFirst) {
+        var recomputed = node.core ? sumSaved(coreFirst, j, false) : 0n;
+        alive += recomputed + (node.core && aliased ? 0n : coreHeld);
+      }
+      if (node.core && fused) {
+        peak = maxOf(peak, alive + t * qd * e + sumSaved(coreFirst, j, true));
+        j = coreFirst - 1;
+        continue;
+      }
+      if (node.core && math && recompute !== "none" && j === coreLast) {
+        if (recompute === "full") {
+          peak = maxOf(peak, before[j + 1] + caller + casts + internal);
+        } else {
+          peak = maxOf(peak, alive + casts + internal);
+        }
+      }
+      if (node.cons.length === 0) {
+        var product = node.name === "up_proj output" || node.name.indexOf(" intermediates ") >= 0;
+        var operand = node.name.slice(-"matmul operand)".length) === "matmul operand)";
+        var transient = operand ? node.saved / node.n + 2n * t * qd * e
+          : (product ? 3n : 2n) * (node.saved / node.n);
+        peak = maxOf(peak, alive + transient);
+        j -= 1;
+        continue;
+      }
+      var one = node.saved / node.n, summed = 0n;
+      for (var k = node.cons.length - 1; k >= 0; k--) {
+        var shape = shapes[node.cons[k]];
+        var out = shape[0], weight = shape[1];
+        var gOut = shape[2] ? 0n : t * out * e;
+        var scratch = spec.model === "llama" ? gemmScratch(out, weight / out, w) : 0n;
+        if (w.autocast) {
+          peak = maxOf(peak, alive + gOut + one + summed + weight * e + scratch);
+          alive -= weight * e + (node.n > 1n ? one : 0n);
+          peak = maxOf(peak, alive + summed + weight * e + weight * p);
+        } else {
+          peak = maxOf(peak, alive + gOut + one + summed + weight * p + scratch);
+        }
+        alive += weight * p;
+        grads += weight * p;
+        summed = t * BigInt(spec.hidden) * w.residual;
+      }
+      j -= 1;
+    }
+    var forward = math ? before[coreLast + 1] + caller + casts + internal : 0n;
+    return [peak, forward];
+  }
+
   /* The step's peak and where it occurs, as _step_timeline in Python (a steady-state
      Trainer step: forward, the loss's backward, each layer's backward, the update). */
   function stepPeak(spec, b, s, precision, optimizer, recompute, device, est) {
     var w = widths(precision, device);
-    var p = w.param, e = w.compute, f = FLOAT32_BYTES;
+    var p = w.param, e = w.compute, f = FLOAT32_BYTES, r = w.residual;
     var t = b * s, h = BigInt(spec.hidden), v = BigInt(spec.vocab), L = BigInt(spec.n_layers);
     var statik = est.parameters + est.optimizer;
     var returned = t * v * (w.autocast ? f : e);
-    var perLayer = function (mode) {
-      return activationTerms(spec, Number(b), Number(s), precision, mode, device).filter(
-        function (term) { return ["layer", "attention", "weights"].indexOf(term.group) >= 0; });
+    var termsOf = function (mode) {
+      return activationTerms(spec, Number(b), Number(s), precision, mode, device);
     };
-    var layerTerms = perLayer("none").map(function (term) { return term.each; });
-    var layerBytes = layerTerms.reduce(function (a, x) { return a + x; }, 0n);
+    var byGroup = {};
+    termsOf(recompute).forEach(function (term) {
+      byGroup[term.group] = (byGroup[term.group] || 0n) + term.each * term.count;
+    });
+    var group = function (g) { return byGroup[g] || 0n; };
+    var perLayer = (group("layer") + group("attention") + group("weights")) / L;
+    var coreHeld = recompute === "selective" ? group("attention") / L : 0n;
+    var walkTerms = termsOf("none").filter(function (term) {
+      return term.group === "layer" || term.group === "attention";
+    });
+    var walked = layerBackwardPeak(spec, walkTerms, coreHeld, b, s, w, recompute);
+    var walk = walked[0], coreForward = walked[1];
     var nParams = parameterCount(spec)[0];
     var headParams = spec.tie_embeddings ? 0n : v * h;
     var positions = BigInt(spec.max_positions || 0);
     var layerParams = (nParams - v * h - headParams - positions * h) / L;
-    var heldLayers = perLayer(recompute).reduce(function (a, term) {
-      return a + term.each * term.count; }, 0n);
     var cache = (w.autocast && recompute === "full") ? matmulWeightsPerLayer(spec) * e * L : 0n;
     var fwdEnd = statik + est.activations - returned;
-    var peaks = [["forward", statik + est.activations + cache]];
-    var bwdPeak = fwdEnd + 2n * t * v * f;
-    var grads = v * h * p;
-    var logitsLeft = est.logits - returned - t * v * f;
-    var cur = fwdEnd - logitsLeft - t * v * f + grads + t * h * e;
-    if (cur + t * v * e > bwdPeak) { bwdPeak = cur + t * v * e; }
-    var per = heldLayers / L;
-    for (var layer = L; layer > 0n; layer -= 1n) {
-      var recomputed = recompute === "full" ? layerBytes
-        : (recompute === "selective" ? layerBytes - per : 0n);
-      var beforeLayer = cur + recomputed - layerBytes + layerParams * p;
-      if (recompute === "full" && (spec.model === "gpt2" || w.residual === FLOAT32_BYTES)) {
-        beforeLayer -= t * h * w.residual;
-      }
-      var prefix = 0n;
-      for (var k = 0; k < layerTerms.length; k++) {
-        prefix += layerTerms[k];
-        var here = beforeLayer + prefix + (w.autocast ? 2n : 1n) * layerTerms[k];
-        if (here > bwdPeak) { bwdPeak = here; }
-      }
-      cur = cur - per + layerParams * p;
+    var upcast = t * v * (w.autocast ? e : (e !== f ? f : 0n));
+    var fwdPeak = statik + est.activations + cache + upcast;
+    if (recompute === "none" && coreForward) {
+      fwdPeak = maxOf(fwdPeak, statik + group("embedding") + group("shared")
+                      + (L - 1n) * perLayer + coreForward);
     }
+    var peaks = [["forward", fwdPeak]];
+    var bwdPeak = fwdEnd + 2n * t * v * f;
+    var logitsLeft = est.logits - returned - t * v * f;
+    var cur = fwdEnd - logitsLeft - t * v * f + v * h * p + t * h * r;
+    bwdPeak = maxOf(bwdPeak, cur + t * v * e + gemmScratch(v, h, w));
+    cur -= group("final");
+    var alias = (recompute === "full" && (spec.model === "gpt2" || r === f)) ? t * h * r : 0n;
+    for (var layer = L; layer > 0n; layer -= 1n) {
+      var base = cur - (recompute === "full" ? alias : perLayer);
+      bwdPeak = maxOf(bwdPeak, base + walk);
+      cur = cur - perLayer + layerParams * p;
+    }
+    var tied = spec.tie_embeddings ? (w.autocast ? 1n : 2n) : 1n;
+    bwdPeak = maxOf(bwdPeak, cur + v * h * p * tied + positions * h * p);
     var end = statik + est.gradients + t * INDEX_BYTES;
     peaks.push(["backward", bwdPeak]);
-    var largest = v * h;
-    var mlpWeight = layerParams !== 0n ? h * BigInt(spec.intermediate) : 0n;
-    if (mlpWeight > largest) { largest = mlpWeight; }
-    largest *= p;
-    peaks.push(["optimizer", end + (optimizer === "adamw" ? 2n * largest : largest)]);
+    var sizes = parameterSizes(spec), update = 0n, prev = 0n;
+    sizes.forEach(function (size) { update = maxOf(update, prev + 2n * size); prev = size; });
+    peaks.push(["optimizer", end + (optimizer === "adamw" ? update * p : 0n)]);
     var best = peaks[0];
     peaks.forEach(function (pair) { if (pair[1] > best[1]) { best = pair; } });
     return { peak: best[1], phase: best[0] };

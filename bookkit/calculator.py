@@ -791,6 +791,187 @@ def estimate_from_spec(spec: ModelSpec, *, batch_size: int, seq_len: int,
     return breakdown
 
 
+def _linear_shapes(spec: ModelSpec) -> dict[str, tuple[int, int, bool]]:
+    """The decoder layer's linear layers: name -> (output features, weight elements,
+    whether its output is the block's, added to the residual stream). GPT-2 names two
+    layers ``c_proj``: ``"c_proj"`` is the attention's, ``"mlp c_proj"`` the MLP's."""
+    h, i = spec.hidden, spec.intermediate
+    if spec.model == "gpt2":
+        return {"c_attn": (3 * h, 3 * h * h, False), "c_proj": (h, h * h, True),
+                "c_fc": (i, h * i, False), "mlp c_proj": (h, i * h, True)}
+    q, kv = spec.n_heads * spec.head_dim, spec.n_kv_heads * spec.head_dim
+    return {"q_proj": (q, h * q, False), "k_proj": (kv, h * kv, False),
+            "v_proj": (kv, h * kv, False), "o_proj": (h, q * h, True),
+            "gate_proj": (i, h * i, False), "up_proj": (i, h * i, False),
+            "down_proj": (h, i * h, True)}
+
+
+def _consumers(name: str, mlp: bool) -> list[str]:
+    """The linear layers that read a term's tensor, from its name ("... (q_proj/k_proj/
+    v_proj input)", "... (gate_proj, up_proj inputs)"); GPT-2's ``c_proj`` in the MLP
+    block (``mlp``) is ``"mlp c_proj"``."""
+    for tail in (" input)", " inputs)"):
+        if name.endswith(tail):
+            inner = name[name.rfind("(") + 1:-len(tail)]
+            names = inner.replace(", ", "/").split("/")
+            return ["mlp c_proj" if n == "c_proj" and mlp else n for n in names]
+    return []
+
+
+def _tensors(formula: str) -> int:
+    """How many tensors of equal size a term counts: the leading factor of its formula
+    when a width follows it ("3·e·b·s·h", "2·4·b·s"), else one ("4·b·s·h")."""
+    parts = formula.split("·")
+    if len(parts) > 2 and parts[0].isdigit() and (parts[1] == "e" or parts[1].isdigit()):
+        return int(parts[0])
+    return 1
+
+
+def _gemm_scratch(rows: int, cols: int, w: _Widths) -> int:
+    """The scratch buffer of nn.Linear's input gradient ``grad @ weight`` for a weight of
+    ``rows`` x ``cols``: in bfloat16 on a CPU, oneDNN packs the weight, as stored, into a
+    buffer of both sides rounded up to 32 (measured: 2·⌈K/32⌉·32·⌈N/32⌉·32 bytes and a
+    few KiB, which are left out). GPT-2's Conv1D multiplies by its weight's transpose,
+    which is not packed (measured)."""
+    if w.compute != 2 or w.cuda:
+        return 0
+    return 2 * (-(-rows // 32) * 32) * (-(-cols // 32) * 32)
+
+
+def _parameter_sizes(spec: ModelSpec) -> list[int]:
+    """Elements of each parameter tensor, in ``model.parameters()`` order."""
+    h, i, v = spec.hidden, spec.intermediate, spec.vocab
+    if spec.model == "gpt2":
+        layer = [h, h, 3 * h * h, 3 * h, h * h, h, h, h, h * i, i, i * h, h]
+        head = [v * h, spec.max_positions * h], [h, h]
+    else:
+        q, kv = spec.n_heads * spec.head_dim, spec.n_kv_heads * spec.head_dim
+        ab, mb = spec.attention_bias, spec.mlp_bias
+        layer = ([h * q] + [q] * ab + [h * kv] + [kv] * ab + [h * kv] + [kv] * ab
+                 + [q * h] + [h] * ab + [h * i] + [i] * mb + [h * i] + [i] * mb
+                 + [i * h] + [h] * mb + [h, h])
+        head = [v * h], [h]
+    return head[0] + layer * spec.n_layers + head[1] + ([] if spec.tie_embeddings else [v * h])
+
+
+def _layer_backward_peak(spec: ModelSpec, terms: list[Term], core_held: int, b: int, s: int,
+                         w: _Widths, recompute: str) -> tuple[int, int]:
+    """The highest bytes one decoder layer's backward adds to what is alive outside the
+    layer's saved tensors (parameters, optimizer state, other layers' saved tensors,
+    the gradients so far, the residual stream's gradient), walked node by node from
+    the last tensor the forward made to the first; and (or 0) the bytes above the same
+    base at the end of the layer's attention core in the forward, where the CPU's math
+    path holds temporaries.
+
+    Args:
+        terms: the layer's terms without recomputation, in the order the forward
+            makes them (each counted once).
+        core_held: what a selective checkpoint holds of the attention core's inputs.
+
+    At a node, alive are: the saved tensors made before it and its own; the weight
+    gradients of the linear layers already passed; the gradient it receives and the
+    one it returns, each as large as one of its saved tensors. A linear layer
+    receives its output's gradient (the residual stream's, already alive, for the
+    block's last one) and returns its input's and its weight's; under autocast the
+    weight's gradient is made in bfloat16 and cast to float32, and the bfloat16
+    weight copy, saved with the input, is freed by the backward. Linear layers that
+    read one tensor pass it one after the other, summing their input gradients. The
+    fused attention kernel is one node: all it saved, the output's gradient and the
+    gradients of Q, K and V at once. Under selective recomputation the core's
+    tensors exist only during its backward, beside the checkpoint's inputs (counted
+    once where the fused kernel saves them as given).
+    """
+    t, e, p = b * s, w.compute, w.param
+    shapes = _linear_shapes(spec)
+    fused = spec.attn_implementation == "sdpa" and not (spec.attention_dropout > 0 and not w.cuda)
+    nodes = []                       # (name, saved bytes, in the core, consumers, tensors)
+    mlp = False
+    for term in terms:
+        mlp = mlp or term.name.startswith(("ln_2", "post-attention norm"))
+        cons = [c for c in _consumers(term.name, mlp) if c in shapes]   # linear layers
+        nodes.append((term.name, term.each, term.group == "attention", cons,
+                      _tensors(term.formula)))
+    selective = recompute == "selective"
+    core_first = next((j for j, node in enumerate(nodes) if node[2]), len(nodes))
+    core_last = max((j for j, node in enumerate(nodes) if node[2]), default=-1)
+    # The CPU's math path (sdpa with dropout): its forward holds, beyond what it saves,
+    # float32 Q-sized temporaries: one for float32 inputs, seven for bfloat16 ones
+    # (the float32 casts of Q, K and V, the scaled copies, the float32 output;
+    # measured). The caller holds Q, K and V as it passed them (Llama's Q and K after
+    # RoPE, under autocast also their bfloat16 casts), which the math path copies;
+    # GPT-2's c_attn output is the V it keeps when that needs no copy.
+    math = (spec.attn_implementation == "sdpa" and spec.attention_dropout > 0
+            and not w.cuda)
+    qd, kd, r = spec.n_heads * spec.head_dim, spec.n_kv_heads * spec.head_dim, w.residual
+    internal = (1 if e == FLOAT32_BYTES else 7) * t * qd * FLOAT32_BYTES
+    if spec.model == "gpt2":
+        caller, casts = (0 if e == FLOAT32_BYTES and (b == 1 or spec.n_heads == 1)
+                         else 3 * t * qd * e), 0
+    else:
+        caller = t * (qd + kd) * r + t * kd * e
+        casts = t * (qd + kd) * e if w.autocast else 0
+    aliased = fused and (spec.model == "gpt2" or w.residual == e)
+    before = [0]                     # saved bytes made before each node, and its own
+    for name, saved, core, cons, _ in nodes:
+        kept = 0 if core and selective else saved
+        copies = sum(shapes[c][1] for c in cons) * e if w.autocast else 0
+        before.append(before[-1] + kept + copies)
+    peak = grads = 0
+    j = len(nodes) - 1
+    while j >= 0:
+        name, saved, core, cons, n = nodes[j]
+        alive = before[j + 1] + grads
+        if selective and j >= core_first:
+            recomputed = sum(node[1] for node in nodes[core_first:j + 1]) if core else 0
+            alive += recomputed + (0 if core and aliased else core_held)
+        if core and fused:
+            qkv = sum(node[1] for node in nodes[core_first:j + 1]
+                      if not node[0].startswith("log-sum-exp"))
+            peak = max(peak, alive + t * spec.n_heads * spec.head_dim * e + qkv)
+            j = core_first - 1
+            continue
+        if core and math and recompute != "none" and j == core_last:
+            # The core's recomputed forward, before its backward (under full
+            # recomputation the whole layer is recomputed before any of its gradients
+            # exist; under selective the checkpoint holds the caller's tensors).
+            if recompute == "full":
+                peak = max(peak, before[j + 1] + caller + casts + internal)
+            else:
+                peak = max(peak, alive + casts + internal)
+        if not cons:
+            # A product of two saved tensors (the gate times up_proj's output, gelu_new's
+            # 0.5·x times 1 + tanh) returns two gradients for the one it receives. The
+            # probabilities' product with V receives the attention output's gradient and
+            # returns those of the probabilities and of V.
+            product = name == "up_proj output" or " intermediates " in name
+            if name.endswith("matmul operand)"):
+                transient = saved // n + 2 * t * qd * e
+            else:
+                transient = (3 if product else 2) * (saved // n)
+            peak = max(peak, alive + transient)
+            j -= 1
+            continue
+        one, summed = saved // n, 0
+        for c in reversed(cons):
+            out, weight, block_out = shapes[c]
+            g_out = 0 if block_out else t * out * e
+            scratch = _gemm_scratch(out, weight // out, w) if spec.model == "llama" else 0
+            if w.autocast:
+                peak = max(peak, alive + g_out + one + summed + weight * e + scratch)
+                # the copy and (its consumer's own) input are freed; the bfloat16
+                # gradient of the weight is cast to float32
+                alive -= weight * e + (one if n > 1 else 0)
+                peak = max(peak, alive + summed + weight * e + weight * p)
+            else:
+                peak = max(peak, alive + g_out + one + summed + weight * p + scratch)
+            alive += weight * p
+            grads += weight * p
+            summed = t * spec.hidden * w.residual
+        j -= 1
+    forward = before[core_last + 1] + caller + casts + internal if math else 0
+    return peak, forward
+
+
 def _step_timeline(spec: ModelSpec, b: int, s: int, precision: str, optimizer: str,
                    recompute: str, device: str, breakdown: dict) -> tuple[dict, str, int]:
     """Bytes alive over one steady-state step (see ``estimate_training_memory``):
@@ -798,24 +979,28 @@ def _step_timeline(spec: ModelSpec, b: int, s: int, precision: str, optimizer: s
     ``model(..., labels=ids)``, the output dropped but for the loss, ``backward()``,
     ``step()``; AdamW's state exists already."""
     w = _widths(precision, device)
-    p, e, f = w.param, w.compute, FLOAT32_BYTES
+    p, e, f, r = w.param, w.compute, FLOAT32_BYTES, w.residual
     t, h, v, L = b * s, spec.hidden, spec.vocab, spec.n_layers
     static = breakdown["parameters"] + breakdown["optimizer"]
     returned = t * v * (f if w.autocast else e)          # the logits the caller drops
-    # What one layer keeps without recomputation, in the order the forward makes it.
-    layer_terms = [term.each for term in activation_terms(
-        spec, batch_size=b, seq_len=s, precision=precision, recompute="none", device=device)
-        if term.group in ("layer", "attention", "weights")]
-    layer_bytes = sum(layer_terms)
+
+    def terms_of(mode):
+        return activation_terms(spec, batch_size=b, seq_len=s, precision=precision,
+                                recompute=mode, device=device)
+
+    terms = terms_of(recompute)
+    by_group = {}
+    for term in terms:
+        by_group[term.group] = by_group.get(term.group, 0) + term.bytes
+    # What each layer holds until its backward (for "full": the checkpoint's input and
+    # RNG state; under autocast without it, the bfloat16 weight copies too).
+    per_layer = sum(by_group.get(g, 0) for g in ("layer", "attention", "weights")) // L
+    core_held = by_group.get("attention", 0) // L if recompute == "selective" else 0
+    walk_terms = [term for term in terms_of("none") if term.group in ("layer", "attention")]
+    walk, core_forward = _layer_backward_peak(spec, walk_terms, core_held, b, s, w, recompute)
     n_params, _ = parameter_count(spec)
     head_params = 0 if spec.tie_embeddings else v * h
     layer_params = (n_params - v * h - head_params - spec.max_positions * h) // L
-    # What the layers hold until their backward under this recompute (for "full": the
-    # checkpoint's input and RNG state); each layer's share is freed by its backward.
-    held_layers = sum(
-        term.bytes for term in activation_terms(
-            spec, batch_size=b, seq_len=s, precision=precision, recompute=recompute,
-            device=device) if term.group in ("layer", "attention", "weights"))
     acts = breakdown["activations"]
     timeline = {"start": static + t * INDEX_BYTES}
     peaks = {}
@@ -825,44 +1010,53 @@ def _step_timeline(spec: ModelSpec, b: int, s: int, precision: str, optimizer: s
              if w.autocast and recompute == "full" else 0)
     fwd_end = static + acts - returned
     timeline["forward"] = fwd_end
-    peaks["forward"] = static + acts + cache
+    # The loss, still inside the model's forward: the log-softmax is made from a float32
+    # upcast of bfloat16 logits, alive with them (under autocast the float32 logits the
+    # caller gets are made after the model returns; the upcast takes their place).
+    upcast = t * v * (e if w.autocast else (f if e != f else 0))
+    peaks["forward"] = static + acts + cache + upcast
+    if recompute == "none" and core_forward:
+        # The last layer's attention core, its temporaries alive (the math path's).
+        outside = by_group.get("embedding", 0) + by_group.get("shared", 0)
+        peaks["forward"] = max(peaks["forward"],
+                               static + outside + (L - 1) * per_layer + core_forward)
     # The loss's backward: the gradient of the log-softmax and its input's gradient,
     # both float32 logit-sized, next to the saved log-softmax.
     loss_peak = fwd_end + 2 * t * v * f
     timeline["loss backward"] = fwd_end - t * v * f + t * v * e   # dlogits in dtype
-    grads = (head_params or v * h) * p if not spec.tie_embeddings else v * h * p
+    # The output layer's backward: the logits' gradient in the compute dtype, the
+    # weight's gradient (for tied embeddings it waits for the embedding's), the final
+    # norm's output gradient (the residual stream's, alive through every layer).
     logits_left = breakdown["logits"] - returned - t * v * f
-    cur = fwd_end - logits_left - t * v * f + grads + t * h * e
-    bwd_peak = max(loss_peak, cur + t * v * e)
-    remaining = held_layers
-    per = held_layers // L
+    cur = fwd_end - logits_left - t * v * f + v * h * p + t * h * r
+    bwd_peak = max(loss_peak, cur + t * v * e + _gemm_scratch(v, h, w))
+    cur -= by_group.get("final", 0)
+    # Full recomputation: the recomputed first norm reads the checkpoint's input itself
+    # (Llama's float32 upcast copies a bfloat16 residual), counted in the layer's share.
+    alias = t * h * r if recompute == "full" and (spec.model == "gpt2" or r == f) else 0
     for layer in range(L, 0, -1):
-        recomputed = layer_bytes if recompute == "full" else (
-            layer_bytes - per if recompute == "selective" else 0)
-        # Backward walks the layer's tensors in reverse: when it reaches one, that
-        # tensor and all made before it are alive, with its gradient and the gradient
-        # it passes on (each as large as the tensor).
-        before_layer = cur + recomputed - layer_bytes + layer_params * p
-        if recompute == "full" and (spec.model == "gpt2" or w.residual == FLOAT32_BYTES):
-            # The recomputed norm's input is the checkpoint's input itself (Llama's
-            # float32 upcast copies only a bfloat16 residual), counted already.
-            before_layer -= t * h * w.residual
-        prefix = 0
-        for each in layer_terms:
-            prefix += each
-            # Under autocast a bfloat16 tensor's gradient is also cast to float32 for
-            # the float32 op that made its input: one more copy.
-            bwd_peak = max(bwd_peak, before_layer + prefix + (2 if w.autocast else 1) * each)
-        remaining -= per
-        cur = cur - per + layer_params * p
+        base = cur - (alias if recompute == "full" else per_layer)
+        bwd_peak = max(bwd_peak, base + walk)
+        cur = cur - per_layer + layer_params * p
         timeline[f"layer {layer} backward"] = cur
+    # The embedding's backward: a dense gradient of the table (zeros, then indexed adds).
+    # A tied table's gradient is summed with the output layer's, waiting in autograd's
+    # input buffer: into a new tensor, except under autocast, where the waiting one is
+    # the float32 cast of the bfloat16 copy's gradient and takes the sum in place
+    # (measured).
+    tied = (1 if w.autocast else 2) if spec.tie_embeddings else 1
+    embedding = v * h * p * tied + spec.max_positions * h * p
+    bwd_peak = max(bwd_peak, cur + embedding)
     end = static + breakdown["gradients"] + t * INDEX_BYTES
     timeline["backward"] = end
     peaks["backward"] = bwd_peak
-    # The update: per parameter tensor, a few temporaries as large as the largest one.
-    largest_param = max(v * h, layer_params and h * spec.intermediate) * p
-    temps = 2 * largest_param if optimizer == "adamw" else largest_param
-    peaks["optimizer"] = end + temps
+    # The update. torch's single-tensor AdamW (a CPU's) goes parameter by parameter:
+    # denom = sqrt(v) / c makes two temporaries as large as the parameter, while the
+    # previous parameter's denom is still held by the loop's variable. SGD without
+    # momentum updates in place.
+    sizes = _parameter_sizes(spec)
+    update = max(prev + 2 * size for prev, size in zip([0] + sizes, sizes))
+    peaks["optimizer"] = end + (update * p if optimizer == "adamw" else 0)
     timeline["optimizer"] = end
     phase = max(peaks, key=peaks.get)
     return timeline, phase, peaks[phase]
