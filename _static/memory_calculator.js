@@ -584,8 +584,10 @@
       if (node.cons.length === 0) {
         var product = node.name === "up_proj output" || node.name.indexOf(" intermediates ") >= 0;
         var operand = node.name.slice(-"matmul operand)".length) === "matmul operand)";
+        var mathProbs = node.name.indexOf("softmax, dropout mask and output") === 0;
         var transient = operand ? node.saved / node.n + 2n * t * qd * e
-          : (product ? 3n : 2n) * (node.saved / node.n);
+          : (mathProbs ? node.saved / node.n + 2n * t * qd * f
+             : (product ? 3n : 2n) * (node.saved / node.n));
         peak = maxOf(peak, alive + transient);
         j -= 1;
         continue;

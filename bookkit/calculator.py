@@ -942,10 +942,12 @@ def _layer_backward_peak(spec: ModelSpec, terms: list[Term], core_held: int, b: 
             # A product of two saved tensors (the gate times up_proj's output, gelu_new's
             # 0.5·x times 1 + tanh) returns two gradients for the one it receives. The
             # probabilities' product with V receives the attention output's gradient and
-            # returns those of the probabilities and of V.
+            # returns those of the probabilities and of V (float32 on the math path).
             product = name == "up_proj output" or " intermediates " in name
             if name.endswith("matmul operand)"):
                 transient = saved // n + 2 * t * qd * e
+            elif name.startswith("softmax, dropout mask and output"):
+                transient = saved // n + 2 * t * qd * FLOAT32_BYTES
             else:
                 transient = (3 if product else 2) * (saved // n)
             peak = max(peak, alive + transient)
