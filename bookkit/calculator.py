@@ -59,7 +59,9 @@ term) and a command line::
         --batch-size 8 --seq-len 1024 --recompute full --precision bf16-autocast --device cuda
 
 The same formula, in JavaScript, drives the interactive calculator of the HTML book
-(``_static/memory_calculator.js``); a test checks that both give the same bytes.
+(``_static/memory_calculator.js``, whose constants and presets
+``scripts/calculator_js_data.py`` writes from this module's tables); a test checks
+that both give the same bytes.
 """
 from __future__ import annotations
 
@@ -1153,6 +1155,7 @@ CUDA_CONTEXT_BYTES = 2 ** 30
 _MARGIN_PERCENT = 5
 ALLOCATOR_MARGIN = _MARGIN_PERCENT / 100
 GB = 10 ** 9      # GPU memory is sold in decimal GB
+FITS_GB = (24, 40, 80)    # the accelerator sizes the CLI and the HTML form check
 
 
 def required_bytes(estimate: Mapping[str, Any], device: str = "cuda") -> int:
@@ -1641,7 +1644,7 @@ def main(argv=None) -> int:
     print(f"needs {need / GB:.2f} GB"
           + (" (1 GiB CUDA context, 5 % allocator margin)" if args.device == "cuda" else ""))
     print("fits on: " + " · ".join(
-        f"{g} GB {'yes' if need <= g * GB else 'no'}" for g in (24, 40, 80)))
+        f"{g} GB {'yes' if need <= g * GB else 'no'}" for g in FITS_GB))
     return 0
 
 

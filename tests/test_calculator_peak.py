@@ -5,11 +5,10 @@ allocator; it knows nothing of the formula. The grid covers logits-heavy,
 attention-heavy (eager and sdpa) and deep-narrow models; fp32, bf16 and bf16 autocast;
 no, selective and full recomputation; AdamW and SGD.
 """
-import importlib.util
 import random
 
 import pytest
-from bookpaths import ROOT
+from bookpaths import ROOT, load_module
 from marks import fast_every
 
 pytest.importorskip("transformers")
@@ -71,15 +70,8 @@ def test_peak_within_three_percent(case):
     assert abs(error) <= TOLERANCE, f"{name}: peak off by {error:+.1%}"
 
 
-def _sweep():
-    """benchmarks/peak_sweep.py, the random sweep (its ``draw_case`` and ``error``)."""
-    spec = importlib.util.spec_from_file_location("peak_sweep", ROOT / "benchmarks" / "peak_sweep.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-SWEEP = _sweep()
+# benchmarks/peak_sweep.py, the random sweep (its draw_case, error and describe).
+SWEEP = load_module(ROOT / "benchmarks" / "peak_sweep.py")
 # Random configurations beyond the grid: GPT-2 and Llama, eager and sdpa, with and
 # without dropout, tied or not, grouped key/value heads, biases, every activation the
 # sweep draws; every precision, recomputation and optimizer; batch 1-4, 8-256 tokens.
