@@ -19,7 +19,8 @@ record the forward and enter the recompute phase the same way, here:
 * `replay_op`: the one way to run a recorded op again (used by `minigrad.remat.run` and
   DTR's rebuilds): its arguments copied, inside `recomputing` with the op's own random
   state, its saved arrays handed back instead of kept, and checked against the record
-  (same shapes, same random draws, same values: `values_digest`).
+  (same shapes and dtypes, same random draws); the callers compare the values with the
+  checksum they took in the first forward (`values_digest`).
 
 A recorder's saved arrays are packed into `Slot` placeholders; when the op has returned,
 the observer classifies each slot by the buffer it lives in (the ledger's rule: a view and
