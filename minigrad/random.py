@@ -8,12 +8,16 @@ recomputed dropout masks are then the same bits as the original ones.
 from __future__ import annotations
 
 import copy
+import weakref
 from contextlib import contextmanager
 
 import numpy as np
 
 __all__ = ["Generator", "default_generator", "manual_seed", "get_rng_state",
-           "set_rng_state", "fork_rng", "rand", "randn", "uniform", "randint"]
+           "set_rng_state", "fork_rng", "rand", "randn", "uniform", "randint",
+           "live_generators"]
+
+_LIVE: "weakref.WeakSet[Generator]" = weakref.WeakSet()  # every Generator not yet freed
 
 
 class Generator:
@@ -24,6 +28,11 @@ class Generator:
         >>> g.normal(0.0, 1.0, (2, 3)).shape
         (2, 3)
     """
+
+    def __new__(cls, *args, **kwargs):
+        self = super().__new__(cls)
+        _LIVE.add(self)  # here, not in __init__: a copy (copy.deepcopy, pickle) is seen too
+        return self
 
     def __init__(self, seed: int = 0):
         self.manual_seed(seed)
@@ -147,3 +156,15 @@ def randint(low, high, shape):
         dtype('int64')
     """
     return default_generator.integers(low, high, shape)
+
+
+def live_generators() -> list:
+    """Every `Generator` alive now, the default one included (what a dry run must put
+    back as it found it: `minigrad.plan.trace_graph`).
+
+    Example:
+        >>> g = Generator(3)
+        >>> g in live_generators() and default_generator in live_generators()
+        True
+    """
+    return list(_LIVE)
