@@ -1128,7 +1128,12 @@ def estimate_training_memory(config, *, batch_size: int, seq_len: int, precision
         weight cache, gradients as they appear and the update's temporaries),
         ``peak_phase`` (``"forward"``, ``"backward"`` or ``"optimizer"``) and
         ``timeline`` (bytes at the end of each phase and of each layer's backward).
-        ``measure_step_peak`` measures the same on a CPU.
+        ``measure_step_peak`` measures the same on a CPU; ``benchmarks/peak_sweep.py``
+        compares the two on random configurations. Left out: the scratch buffers of
+        oneDNN's bfloat16 matrix products on a CPU other than nn.Linear's packed
+        weight (tens of KB for small shapes; for GPT-2's Conv1D weight gradient up to
+        about its input's size), which make steps whose peak is under about 1 MB, or
+        GPT-2 bfloat16 steps dominated by the MLP's backward, read a few % low.
 
     Example:
         >>> from transformers import GPT2Config
