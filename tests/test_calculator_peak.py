@@ -3,7 +3,9 @@
 ``measure_step_peak`` runs the Trainer's steady-state step on small models and reads the
 allocator; it knows nothing of the formula. The grid covers logits-heavy,
 attention-heavy (eager and sdpa) and deep-narrow models; fp32, bf16 and bf16 autocast;
-no, selective and full recomputation; AdamW and SGD.
+no, selective and full recomputation; AdamW and SGD. Beyond it, 24 random configurations
+drawn by benchmarks/peak_sweep.py's ``draw_case`` with a fixed seed (one in six in the
+quick loop, all in ``make test``).
 """
 import random
 
