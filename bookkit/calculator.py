@@ -1132,8 +1132,9 @@ def estimate_training_memory(config, *, batch_size: int, seq_len: int, precision
         compares the two on random configurations. Left out: the scratch buffers of
         oneDNN's bfloat16 matrix products on a CPU other than nn.Linear's packed
         weight (tens of KB for small shapes; for GPT-2's Conv1D weight gradient up to
-        about its input's size), which make steps whose peak is under about 1 MB, or
-        GPT-2 bfloat16 steps dominated by the MLP's backward, read a few % low.
+        about its input's size) and the CPU flash-attention backward's block buffers
+        (tens of KB), which make steps whose peak is under about 1 MB, or GPT-2
+        bfloat16 steps dominated by the MLP's backward, read a few % low.
 
     Example:
         >>> from transformers import GPT2Config
