@@ -82,7 +82,9 @@ WEIGHT_JS = """() => {
 
 def measure(browser, url: str, docname: str) -> dict:
     """READING_JS at 1280 px and 390 px, and the bytes the page loaded."""
-    from test_browser import READING_JS, WIDTHS
+    from test_browser import LABELS_JS, READING_JS, WIDTHS
+
+    from bookkit.figures import SMALLEST_TEXT_KEY
 
     row = {"page": docname}
     for label, (width, height) in (("1280", WIDTHS["desktop"]), ("390", WIDTHS["phone"])):
@@ -94,7 +96,8 @@ def measure(browser, url: str, docname: str) -> dict:
         if label == "1280":
             row.update(weight_kb=round(page.evaluate(WEIGHT_JS) / 1024),
                        code_lines=m["visibleCodeLines"], cells_over_40=len(m["longCells"]))
-        row[f"label_px_{label}"] = round(m["labelPx"], 1) if m["labelPx"] else None
+        px = [f["px"] for f in page.evaluate(LABELS_JS, SMALLEST_TEXT_KEY) if f["px"]]
+        row[f"label_px_{label}"] = round(min(px), 1) if px else None
         row.update({f"height_{label}": m["pageHeight"], f"squashed_{label}": len(m["squashed"]),
                     f"splits_{label}": m["nSplits"], f"wrapped_{label}": len(m["wrapped"])})
         page.close()

@@ -13,7 +13,9 @@
   count) or scrolls the page; no visible code cell over 40 lines; a search control on
   the first screen; on a chapter, its question and "What you will see" (or a figure)
   on the first screen; no display equation or box wider than its column or cut off;
-  no console error, over HTTP and from ``file://``.
+  no console error, over HTTP and from ``file://``; at 390 px, the smallest text of
+  every chapter figure shows at 9 CSS px or more (LABELS_JS reads its size in points
+  from the PNG).
 
 `make screens` (scripts/screens.py) takes the screenshots contributors review.
 """
@@ -29,6 +31,7 @@ from urllib.parse import urlparse
 
 import pytest
 
+from bookkit.figures import SMALLEST_TEXT_KEY
 from bookpaths import HTML, ROOT, toc_files
 
 pytestmark = pytest.mark.book
@@ -182,15 +185,6 @@ READING_JS = """() => {
       squashed.push(`${(img.src || '').split('/').pop().slice(0, 24)}: ` +
                     `${ratio.toFixed(2)} of its aspect ratio`);
   }
-  // Chapter figures are drawn with 11 pt labels at 100 dpi and stored at 2x: a label is
-  // 15.3 px times the figure's shown width over its nominal width (reported, not
-  // asserted: 9 px at 390 px needs larger labels, re-drawn in every chapter).
-  let labelPx = null;
-  for (const img of article.querySelectorAll('div.cell_output img')) {
-    if (!shown(img) || !img.naturalWidth || /\\.svg/i.test(img.src)) continue;
-    const px = 11 * 100 / 72 * img.getBoundingClientRect().width / (img.naturalWidth / 2);
-    labelPx = labelPx === null ? px : Math.min(labelPx, px);
-  }
   // A word (or number) of a table cell whose letters lie on two lines.
   const splits = [];
   let nSplits = 0;
@@ -257,12 +251,73 @@ READING_JS = """() => {
   const willSee = Array.from(article.querySelectorAll('.admonition-title'))
     .find(e => /What you will see/i.test(e.textContent));
   const figure = Array.from(article.querySelectorAll('img, figure, svg')).find(onFirstScreen);
-  return {labelPx, squashed, splits, nSplits, wrapped, longCells, visibleCodeLines, tooWide,
+  return {squashed, splits, nSplits, wrapped, longCells, visibleCodeLines, tooWide,
           searchOnFirstScreen, question: onFirstScreen(question), hasQuestion: !!question,
           willSee: onFirstScreen(willSee), figure: !!figure,
           pageHeight: document.documentElement.scrollHeight,
           pageWidth: document.documentElement.scrollWidth, viewport: window.innerWidth};
 }"""
+
+
+LABELS_JS = """async (key) => {
+  // Each chapter figure is a PNG at 2x whose tEXt chunk `key` holds the size (pt) of
+  // the smallest text it draws (bookkit.figures.book_png). At 100 dpi a label of s pt
+  // is s * 100/72 px at the figure's nominal width (half the PNG's): on screen it
+  // scales with the width the browser gives the image.
+  const article = document.querySelector('.bd-article') || document.body;
+  const shown = (e) => e.getClientRects().length > 0 && !e.closest('details:not([open])');
+  const smallestPt = (bytes) => {
+    let pt = null;
+    for (let i = 8; i + 12 <= bytes.length;) {  // after the signature: chunks
+      const len = ((bytes[i] << 24) | (bytes[i + 1] << 16) | (bytes[i + 2] << 8) |
+                   bytes[i + 3]) >>> 0;
+      const type = String.fromCharCode(...bytes.subarray(i + 4, i + 8));
+      if (type === 'tEXt') {
+        const [k, v] = new TextDecoder('latin1').decode(
+          bytes.subarray(i + 8, i + 8 + len)).split('\\0');
+        if (k === key) pt = parseFloat(v);
+      }
+      if (type === 'IEND') break;
+      i += 12 + len;
+    }
+    return pt;
+  };
+  const figures = [];
+  for (const img of article.querySelectorAll('div.cell_output img')) {
+    if (!shown(img) || !img.naturalWidth || /\\.svg/i.test(img.src)) continue;
+    const bytes = new Uint8Array(await (await fetch(img.src)).arrayBuffer());
+    const pt = smallestPt(bytes);
+    const shownPx = img.getBoundingClientRect().width;
+    figures.push({src: (img.src || '').split('/').pop().slice(0, 24), pt,
+                  px: pt === null ? null : pt * 100 / 72 * shownPx / (img.naturalWidth / 2)});
+  }
+  return figures;
+}"""
+
+MIN_LABEL_PX = 9.0
+"""Smallest text of a chapter figure, in CSS px, in a 390 px window."""
+
+
+def label_problems(figures: list[dict]) -> list[str]:
+    """Chapter figures (LABELS_JS) whose smallest text shows under `MIN_LABEL_PX`, or
+    that carry no record of it (drawn outside the book's style)."""
+    problems = []
+    for f in figures:
+        if f["pt"] is None:
+            problems.append(f"{f['src']}: the PNG records no smallest text (draw it "
+                            "with bookkit imported, so the book's style applies)")
+        elif f["px"] < MIN_LABEL_PX:
+            problems.append(f"{f['src']}: smallest text {f['pt']:g} pt shows at "
+                            f"{f['px']:.1f} px (under {MIN_LABEL_PX:g}: larger labels or "
+                            "a narrower figure)")
+    return problems
+
+
+def test_label_problems_finds_small_and_unrecorded_labels():
+    good = {"src": "a.png", "pt": 11.0, "px": 9.2}
+    assert label_problems([good]) == []
+    assert "8.3 px" in label_problems([dict(good, px=8.3)])[0]
+    assert "records no" in label_problems([dict(good, pt=None, px=None)])[0]
 
 
 def reading_problems(m: dict, chapter: bool) -> list[str]:
@@ -375,6 +430,8 @@ def test_page_reads_at_1280_and_390_px(page_path, server, browser):
     phone = page.evaluate(LAYOUT_JS)
     problems += [f"at 390 px: {p}" for p in
                  reading_problems(page.evaluate(READING_JS), is_chapter(page_path))]
+    problems += [f"at 390 px, figure label: {p}" for p in
+                 label_problems(page.evaluate(LABELS_JS, SMALLEST_TEXT_KEY))]
     page.close()
     if phone["viewport"] != w:
         problems.append(f"at 390 px: the window did not narrow ({phone['viewport']} px)")
