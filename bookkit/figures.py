@@ -519,3 +519,116 @@ def memory_by_kind(model: str = "GPT-2 (124M)", batch_size: int = 8, seq_len: in
     ax.spines[["top", "right"]].set_visible(False)
     fig.tight_layout()
     return fig
+
+
+PHASE_SHADES = ("#eceff1", "#ffffff", "#eceff1", "#ffffff")
+
+
+def phase_positions(phases: dict) -> list[float]:
+    """The x of each allocator event when every phase is drawn one unit wide: event
+    ``j`` of phase ``i`` (events ``first`` to ``last``) at ``i + (j - first) / (last -
+    first)``, so a phase of ten events is as legible as one of a thousand.
+
+    Args:
+        phases: ``{phase: (first, last)}`` event ranges in order, each starting where
+            the previous ends (``measure_step_trace``'s ``phases``).
+
+    Returns:
+        One x per event, from 0 to ``len(phases)``.
+
+    Example:
+        >>> from bookkit.figures import phase_positions
+        >>> phase_positions({"a": (0, 2), "b": (2, 3)})
+        [0.0, 0.5, 1.0, 2.0]
+    """
+    xs, expected = [], 0
+    for i, (name, (first, last)) in enumerate(phases.items()):
+        if first != expected or last < first:
+            raise ValueError(f"phase {name!r} spans events {first}..{last}; phases must "
+                             f"follow each other from event 0")
+        width = max(last - first, 1)
+        # An event at a boundary belongs to the phase it ends.
+        xs += [i + (j - first) / width for j in range(first + (i > 0), last + 1)]
+        expected = last
+    return xs
+
+
+def step_memory_trace(trace, estimate, title: str | None = None):
+    """Chapter 23's step, like PyTorch's memory snapshot: the CPU allocator's bytes
+    after every allocation and release of one training step, with the calculator's
+    predicted points and peak drawn on it and each phase's measured peak marked.
+    Each phase is drawn one unit wide (`phase_positions`): the loss takes a few
+    events, the optimizer's step a thousand.
+
+    Args:
+        trace: ``bookkit.step_trace.measure_step_trace``'s result.
+        estimate: ``bookkit.calculator.estimate_training_memory``'s result for the
+            same step; each ``timeline`` entry whose name is one of the trace's marks
+            (``"start"`` at the first event) is drawn there, and ``peak`` as a line.
+        title: the axes' title (none by default).
+
+    Returns:
+        The matplotlib Figure (MiB against the step's phases).
+
+    Example:
+        >>> from bookkit.figures import step_memory_trace
+        >>> trace = {"bytes": [0, 2 ** 20, 3 * 2 ** 20, 2 ** 20, 2 ** 20, 0],
+        ...          "marks": {"forward": 2, "backward": 4, "optimizer": 5},
+        ...          "phases": {"forward": (0, 1), "loss": (1, 2),
+        ...                     "backward": (2, 4), "optimizer": (4, 5)},
+        ...          "phase_peaks": {"forward": (1, 2 ** 20),
+        ...                          "loss": (2, 3 * 2 ** 20),
+        ...                          "backward": (2, 3 * 2 ** 20),
+        ...                          "optimizer": (4, 2 ** 20)},
+        ...          "peak": 3 * 2 ** 20}
+        >>> est = {"timeline": {"start": 0, "forward": 3 * 2 ** 20},
+        ...        "peak": 3 * 2 ** 20}
+        >>> len(step_memory_trace(trace, est).axes[0].lines)
+        4
+    """
+    import matplotlib.pyplot as plt
+
+    for key in ("bytes", "marks", "phases", "phase_peaks", "peak"):
+        if key not in trace:
+            raise ValueError(f"trace has no {key!r}: pass measure_step_trace's result")
+    for key in ("timeline", "peak"):
+        if key not in estimate:
+            raise ValueError(f"estimate has no {key!r}: pass estimate_training_memory's "
+                             "result")
+    mib = 2 ** 20
+    xs = phase_positions(trace["phases"])
+    if len(xs) != len(trace["bytes"]):
+        raise ValueError(f"the phases cover {len(xs)} events, the trace has "
+                         f"{len(trace['bytes'])}")
+    series = [b / mib for b in trace["bytes"]]
+    at = {"start": 0, **trace["marks"]}
+    fig, ax = plt.subplots(figsize=(7.0, 4.8))
+    top = max(trace["peak"], estimate["peak"]) / mib
+    for i, (shade, phase) in enumerate(zip(PHASE_SHADES, trace["phases"])):
+        ax.axvspan(i, i + 1, color=shade, zorder=0, lw=0)
+        ax.text(i + 0.5, top * 1.17, phase, ha="center", va="top")
+    ax.plot(xs, series, color="#37474f", lw=1.2, label="measured (CPU allocator)")
+    named = [(xs[at[k]], v / mib) for k, v in estimate["timeline"].items() if k in at]
+    ax.plot([x for x, _ in named], [y for _, y in named], "o", ms=6, mfc="none",
+            mec="#ef6c00", mew=1.8, label="predicted, at the same marks")
+    ax.axhline(estimate["peak"] / mib, color="#ef6c00", ls="--", lw=1.2,
+               label="predicted peak")
+    peaks = [trace["phase_peaks"][p] for p in trace["phases"]]
+    ax.plot([xs[j] for j, _ in peaks], [b / mib for _, b in peaks], "v",
+            color="#c62828", ms=7, label="measured peak of each phase")
+    for j, b in peaks:
+        right = xs[j] > len(peaks) - 0.25      # near the right edge: label to the left
+        ax.annotate(f"{b / mib:.1f}", (xs[j], b / mib), xytext=(-5 if right else 4, 3),
+                    textcoords="offset points", color="#c62828",
+                    ha="right" if right else "left")
+    ax.set_ylim(0, top * 1.2)
+    ax.set_xlim(0, len(trace["phases"]))
+    ax.set_xticks([])
+    ax.set_xlabel("the step's allocator events in order, each phase one unit wide")
+    ax.set_ylabel("MiB allocated")
+    if title:
+        ax.set_title(title)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncols=2, frameon=False)
+    ax.spines[["top", "right"]].set_visible(False)
+    fig.tight_layout()
+    return fig

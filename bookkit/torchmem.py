@@ -359,7 +359,12 @@ class AllocatorTrace:
         the most held between the previous mark (or the start) and this one, and
         under ``"end"`` between the last mark and the end: which phase peaked;
     ``end_bytes``
-        what is still held when the block ends.
+        what is still held when the block ends;
+    ``series`` (CPU only)
+        the bytes held after each allocation and release, in order, starting with 0
+        before the first, and ``mark_at[name]``: how many of them came before
+        ``mark(name)`` (``series[mark_at[name]] == held[name]``), to draw the block
+        event by event like PyTorch's memory snapshot.
 
     On a CPU the counts come from the profiler
     (``torch.profiler.profile(profile_memory=True)``), which records every allocation
@@ -393,6 +398,8 @@ class AllocatorTrace:
         self._prof = None
         self._base = 0
         self._marks: list[str] = []
+        self.series: list[int] = []
+        self.mark_at: dict[str, int] = {}
 
     def __enter__(self) -> "AllocatorTrace":
         # Python's cycle collector would free unrelated garbage at random moments
@@ -451,14 +458,17 @@ class AllocatorTrace:
         if self._threads_before is not None:
             torch.set_num_threads(self._threads_before)
         held = phase_peak = 0
+        self.series = [0]
         for kind, what, nbytes in _cpu_memory_events(self._prof):   # in the order they happened
             if kind == "mark":
                 self.held[what] = held
                 self.peaks[what] = phase_peak
+                self.mark_at[what] = len(self.series) - 1
                 phase_peak = held
             else:
                 held += nbytes                            # negative for a release
                 phase_peak = max(phase_peak, held)
+                self.series.append(held)
         self.peaks["end"] = phase_peak
         self.peak_bytes, self.end_bytes = max(self.peaks.values()), held
         self._prof = None

@@ -12,9 +12,10 @@ gradients bit-identical to a plain step. It is built only on the engine's public
 
 * `minigrad.autograd.saved_tensors_hooks`: the pack hook stores a small handle instead of
   each saved array; the unpack hook returns the array, rebuilt if it was evicted;
-* `minigrad.hooks.register_hooks` (``op=``): every op run in the block is recorded (its
-  `Function`, inputs, constants, FLOPs, and the random state it drew from), so that it can
-  be run again; a node's backward ends the locks on the arrays it used;
+* `minigrad.hooks.register_hooks` (``op=``): every op run in the block is recorded as
+  the core's `minigrad.recompute.OpRecord` (its `Function`, inputs, constants, FLOPs, and
+  the random state it drew from) and rebuilt by `minigrad.recompute.replay_op`, as
+  `minigrad.remat.run` rebuilds; a node's backward ends the locks on the arrays it used;
 * `minigrad.hooks.hold_role` / `release_role`: the pool tells the ledger which arrays it
   keeps for backward (``"activations"``), as the engine does for the arrays it saves.
 
@@ -72,7 +73,6 @@ Example:
 from __future__ import annotations
 
 import weakref
-import zlib
 from collections import Counter
 
 import numpy as np
@@ -82,7 +82,7 @@ from minigrad import random as _random
 from minigrad._validation import check_int
 from minigrad.autograd import saved_tensors_hooks
 from minigrad.hooks import hold_role, register_hooks, release_role
-from minigrad.recompute import recomputing, rng_state
+from minigrad.recompute import OpRecord, replay_op, rng_state, values_digest
 from minigrad.tensor import Tensor
 
 __all__ = ["budget", "Budget", "BudgetError", "HEURISTICS"]
@@ -124,18 +124,19 @@ class _Value:
         return self.op is None
 
 
-class _Op:
-    """One op call recorded in the block: enough to run it again."""
+class _Op(OpRecord):
+    """One op call recorded in the block (the core's `OpRecord`: enough to run it again),
+    and the values it made (``"out"``, or the index of a private array it saved)."""
 
-    __slots__ = ("fn", "args", "kwargs", "flops", "rng", "values", "saved_meta", "out_meta",
-                 "index")
+    __slots__ = ("values",)
 
     def __init__(self, fn, args, kwargs, flops, rng, index):
-        self.fn, self.args, self.kwargs, self.flops, self.rng = fn, args, kwargs, flops, rng
+        super().__init__(index, fn)
+        self.args, self.kwargs, self.flops = args, kwargs, flops
+        if rng is not None:  # drew random numbers: (state before, state after)
+            self.rng_state, self.rng_after = rng
         self.values: dict = {}  # slot -> _Value made by this op
-        self.saved_meta: list = []  # (shape, dtype) of each array it saved, in order
-        self.out_meta = None
-        self.index = index
+        self.saved_meta = []  # (shape, dtype) of each array it saved, in order
 
 
 class _Arg:
@@ -180,20 +181,6 @@ class _Group:
     def __init__(self, nbytes, counted):
         self.members: dict = {}  # _Value -> None (insertion-ordered set)
         self.nbytes, self.counted = nbytes, counted
-
-
-class _Box:
-    """What a rebuild's capture hook stores: not an array, so the ledger does not count it."""
-
-    __slots__ = ("array",)
-
-    def __init__(self, array):
-        self.array = array
-
-
-def _digest(a: np.ndarray) -> tuple:
-    """A checksum of an array's values, shape and dtype included."""
-    return a.shape, a.dtype.str, zlib.crc32(np.ascontiguousarray(a).view(np.uint8))
 
 
 def _base(a: np.ndarray) -> np.ndarray:
@@ -338,7 +325,7 @@ class Budget:
             self.evictions += 1
             for v in list(self._groups[key].members):
                 if v.digest is None and not v.const:
-                    v.digest = _digest(v.array)
+                    v.digest = values_digest([v.array])
                 self._remove(v)
 
     # --- scores ---------------------------------------------------------------------------
@@ -556,7 +543,7 @@ class Budget:
         a = v.weak() if v.weak is not None else None
         if a is not None:  # evicted from the pool, but something else still holds it
             self.reacquired += 1
-            self._make_room(self._new_bytes([a]), f"{v.op.fn.name()}'s array")
+            self._make_room(self._new_bytes([a]), f"{v.op.name}'s array")
             self._add(v, a)
             return a
         self._rebuild(v)
@@ -578,13 +565,9 @@ class Budget:
                     held.append(a.value)
                     arr = self._fetch(a.value)
                     args.append(Tensor(arr, requires_grad=a.requires_grad))
-                elif isinstance(a, np.ndarray):
-                    args.append(a.copy())  # a replay never writes into the caller's arrays
                 else:
                     args.append(a)
-            kwargs = {k: (x.copy() if isinstance(x, np.ndarray) else x)
-                      for k, x in op.kwargs.items()}
-            out, saved = self._replay(op, args, kwargs)
+            out, saved = self._replay(op, args)
             self.rebuilds += 1
             self.rebuild_flops += op.flops
             self.rebuilt_ops[op.fn.name()] += 1
@@ -594,7 +577,7 @@ class Budget:
             # none): until the pool holds them, the rebuilt arrays are not saved activations.
             a = produced[want.slot]
             for slot, v in op.values.items():
-                if v.digest is not None and _digest(produced[slot]) != v.digest:
+                if v.digest is not None and values_digest([produced[slot]]) != v.digest:
                     raise RuntimeError(
                         f"dtr.budget: rebuilding op {op.fn.name()} gave other values than its "
                         f"first run (it draws from a stream the budget does not replay, such "
@@ -621,36 +604,13 @@ class Budget:
                     del self._rebuild_locks[v]
                     self._drop_if_unneeded(v)  # an input needed only for this rebuild
 
-    def _replay(self, op: _Op, args, kwargs):
-        captured = []
-
-        def capture(a):
-            captured.append(a)
-            return _Box(a)
-
+    def _replay(self, op: _Op, args):
         self._replaying += 1
         try:
-            with recomputing(op.rng[0] if op.rng is not None else None), \
-                    saved_tensors_hooks(capture, lambda box: box.array):
-                result = op.fn.apply(*args, **kwargs)
-                after = rng_state() if op.rng is not None else None
-            # An op that draws nothing replays fine whatever the state; one that draws must
-            # end where its first run ended, or it did not start where that run started.
-            if after is not None and after != op.rng[0] and after != op.rng[1]:
-                raise RuntimeError(
-                    f"dtr.budget: rebuilding op {op.fn.name()} did not draw the same random "
-                    f"numbers as its first run (something drew from minigrad.random between "
-                    f"ops, outside any op); its arrays cannot be rebuilt bit-identically")
+            out, saved = replay_op(op, args, f"dtr.budget: rebuilding op {op.name}")
         finally:
             self._replaying -= 1
-        out = result.data
-        meta = [(a.shape, a.dtype) for a in captured]
-        if (out.shape, out.dtype) != op.out_meta or meta != op.saved_meta:
-            raise RuntimeError(
-                f"dtr.budget: rebuilding op {op.fn.name()} made different arrays than its first "
-                f"run (output {op.out_meta} then {(out.shape, out.dtype)}, saved {op.saved_meta} "
-                f"then {meta}); ops must run the same way each time")
-        return out, captured
+        return out.data, saved
 
     def _drop_if_unneeded(self, v: _Value) -> None:
         """Let ``v`` leave the pool if nothing will unpack it and no rebuild uses it, with

@@ -13,11 +13,12 @@ from __future__ import annotations
 from contextlib import ExitStack, contextmanager
 
 __all__ = ["register_hooks", "RemovableHandle", "tell", "hold_role", "release_role", "in_phase",
-           "SAVED_HOOKS", "BACKWARD_TASKS"]
+           "dry_run", "is_dry_run", "SAVED_HOOKS", "BACKWARD_TASKS"]
 
 _HOOKS: dict[str, list] = {"array": [], "hold": [], "release": [], "op": [], "phase": []}
 SAVED_HOOKS: list = []  # pack functions of the saved_tensors_hooks blocks, innermost last
 BACKWARD_TASKS: list = []  # (tensor, gradient, inputs) -> (root gradient, task); last wins
+_DRY_RUNS = [0]  # how many dry_run blocks are open
 
 
 class RemovableHandle:
@@ -101,3 +102,30 @@ def in_phase(name: str):
         for hook in list(_HOOKS["phase"]):
             stack.enter_context(hook(name))
         yield
+
+
+def is_dry_run() -> bool:
+    """True inside `dry_run`: a step runs only to be measured."""
+    return _DRY_RUNS[0] > 0
+
+
+@contextmanager
+def dry_run():
+    """Run a step only to measure it (as `minigrad.plan.trace_graph` does): inside, ops and
+    modules leave the state they would update as they found it (BatchNorm's running
+    statistics and ``num_batches_tracked``); the arrays they compute are the same.
+
+    Example:
+        >>> import numpy as np
+        >>> from minigrad import Tensor, nn
+        >>> bn = nn.BatchNorm1d(2)
+        >>> with dry_run():
+        ...     _ = bn(Tensor(np.arange(6.0, dtype=np.float32).reshape(3, 2)))
+        >>> bn.running_mean.data.tolist(), bn.num_batches_tracked
+        ([0.0, 0.0], 0)
+    """
+    _DRY_RUNS[0] += 1
+    try:
+        yield
+    finally:
+        _DRY_RUNS[0] -= 1

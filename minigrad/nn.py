@@ -18,7 +18,7 @@ from minigrad import random as _random
 from minigrad._validation import check_int, check_number
 from minigrad.checkpoint import checkpoint, is_recomputing
 from minigrad.checkpoint import checkpoint_sequential
-from minigrad.hooks import hold_role, release_role
+from minigrad.hooks import hold_role, is_dry_run, release_role
 from minigrad.tensor import Tensor
 
 __all__ = ["Parameter", "Module", "Linear", "ReLU", "GELU", "Tanh", "Dropout", "LayerNorm",
@@ -335,7 +335,8 @@ class BatchNorm1d(Module):
         self.num_batches_tracked = 0
 
     def forward(self, x):
-        update = self.training and (self.update_stats_on_recompute or not is_recomputing())
+        update = (self.training and not is_dry_run()
+                  and (self.update_stats_on_recompute or not is_recomputing()))
         if update:
             self.num_batches_tracked += 1
         return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,

@@ -38,6 +38,7 @@ import numbers
 import numpy as np
 
 from minigrad import random as _random
+from minigrad.hooks import is_dry_run
 from minigrad.tensor import Function, Tensor
 
 __all__ = [
@@ -1070,7 +1071,7 @@ class BatchNorm(Function):
             mean = x.mean(axis=axes, keepdims=True)
             xc = x - mean
             var = (xc * xc).mean(axis=axes, keepdims=True)
-            if update_stats and running_mean is not None:
+            if update_stats and running_mean is not None and not is_dry_run():
                 n = x.size // x.shape[1]
                 # In place: the buffers stay the same arrays (the ledger's "buffers").
                 running_mean *= 1.0 - momentum

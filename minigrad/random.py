@@ -8,12 +8,16 @@ recomputed dropout masks are then the same bits as the original ones.
 from __future__ import annotations
 
 import copy
+import weakref
 from contextlib import contextmanager
 
 import numpy as np
 
 __all__ = ["Generator", "default_generator", "manual_seed", "get_rng_state",
-           "set_rng_state", "fork_rng", "rand", "randn", "uniform", "randint"]
+           "set_rng_state", "fork_rng", "rand", "randn", "uniform", "randint",
+           "live_generators"]
+
+_LIVE: "weakref.WeakSet[Generator]" = weakref.WeakSet()  # every Generator not yet freed
 
 
 class Generator:
@@ -27,6 +31,7 @@ class Generator:
 
     def __init__(self, seed: int = 0):
         self.manual_seed(seed)
+        _LIVE.add(self)
 
     def manual_seed(self, seed: int) -> "Generator":
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -147,3 +152,15 @@ def randint(low, high, shape):
         dtype('int64')
     """
     return default_generator.integers(low, high, shape)
+
+
+def live_generators() -> list:
+    """Every `Generator` alive now, the default one included (what a dry run must put
+    back as it found it: `minigrad.plan.trace_graph`).
+
+    Example:
+        >>> g = Generator(3)
+        >>> g in live_generators() and default_generator in live_generators()
+        True
+    """
+    return list(_LIVE)

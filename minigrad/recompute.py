@@ -12,9 +12,14 @@ record the forward and enter the recompute phase the same way, here:
 * `OpLog`: the (op, output shape, dtype) of every op a forward ran, and whether an input
   required grad; `compare_ops` raises `CheckpointError` at the first op a recomputation
   ran differently (the determinism check).
-* `StepRecorder`: the full record of a step's forward, op by op (`OpRecord`: function,
-  arguments, RNG state before it, saved arrays classified by buffer), what
-  `minigrad.plan.trace_graph` measures and `minigrad.remat.run` replays.
+* `OpRecord`: one forward op, enough to run it again (function, arguments, the random
+  state before it, its FLOPs, the shapes of its output and saved arrays). `StepRecorder`
+  records a whole step's forward with them (what `minigrad.plan.trace_graph` measures and
+  `minigrad.remat.run` replays); DTR's pool records each op it may rebuild as one.
+* `replay_op`: the one way to run a recorded op again (used by `minigrad.remat.run` and
+  DTR's rebuilds): its arguments copied, inside `recomputing` with the op's own random
+  state, its saved arrays handed back instead of kept, and checked against the record
+  (same shapes, same random draws, same values: `values_digest`).
 
 A recorder's saved arrays are packed into `Slot` placeholders; when the op has returned,
 the observer classifies each slot by the buffer it lives in (the ledger's rule: a view and
@@ -32,20 +37,21 @@ Freeing is the engine's: what an executor keeps lives in a `minigrad.tensor.Cont
 from __future__ import annotations
 
 import weakref
+import zlib
 from contextlib import contextmanager
 
 import numpy as np
 
 from minigrad import memory
 from minigrad import random as _random
-from minigrad.autograd import saved_tensors_hooks
+from minigrad.autograd import hooks_paused, saved_tensors_hooks
 from minigrad.grad_mode import enable_grad
 from minigrad.hooks import in_phase, register_hooks
 from minigrad.tensor import Tensor
 
 __all__ = ["CheckpointError", "is_recomputing", "recomputing", "rng_state", "OpLog",
            "compare_ops", "check_flag", "determinism", "Slot", "OpRecord", "StepRecorder",
-           "view_spec", "rebuild_view"]
+           "view_spec", "rebuild_view", "replay_op", "values_digest"]
 
 
 class CheckpointError(RuntimeError):
@@ -211,17 +217,24 @@ class Slot:
 
 
 class OpRecord:
-    """One forward op: its Function, arguments (recorded tensors replaced by their node
-    index), the RNG state before it ran, its saved slots and its output."""
+    """One forward op, enough to run it again: its Function, arguments (recorded tensors
+    replaced by a reference to the value they hold), keyword arguments, the random state
+    before it ran, its saved slots and its output.
+
+    ``rng_state`` is None for an op recorded as drawing nothing (DTR records the state
+    only when it moved; ``rng_after`` is then the state after); ``flops``, ``out_meta``
+    and ``saved_meta`` (``(shape, dtype)`` of the output and of each saved array) are
+    filled by the executors that check a replay against them."""
 
     __slots__ = ("index", "fn", "name", "args", "arg_grad", "kwargs", "rng_state", "slots",
                  "recording", "ctx_id", "out_buffer_of", "out_bytes", "input_nodes",
-                 "grad_bytes", "privates")
+                 "grad_bytes", "privates", "flops", "rng_after", "out_meta", "saved_meta")
 
     def __init__(self, index, fn):
         self.index, self.fn, self.name = index, fn, fn.name()
         self.args, self.arg_grad, self.kwargs = [], [], {}
         self.rng_state = None
+        self.rng_after = None
         self.slots = []
         self.recording = False
         self.ctx_id = None
@@ -230,6 +243,87 @@ class OpRecord:
         self.input_nodes = []
         self.grad_bytes = 0
         self.privates = []
+        self.flops = 0
+        self.out_meta = None
+        self.saved_meta = None
+
+
+class _Box:
+    """What `replay_op`'s capture hook stores: not an array, so the ledger does not count it."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        self.array = array
+
+
+def _copied(value):
+    # a replay never writes into the step's arrays (BatchNorm's running statistics)
+    return value.copy() if isinstance(value, np.ndarray) else value
+
+
+def replay_op(rec: OpRecord, args, what: str):
+    """Run the recorded op ``rec`` again on ``args`` (Tensors standing for its tensor
+    arguments, other values as recorded), as it first ran.
+
+    NumPy arguments and keyword arguments are copied; the op runs inside `recomputing`
+    with ``rec.rng_state``; the arrays it saves for backward are handed back, not kept
+    (the caller decides what stays, and tells the ledger). The replay is checked against
+    the record where it holds one: the output's and saved arrays' shapes and dtypes
+    (``out_meta``, ``saved_meta``) and, for an op that drew random numbers, the state
+    after it (``rng_after``). A mismatch raises RuntimeError starting with ``what``.
+
+    Returns:
+        ``(output, saved)``: the output Tensor and the saved arrays, in saving order.
+
+    Example:
+        >>> from minigrad import Tensor
+        >>> from minigrad.ops import Exp
+        >>> out, saved = replay_op(OpRecord(0, Exp), [Tensor([0.0], requires_grad=True)],
+        ...                        "replaying exp")
+        >>> float(out.data[0]), [a.tolist() for a in saved]    # exp saves its output
+        (1.0, [[1.0]])
+    """
+    captured = []
+
+    def pack(a):
+        captured.append(a)
+        return _Box(a)
+
+    args = [_copied(a) for a in args]
+    kwargs = {k: _copied(v) for k, v in rec.kwargs.items()}
+    with hooks_paused(), recomputing(rec.rng_state), \
+            saved_tensors_hooks(pack, lambda box: box.array):
+        out = rec.fn.apply(*args, **kwargs)
+        after = rng_state() if rec.rng_after is not None else None
+    # An op that draws nothing replays fine whatever the state; one that draws must end
+    # where its first run ended, or it did not start where that run started.
+    if after is not None and after != rec.rng_state and after != rec.rng_after:
+        raise RuntimeError(
+            f"{what} did not draw the same random numbers as its first run (something drew "
+            f"from minigrad.random between ops, outside any op); its arrays cannot be "
+            f"rebuilt bit-identically")
+    meta = [(a.shape, a.dtype) for a in captured]
+    if (rec.out_meta is not None and (out.shape, out.dtype) != rec.out_meta) or \
+            (rec.saved_meta is not None and meta != rec.saved_meta):
+        raise RuntimeError(
+            f"{what} made different arrays than its first run (output {rec.out_meta} then "
+            f"{(out.shape, out.dtype)}, saved {rec.saved_meta} then {meta}); ops must run "
+            f"the same way each time")
+    return out, captured
+
+
+def values_digest(arrays) -> tuple:
+    """A checksum of arrays' values, shapes and dtypes: a replay must give the same.
+
+    Example:
+        >>> values_digest([np.zeros(2)]) == values_digest([np.zeros(2)])
+        True
+        >>> values_digest([np.zeros(2)]) == values_digest([np.ones(2)])
+        False
+    """
+    return tuple((a.shape, a.dtype.str, zlib.crc32(np.ascontiguousarray(a).view(np.uint8)))
+                 for a in arrays)
 
 
 class _NodeRef:

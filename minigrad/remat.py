@@ -35,16 +35,11 @@ argument edited in place since) is an error, not different gradients.
 """
 from __future__ import annotations
 
-import zlib
-
-import numpy as np
-
 from minigrad import memory
 from minigrad import random as _random
-from minigrad.autograd import hooks_paused
 from minigrad.grad_mode import enable_grad
 from minigrad.hooks import hold_role, register_hooks, release_role
-from minigrad.recompute import StepRecorder, rebuild_view, recomputing
+from minigrad.recompute import StepRecorder, rebuild_view, replay_op, values_digest
 from minigrad.tensor import Tensor
 
 __all__ = ["run"]
@@ -111,7 +106,7 @@ class _Executor(StepRecorder):
         self.const_held[i] = consts
         privates, rec.privates = rec.privates, []
         if i in self.recomputed:
-            self.digest[i] = _digest(output.data, privates)
+            self.digest[i] = values_digest([output.data, *privates])
         if i in self.keep[self.nf]:
             self._hold(i, output.data, privates)
 
@@ -178,26 +173,18 @@ class _Executor(StepRecorder):
                     raise RuntimeError(f"remat.run: recomputing node {k} ({rec.name}) needs node "
                                        f"{a.node}, which the schedule does not hold")
                 a = Tensor(value[0], requires_grad=rg)
-            elif isinstance(a, np.ndarray):
-                a = a.copy()  # a recomputation never writes into the step's arrays (BatchNorm)
             args.append(a)
-        kwargs = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in rec.kwargs.items()}
-        with hooks_paused(), recomputing(rec.rng_state):
-            out = rec.fn.apply(*args, **kwargs)
-        ctx = out._ctx
-        saved = [s for s in (ctx.saved if ctx is not None else ()) if isinstance(s, np.ndarray)]
+        out, saved = replay_op(rec, args, f"remat.run: recomputing node {k} ({rec.name})")
         privates = [None] * sum(1 for s in rec.slots if s.kind == "private")
         for p, slot in enumerate(rec.slots):
             if slot.kind == "private":
                 privates[slot.index] = saved[p]
-        if _digest(out.data, privates) != self.digest.get(k):
+        if values_digest([out.data, *privates]) != self.digest.get(k):
             raise RuntimeError(f"remat.run: recomputing node {k} ({rec.name}) gave other values "
                                f"than its first forward (it draws from a stream remat.run does "
                                f"not replay, such as NumPy's global generator, or an argument "
                                f"was edited in place since); the gradients would differ")
         self._hold(k, out.data, privates)
-        if ctx is not None:
-            ctx.release()
 
     def backward_op(self, kind, fn, ctx, args, kwargs, output):
         if kind != "backward":
@@ -213,12 +200,6 @@ class _Executor(StepRecorder):
             if i not in self.keep[t + 1]:
                 self._drop(i)
         self.next_stage = t + 1
-
-
-def _digest(out, privates) -> tuple:
-    """A checksum of an op's values (output and private saved arrays), shapes included."""
-    return tuple((a.shape, a.dtype.str, zlib.crc32(np.ascontiguousarray(a).view(np.uint8)))
-                 for a in (out, *privates))
 
 
 def run(schedule, step, *inputs):
@@ -240,6 +221,7 @@ def run(schedule, step, *inputs):
             value differs from the first forward's (see the module docstring).
 
     Example:
+        >>> import numpy as np
         >>> from minigrad import Tensor, memory, nn, plan
         >>> import minigrad.ops as F
         >>> model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))

@@ -37,6 +37,23 @@ def fold(cell) -> None:
     cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
 
 
+SOLUTION = "%%solution"
+SOLUTION_TITLE = "#@title The book's solution {display-mode: \"form\"}"
+
+
+def fold_solution(cell) -> bool:
+    """A ``%%solution`` cell folds too: its form title on the line after the cell magic
+    (which IPython needs first), Colab's form flag (``cellView: form``) and JupyterLab's
+    ``source_hidden``. Returns whether the cell changed."""
+    lines = cell.source.split("\n")
+    before = (cell.source, dict(cell.metadata))
+    if len(lines) < 2 or not lines[1].startswith("#@title"):
+        cell.source = "\n".join([lines[0], SOLUTION_TITLE] + lines[1:])
+    cell.metadata["cellView"] = "form"
+    cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
+    return (cell.source, dict(cell.metadata)) != before
+
+
 def _call_name(node: ast.AST) -> str | None:
     if isinstance(node, ast.Call):
         f = node.func
@@ -121,6 +138,10 @@ def convert(nb) -> int:
                 and not cell.source.startswith("# @title"):
             fold(cell)  # an earlier removed cell: fold it in Colab too
             changed += 1
+        if cell.cell_type == "code" and cell.source.startswith(SOLUTION):
+            changed += fold_solution(cell)
+            cells.append(cell)
+            continue
         if cell.cell_type != "code" or set(tags) & HIDDEN:
             cells.append(cell)
             continue

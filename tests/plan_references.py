@@ -3,6 +3,8 @@ planner's recurrence as written (memoised, exponential in the worst case), so th
 fast solvers in `minigrad.plan` are checked against the readable form.
 
 * `optimal_segments_reference`: the recurrences of `minigrad.plan.optimal`'s docstring.
+* `rotor_reference`: the recurrence of `minigrad.plan.nested`'s docstring (rotor's
+  least recomputed work at a budget).
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from functools import lru_cache
 
 from minigrad._validation import check_int
 from minigrad.plan import ChainProfile, SegmentPlan, predict_peak, recompute_cost
+from minigrad.plan.nested import _INF, _chain_arrays, _costs, _number
 
 
 def optimal_segments_reference(profile: ChainProfile, budget_bytes: int | None = None) -> SegmentPlan:
@@ -73,3 +76,36 @@ def optimal_segments_reference(profile: ChainProfile, budget_bytes: int | None =
     return SegmentPlan(n=profile.n, starts=tuple(starts),
                        predicted_peak_activations=predict_peak(profile, starts),
                        recompute_cost=recompute_cost(profile, starts), kind="reference")
+
+
+def rotor_reference(profile: ChainProfile, budget_bytes: int, cost=None):
+    """The least recomputed work of a nested schedule whose peak fits ``budget_bytes``:
+    the recurrence of `minigrad.plan.nested`'s docstring, word for word (``inf`` if
+    nothing fits).
+
+    A memoised recursion on exact bytes, meant for reading and for small chains;
+    `rotor` finds the same optimum (and the schedule) from Pareto fronts.
+
+    Example:
+        >>> from minigrad.plan import ChainProfile, rotor
+        >>> profile = ChainProfile(input_bytes=(64,) * 6, output_bytes=64, saves_input=(True,) * 6,
+        ...                        saves_output=(False,) * 6, own_bytes=(128,) * 6, cost=(10,) * 6)
+        >>> rotor_reference(profile, 640) == rotor(profile, budget_bytes=640).recompute_cost
+        True
+    """
+    a, si, so, own = _chain_arrays(profile)
+    work = _costs(profile, cost) + [0]  # the loss: layer n, never recomputed
+
+    @lru_cache(maxsize=None)
+    def C(s, e, h, m):  # least work for layers s .. e-1 with m bytes left; h: x_s already held
+        if m < 0:
+            return _INF
+        if s == e:
+            return 0
+        best = C(s + 1, e, so[s], m - (own[s] + so[s] * a[s + 1] + si[s] * (1 - h) * a[s]))  # Taped(s)
+        m_ck = m - (1 - h) * a[s]                                     # a checkpoint keeps x_s
+        for j in range(s + 1, e):                                     # Checkpointed(s, j, inner)
+            best = min(best, sum(work[s:j]) + C(s, j, 1, m_ck) + C(j, e, 0, m_ck))
+        return best
+    best = C(0, profile.n + 1, 0, check_int("budget_bytes", budget_bytes, 0, where="rotor_reference"))
+    return best if best == _INF else _number(best)

@@ -17,7 +17,7 @@ from bookpaths import ROOT, cell_source, load_notebook, notebook_paths
 pytest.importorskip("torch")
 
 MODULES = ["torchmem", "crosscheck", "losses", "torchmodels", "timing", "flops", "step_memory",
-           "segmentation", "budget_search", "hfmodels"]
+           "step_trace", "segmentation", "budget_search", "hfmodels"]
 
 # (notebook prefix, file, pyobject): code a chapter shows in full.
 ON_THE_PAGE = [

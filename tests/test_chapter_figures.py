@@ -61,3 +61,54 @@ def test_memory_figure_draws_the_calculator_totals():
         plt.close(fig)
     with pytest.raises(ValueError, match="unknown model"):
         figures.memory_by_kind("GPT-5")
+
+
+MIB = 2 ** 20
+STEP = {  # a made-up step: 2 MiB of states, a 4 MiB spike in the loss
+    "bytes": [2 * MIB, 3 * MIB, 4 * MIB, 6 * MIB, 4 * MIB, 3 * MIB, 2.5 * MIB, 2.5 * MIB],
+    "marks": {"logits": 2, "forward": 3, "loss backward": 4, "layer 1 backward": 5,
+              "backward": 6, "optimizer": 7},
+    "phases": {"forward": (0, 2), "loss": (2, 4), "backward": (4, 6), "optimizer": (6, 7)},
+    "phase_peaks": {"forward": (2, 4 * MIB), "loss": (3, 6 * MIB),
+                    "backward": (4, 4 * MIB), "optimizer": (6, 2.5 * MIB)},
+    "peak": 6 * MIB, "peak_phase": "loss", "start": 2 * MIB,
+}
+
+
+def test_phase_positions_give_every_phase_one_unit():
+    assert figures.phase_positions(STEP["phases"]) == [0, 0.5, 1, 1.5, 2, 2.5, 3, 4]
+    with pytest.raises(ValueError, match="follow each other"):
+        figures.phase_positions({"a": (0, 2), "b": (3, 4)})
+    with pytest.raises(ValueError, match="follow each other"):
+        figures.phase_positions({"a": (1, 2)})
+
+
+def test_step_trace_figure_draws_the_measurement_and_the_prediction_where_they_belong():
+    estimate = {"timeline": {"start": 2 * MIB, "forward": 4.5 * MIB,
+                             "layer 1 backward": 3 * MIB, "not a mark": 9 * MIB},
+                "peak": 5 * MIB}
+    with mpl.rc_context(figures.BOOK_RC):
+        fig = figures.step_memory_trace(STEP, estimate)
+        (ax,) = fig.axes
+        measured, predicted, peak_line, phase_peaks = ax.lines
+        assert max(measured.get_ydata()) == 6 and len(measured.get_xdata()) == 8
+        # Predicted points at the trace's marks (x in phase units), unknown names left out.
+        assert list(predicted.get_xdata()) == [0, 1.5, 2.5]
+        assert list(predicted.get_ydata()) == [2, 4.5, 3]
+        assert list(peak_line.get_ydata()) == [5, 5]
+        assert list(phase_peaks.get_xdata()) == [1, 1.5, 2, 3]
+        assert list(phase_peaks.get_ydata()) == [4, 6, 4, 2.5]
+        assert [t.get_text() for t in ax.texts[:4]] == ["forward", "loss", "backward",
+                                                        "optimizer"]
+        texts = [ax.xaxis.label, ax.yaxis.label, *ax.texts, *ax.get_legend().get_texts(),
+                 *ax.get_yticklabels()]
+        assert min(t.get_fontsize() for t in texts) >= 11
+        assert fig.get_size_inches()[0] <= 7
+        plt.close(fig)
+    with pytest.raises(ValueError, match="phase_peaks"):
+        figures.step_memory_trace({k: v for k, v in STEP.items() if k != "phase_peaks"},
+                                  estimate)
+    with pytest.raises(ValueError, match="estimate has no 'peak'"):
+        figures.step_memory_trace(STEP, {"timeline": {}})
+    with pytest.raises(ValueError, match="cover 8 events"):
+        figures.step_memory_trace({**STEP, "bytes": STEP["bytes"][:-1]}, estimate)

@@ -181,3 +181,24 @@ def test_checkpoint_sequential_has_one_home():
     assert nn.checkpoint_sequential is C.checkpoint_sequential
     for path in ROOT.rglob("*.py"):  # no module writes names into another
         assert "_checkpoint.checkpoint_sequential =" not in path.read_text(), path
+
+
+def test_each_planner_is_one_function_with_one_adapter():
+    """A planner takes layers or a `ChainProfile` through `as_profile`; no module of
+    `minigrad.plan` keeps a ``*_from_profile`` twin or a ``*_reference`` restatement (those
+    live in ``tests/plan_references.py``)."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import minigrad.plan as plan
+
+    for m in pkgutil.iter_modules(plan.__path__):
+        module = importlib.import_module(f"minigrad.plan.{m.name}")
+        twins = [n for n, v in vars(module).items() if inspect.isfunction(v)
+                 and (n.endswith("_from_profile") or n.endswith("_reference"))]
+        assert not twins, f"minigrad.plan.{m.name} keeps {twins}"
+    for name in ("optimal_segments", "optimal_one_level", "rotor"):
+        source = inspect.getsource(getattr(plan, name))
+        assert "as_profile(layers, x, loss, cost" in source, name
+        assert "isinstance(layers, ChainProfile)" not in source, name

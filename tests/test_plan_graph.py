@@ -387,3 +387,33 @@ def test_the_repr_is_short_numbers_first_with_op_names():
     assert text.startswith("GraphSchedule(peak ") and len(text) < 400
     assert "frozenset" not in text and "FLOPs" in text
     assert any(g.names[i] in text for i, _ in s.recomputed_nodes)
+
+
+def test_tracing_leaves_the_model_and_its_random_streams_as_it_found_them():
+    """trace_graph is a dry run: BatchNorm's running statistics and batch count, a dropout's
+    own Generator, the default generator and NumPy's global one are all as before, and the
+    traced ops are those of a real step."""
+    import minigrad
+    from minigrad import Tensor, nn
+    import minigrad.ops as F
+
+    gen = minigrad.random.Generator(5)
+    lin, bn = nn.Linear(4, 6), nn.BatchNorm1d(6)
+
+    def step(x):
+        return F.dropout(bn(lin(x)), 0.5, generator=gen).sum()
+
+    x = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+    state = (bn.running_mean.data.copy(), bn.running_var.data.copy(), bn.num_batches_tracked,
+             gen.get_state(), minigrad.random.get_rng_state(), np.random.get_state()[1].copy())
+    g = minigrad.plan.trace_graph(step, x)
+    assert np.array_equal(bn.running_mean.data, state[0])
+    assert np.array_equal(bn.running_var.data, state[1])
+    assert bn.num_batches_tracked == state[2]
+    assert gen.get_state() == state[3] and minigrad.random.get_rng_state() == state[4]
+    assert np.array_equal(np.random.get_state()[1], state[5])
+    # what the trace measured is a real step: the same ops, and a real step does update
+    assert g.names[:g.n_forward] == ("linear", "batchnorm", "dropout", "sum")
+    step(x)
+    assert bn.num_batches_tracked == 1 and not np.array_equal(bn.running_mean.data, state[0])
+    assert gen.get_state() != state[3]

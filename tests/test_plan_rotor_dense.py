@@ -19,7 +19,8 @@ from minigrad import memory, nn
 from minigrad import plan as P
 from minigrad.checkpoint import checkpoint_sequential
 from minigrad.plan.chain import ChainProfile
-from minigrad.plan.nested import _costs, _Fronts, _min_peak, _planned, rotor_reference
+from minigrad.plan.nested import _costs, _Fronts, _min_peak, _planned
+from plan_references import rotor_reference
 from bookpaths import ROOT, load_module
 
 

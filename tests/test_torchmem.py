@@ -398,6 +398,10 @@ def test_allocator_trace_marks_held_bytes_and_phase_peaks():
     assert trace.held == {"first": 4000, "second": 6000}
     assert trace.peaks == {"first": 16000, "second": 6000, "end": 6000}
     assert trace.peak_bytes == 16000 and trace.end_bytes == 2000
+    # Event by event: a, tmp, del tmp | b | del a.
+    assert trace.series == [0, 4000, 16000, 4000, 6000, 2000]
+    assert trace.mark_at == {"first": 3, "second": 4}
+    assert all(trace.series[trace.mark_at[n]] == trace.held[n] for n in trace.held)
     with pytest.raises(ValueError, match="used already"):
         with AllocatorTrace("cpu") as t:
             t.mark("x")

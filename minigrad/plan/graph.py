@@ -29,6 +29,7 @@ from minigrad import memory
 from minigrad import random as _random
 from minigrad.recompute import StepRecorder
 from minigrad.grad_mode import enable_grad
+from minigrad.hooks import dry_run
 from minigrad.tensor import Context, Function, Tensor, graph_nodes
 
 __all__ = ["GraphProfile", "trace_graph", "chain_graph"]
@@ -230,8 +231,10 @@ def trace_graph(step, *inputs, free_ops=()) -> GraphProfile:
     ``step(*inputs)`` runs the forward pass and the loss and returns the scalar loss. The
     forward runs once, recorded op by op (FLOPs from the ledger); the backward's nodes,
     their order and their FLOPs are read from the graph the engine would walk, without
-    running it, so no ``.grad`` changes. The random state (minigrad's default generator
-    and NumPy's global one) is restored afterwards.
+    running it, so no ``.grad`` changes. It is a dry run (`minigrad.hooks.dry_run`): the
+    model and its random streams are left as they were found (every
+    `minigrad.random.Generator`, NumPy's global generator, BatchNorm's running
+    statistics).
 
     Args:
         step: callable ``(*inputs) -> loss`` (a one-element Tensor that requires grad);
@@ -262,11 +265,13 @@ def trace_graph(step, *inputs, free_ops=()) -> GraphProfile:
     """
     if not callable(step):
         raise TypeError(f"trace_graph: step must be callable, got {type(step).__name__}")
+    # a dry run: put back every random stream, and update no running statistics
+    generators = [(g, g.get_state()) for g in _random.live_generators()]
     rng_state, np_state = _random.get_rng_state(), np.random.get_state()
     rec = StepRecorder(keep_outputs=True)
     loss = None
     try:
-        with enable_grad(), memory.track() as m:
+        with enable_grad(), dry_run(), memory.track() as m:
             with rec.hooks():
                 loss = step(*inputs)
             if not isinstance(loss, Tensor) or loss.size != 1 or not loss.requires_grad:
@@ -285,6 +290,8 @@ def trace_graph(step, *inputs, free_ops=()) -> GraphProfile:
     finally:
         loss = None
         rec.outputs.clear()
+        for g, state in generators:
+            g.set_state(state)
         _random.set_rng_state(rng_state)
         np.random.set_state(np_state)
 

@@ -76,8 +76,8 @@ checkpoint over all of ``a .. e-1`` (``j = e``) is left out: running its inner i
 its place costs no more memory and less work. So the loss is never inside a
 checkpoint; the last layers may be, which pays when the loss saves arrays of its own
 (the last layers' arrays are then not alive at the end of forward, with the loss's).
-`rotor_reference` is this recurrence, word for word (memoised on exact bytes, for small
-chains).
+``tests/plan_references.py`` restates this recurrence word for word (memoised on exact
+bytes, for small chains) to check the solvers against.
 
 Rotor discretises ``m`` into memory slots. Here each ``C(a, e, h)`` is kept instead as
 an exact step function of ``m``, the Pareto front of ``(peak bytes, recomputed work)``
@@ -122,14 +122,13 @@ import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
 
 from minigrad._validation import check_int
 from minigrad.plan.chain import ChainProfile
-from minigrad.plan.profile import check_cost_name, profile_chain
+from minigrad.plan.profile import as_profile, check_cost_name
 from minigrad.plan.binomial import binomial_split
 from minigrad.plan.segments import explicit
 
@@ -146,9 +145,7 @@ __all__ = [
     "schedule_recompute_cost",
     "schedule_layer_calls",
     "rotor",
-    "rotor_from_profile",
     "rotor_frontier",
-    "rotor_reference",
 ]
 
 
@@ -565,37 +562,6 @@ def schedule_layer_calls(profile: ChainProfile, schedule: NestedSchedule) -> int
 _INF = float("inf")
 
 
-def rotor_reference(profile: ChainProfile, budget_bytes: int, cost=None):
-    """The least recomputed work of a nested schedule whose peak fits ``budget_bytes``:
-    the recurrence of the module docstring, word for word (``inf`` if nothing fits).
-
-    A memoised recursion on exact bytes, meant for reading and for small chains;
-    `rotor` finds the same optimum (and the schedule) from Pareto fronts.
-
-    Example:
-        >>> profile = ChainProfile(input_bytes=(64,) * 6, output_bytes=64, saves_input=(True,) * 6,
-        ...                        saves_output=(False,) * 6, own_bytes=(128,) * 6, cost=(10,) * 6)
-        >>> rotor_reference(profile, 640) == rotor(profile, budget_bytes=640).recompute_cost
-        True
-    """
-    a, si, so, own = _chain_arrays(profile)
-    work = _costs(profile, cost) + [0]  # the loss: layer n, never recomputed
-
-    @lru_cache(maxsize=None)
-    def C(s, e, h, m):  # least work for layers s .. e-1 with m bytes left; h: x_s already held
-        if m < 0:
-            return _INF
-        if s == e:
-            return 0
-        best = C(s + 1, e, so[s], m - (own[s] + so[s] * a[s + 1] + si[s] * (1 - h) * a[s]))  # Taped(s)
-        m_ck = m - (1 - h) * a[s]                                     # a checkpoint keeps x_s
-        for j in range(s + 1, e):                                     # Checkpointed(s, j, inner)
-            best = min(best, sum(work[s:j]) + C(s, j, 1, m_ck) + C(j, e, 0, m_ck))
-        return best
-    best = C(0, profile.n + 1, 0, check_int("budget_bytes", budget_bytes, 0, where="rotor_reference"))
-    return best if best == _INF else _number(best)
-
-
 def _combine(A, B, extra):
     """Front of ``max`` of bytes and ``+`` of work (plus ``extra``) of two fronts."""
     an, ac = A
@@ -922,24 +888,8 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
         >>> rotor(profile, budget_bytes=640, slots=10).recompute_cost   # long chains: slots
         30
     """
-    if isinstance(layers, ChainProfile):
-        if loss is not None:
-            raise ValueError("rotor: pass loss= with layers and x; a ChainProfile already holds "
-                             "what the loss saves (profile_chain(layers, x, loss=...))")
-        profile = layers
-        check_cost_name(cost, "rotor", profile.n)
-    else:
-        if x is None:
-            raise ValueError("rotor(layers, x): x (the chain's input Tensor) is required")
-        profile = profile_chain(layers, x, loss=loss, cost=cost)
-    return rotor_from_profile(profile, budget_bytes, cost=None if isinstance(cost, str) else cost,
-                              slots=slots)
-
-
-def rotor_from_profile(profile: ChainProfile, budget_bytes: int | None = None, cost=None,
-                       slots: int | None = None) -> NestedSchedule:
-    """`rotor` on a `ChainProfile` (``cost``: per-layer numbers, default ``profile.cost``)."""
-    costs = _costs(profile, cost)
+    profile = as_profile(layers, x, loss, cost, "rotor")
+    costs = _costs(profile, None)
     if budget_bytes is not None:
         budget_bytes = check_int("budget_bytes", budget_bytes, 0, where="rotor")
     if slots is not None:
@@ -1094,19 +1044,8 @@ def optimal_one_level(layers, x=None, budget_bytes: int | None = None, loss=None
         >>> s.nested, s.predicted_peak_activations, s.recompute_cost
         ([0, (1, 2, [1]), 2], 80, 1)
     """
-    if isinstance(layers, ChainProfile):
-        if loss is not None:
-            raise ValueError("optimal_one_level: a ChainProfile already includes its loss; "
-                             "pass loss to profile_chain(layers, x, loss) instead")
-        profile = layers
-        check_cost_name(cost, "optimal_one_level", profile.n)
-        costs = _costs(profile, None if isinstance(cost, str) else cost, "optimal_one_level")
-    else:
-        if x is None:
-            raise ValueError("optimal_one_level(layers, x): x (the chain's input Tensor) "
-                             "is required")
-        profile = profile_chain(layers, x, loss=loss, cost=cost)
-        costs = _costs(profile, None if isinstance(cost, str) else cost, "optimal_one_level")
+    profile = as_profile(layers, x, loss, cost, "optimal_one_level")
+    costs = _costs(profile, None, "optimal_one_level")
     solver = _OneLevel(profile, costs)
     if budget_bytes is None:
         budget = solver.min_peak()

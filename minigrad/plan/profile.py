@@ -10,6 +10,8 @@ saved view of a parameter is a parameter, not an activation).
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 
 from minigrad import memory
 from minigrad import random as _random
@@ -202,7 +204,7 @@ def as_profile(layers, x=None, loss=None, cost="flops", where: str = "plan") -> 
     """The one adapter of the planners: ``layers`` as a `ChainProfile`.
 
     A `ChainProfile` is returned as is (``cost``, a sequence of ``n`` numbers, replaces
-    its costs; a ``loss`` is refused: the profile already includes its own); a list of
+    its costs; None or a name keeps them; a ``loss`` is refused: the profile already includes its own); a list of
     layers is measured on ``x`` by `profile_chain`.
 
     Example:
@@ -218,9 +220,18 @@ def as_profile(layers, x=None, loss=None, cost="flops", where: str = "plan") -> 
             raise ValueError(f"{where}: a ChainProfile already includes its loss; pass "
                              f"loss to profile_chain(layers, x, loss) instead")
         check_cost_name(cost, where, layers.n)
-        if not isinstance(cost, str):
-            return dataclasses.replace(layers, cost=tuple(cost))
-        return layers
+        if cost is None or isinstance(cost, str):
+            return layers
+        values = tuple(cost)
+        if len(values) != layers.n:
+            raise ValueError(f"{where}: cost has {len(values)} entries, expected one per "
+                             f"layer ({layers.n})")
+        for i, v in enumerate(values):
+            if isinstance(v, bool) or not isinstance(v, numbers.Real):
+                raise TypeError(f"{where}: cost[{i}] must be a number, got {type(v).__name__}")
+            if not math.isfinite(v) or v < 0:
+                raise ValueError(f"{where}: cost[{i}] must be a finite number >= 0, got {v!r}")
+        return dataclasses.replace(layers, cost=values)
     if x is None:
         raise ValueError(f"{where}(layers, x): x (the chain's input Tensor) is required")
     return profile_chain(layers, x, loss=loss, cost=cost)

@@ -221,9 +221,38 @@ def nested_recompute(c, items):
     return total
 '''),
     dict(question="q1", name="recursive_on_the_list", points=0, correct=True,
-         idea="a correct executor that recurses on the rest of the list",
+         idea="a correct executor that recurses on the rest of the list, after checking the "
+              "whole tree with an explicit stack",
          source='''
+def _covers(items, n):
+    todo = [(items, None, None)]
+    while todo:
+        level, start, end = todo.pop()
+        at = start
+        for item in level:
+            if not isinstance(item, tuple) or not item or item[0] not in ("taped", "ckpt"):
+                raise ValueError(f"unknown schedule item {item!r}")
+            if item[0] == "taped":
+                if len(item) != 2 or type(item[1]) is not int:
+                    raise ValueError(f"bad taped item {item!r}")
+                lo, hi = item[1], item[1] + 1
+            else:
+                if len(item) != 4 or type(item[1]) is not int or type(item[2]) is not int \
+                        or not isinstance(item[3], list) or item[1] >= item[2]:
+                    raise ValueError(f"bad checkpoint item {item!r}")
+                lo, hi = item[1], item[2]
+                todo.append((item[3], lo, hi))
+            if at is not None and lo != at:
+                raise ValueError(f"{item!r}: expected an item starting at block {at}")
+            if lo < 0 or hi > n:
+                raise ValueError(f"{item!r}: blocks must lie in 0 .. {n - 1}")
+            at = hi
+        if end is not None and at != end:
+            raise ValueError(f"inner items stop at {at}, the checkpoint at {end}")
+
+
 def run_nested(layers, items, x):
+    _covers(items, len(layers))
     if not items:
         return x
     head, rest = items[0], items[1:]
@@ -233,6 +262,47 @@ def run_nested(layers, items, x):
         inner = head[3]
         h = checkpoint(lambda u: run_nested(layers, inner, u), x, use_reentrant=True)
     return run_nested(layers, rest, h)
+'''),
+    dict(question="q1", name="no_validation", points=1,
+         idea="chapter 6's executor over tuples: runs any schedule it is given, bad ones "
+              "included (an error, if any, only when a bad item is reached)",
+         source='''
+def run_nested(layers, items, x):
+    h = x
+    for item in items:
+        if item[0] == "taped":
+            h = layers[item[1]](h)
+        elif item[0] == "ckpt":
+            _, s, t, inner = item
+            h = checkpoint(lambda u, inner=inner: run_nested(layers, inner, u), h, use_reentrant=True)
+        else:
+            raise ValueError(f"unknown item {item!r}")
+    return h
+'''),
+    dict(question="q1", name="checks_each_item_as_it_runs", points=1,
+         idea="checks every item, but only when it reaches it: the good blocks before a bad "
+              "item have already run",
+         source='''
+def run_nested(layers, items, x, start=None, end=None):
+    h, at = x, start
+    for item in items:
+        if not isinstance(item, tuple) or item[0] not in ("taped", "ckpt"):
+            raise ValueError(f"unknown item {item!r}")
+        lo = item[1]
+        hi = lo + 1 if item[0] == "taped" else item[2]
+        if type(lo) is not int or type(hi) is not int or lo >= hi or lo < 0 or hi > len(layers) \
+                or (at is not None and lo != at):
+            raise ValueError(f"bad item {item!r}")
+        if item[0] == "taped":
+            h = layers[lo](h)
+        else:
+            inner = item[3]
+            h = checkpoint(lambda u, inner=inner, lo=lo, hi=hi: run_nested(layers, inner, u, lo, hi),
+                           h, use_reentrant=True)
+        at = hi
+    if end is not None and at != end:
+        raise ValueError(f"inner items stop at {at}, expected {end}")
+    return h
 '''),
     dict(question="q2", name="events_and_sets", points=0, correct=True,
          idea="a correct peak that walks the schedule with an explicit stack",

@@ -223,6 +223,67 @@ def hook_checkpoint_sequential(layers, starts, x):
         h = hook_checkpoint(lambda t, a=a, b=b: run_plain(layers[a:b], t), h)
     return run_plain(layers[bounds[-2]:], h)
 '''),
+    dict(question="q1", name="keeps_every_rebuilt_array", points=1,
+         idea="chapter 8's checkpoint with the random state replayed: right gradients, one "
+              "recomputation, but every rebuilt array stays in the closure until the "
+              "segment's backward is over",
+         source='''
+def hook_checkpoint(fn, x):
+    rng_state = minigrad.random.get_rng_state()
+    rebuilt = []
+    handles = itertools.count()
+
+    def collect(array):
+        rebuilt.append(array)
+        return len(rebuilt) - 1
+
+    def unpack(k):
+        if not rebuilt:
+            now = minigrad.random.get_rng_state()
+            minigrad.random.set_rng_state(rng_state)
+            try:
+                with saved_tensors_hooks(collect, lambda j: rebuilt[j]), enable_grad():
+                    fn(Tensor(x.data, requires_grad=True))
+            finally:
+                minigrad.random.set_rng_state(now)
+        return rebuilt[k]
+
+    with saved_tensors_hooks(lambda array: next(handles), unpack):
+        return fn(x)
+'''),
+    dict(question="q1", name="frees_by_overwriting_with_none", points=0, correct=True,
+         idea="a correct checkpoint that keeps the rebuilt arrays in a list and overwrites "
+              "each with None once handed out; the random state put back with fork-style "
+              "save and restore",
+         source='''
+def hook_checkpoint(fn, x):
+    state = minigrad.random.get_rng_state()
+    slots = None
+    count = 0
+
+    def pack(array):
+        nonlocal count
+        count += 1
+        return count - 1
+
+    def unpack(k):
+        nonlocal slots
+        if slots is None:
+            slots = []
+            current = minigrad.random.get_rng_state()
+            minigrad.random.set_rng_state(state)
+            try:
+                with enable_grad(), saved_tensors_hooks(lambda a: slots.append(a) or len(slots) - 1,
+                                                        lambda j: slots[j]):
+                    fn(Tensor(x.data, requires_grad=True))
+            finally:
+                minigrad.random.set_rng_state(current)
+        array, slots[k] = slots[k], None
+        return array
+
+    with saved_tensors_hooks(pack, unpack):
+        return fn(x)
+'''),
     dict(question="q1", name="frees_each_rebuilt_array", points=0, correct=True,
          idea="a correct checkpoint that drops each rebuilt array once it is unpacked, keeps "
               "the random state in an object, and restores it with try/finally",

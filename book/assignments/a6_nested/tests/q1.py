@@ -3,7 +3,7 @@ from otter.test_files import test_case
 OK_FORMAT = False
 
 name = "q1"
-points = 6
+points = 7
 
 @test_case(points=1, hidden=False)
 def test_nested_matches_the_plain_run(run_nested, make_blocks, run_plain, gradients):

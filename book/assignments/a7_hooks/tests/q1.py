@@ -3,7 +3,7 @@ from otter.test_files import test_case
 OK_FORMAT = False
 
 name = "q1"
-points = 7
+points = 8
 
 @test_case(points=1, hidden=False)
 def test_one_segment_matches_the_plain_run(hook_checkpoint, make_chain, run_plain, gradients):
