@@ -602,7 +602,7 @@ def step_memory_trace(trace, estimate, title: str | None = None):
                          f"{len(trace['bytes'])}")
     series = [b / mib for b in trace["bytes"]]
     at = {"start": 0, **trace["marks"]}
-    fig, ax = plt.subplots(figsize=(7.0, 4.8))
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH_IN, 5.2))
     top = max(trace["peak"], estimate["peak"]) / mib
     for i, (shade, phase) in enumerate(zip(PHASE_SHADES, trace["phases"])):
         ax.axvspan(i, i + 1, color=shade, zorder=0, lw=0)
@@ -628,7 +628,8 @@ def step_memory_trace(trace, estimate, title: str | None = None):
     ax.set_ylabel("MiB allocated")
     if title:
         ax.set_title(title)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncols=2, frameon=False)
     ax.spines[["top", "right"]].set_visible(False)
+    fig.tight_layout()
+    add_legend(ax, "below")
     fig.tight_layout()
     return fig
