@@ -276,14 +276,16 @@ def plot(x, ys, *, ax=None, xlabel: str | None = None, ylabel: str | None = None
 
 
 def bars(labels, parts, *, ax=None, colors=None, horizontal: bool = False,
-         xlabel: str | None = None, ylabel: str | None = None,
+         stacked: bool = True, xlabel: str | None = None, ylabel: str | None = None,
          title: str | None = None, legend: str | None = "best",
          height: float = 3.6, totals: str | None = None):
-    """Stacked bars, one per label, one segment per part, on a book-sized figure.
+    """Bars, one group per label, one bar (or segment) per part, book-sized.
 
     Args:
         labels: a name per bar (tick labels).
-        parts: ``{part: one value per bar}``, stacked in order from the axis out.
+        parts: ``{part: one value per bar}``, stacked in order from the axis out,
+            or side by side when ``stacked`` is False.
+        stacked: stack the parts (default), or draw them side by side.
         ax: draw into these axes; by default a new figure from `subplots`.
         colors: ``{part: colour}``; parts not named take matplotlib's cycle.
         horizontal: bars along x, the first label on top.
@@ -291,7 +293,8 @@ def bars(labels, parts, *, ax=None, colors=None, horizontal: bool = False,
         legend: the legend's ``loc`` (``"below"``: under the axes, see `add_legend`),
             or None for no legend.
         height: the new figure's height (inches), when ``ax`` is None.
-        totals: a format such as ``"{:.0f}"`` to write each bar's total at its end.
+        totals: a format such as ``"{:.0f}"`` to write each bar's total (stacked)
+            or its tallest part (side by side) at its end.
 
     Returns:
         The matplotlib Axes.
@@ -316,15 +319,18 @@ def bars(labels, parts, *, ax=None, colors=None, horizontal: bool = False,
         raise ValueError(f"colors names parts that are not drawn: {sorted(unknown)}")
     base = np.zeros(len(labels))
     pos = np.arange(len(labels))
-    for part, values in parts.items():
+    width = 0.8 if stacked else 0.8 / max(len(parts), 1)
+    for k, (part, values) in enumerate(parts.items()):
         values = np.asarray(values, dtype=float)
         if values.shape != base.shape:
             raise ValueError(f"part {part!r} has {values.size} values for "
                              f"{len(labels)} bars")
         draw = ax.barh if horizontal else ax.bar
         offset = {"left": base} if horizontal else {"bottom": base}
-        draw(pos, values, label=part, color=colors.get(part), **offset)
-        base = base + values
+        at = pos if stacked else pos - 0.4 + width * (k + 0.5)
+        draw(at, values, width, label=part, color=colors.get(part),
+             **(offset if stacked else {}))
+        base = base + values if stacked else np.maximum(base, values)
     if horizontal:
         ax.set_yticks(pos, labels)
         ax.invert_yaxis()

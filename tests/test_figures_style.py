@@ -135,6 +135,10 @@ def test_bars_stack_each_part_on_the_last():
     assert [r.get_width() for r in ax.patches] == [1, 2] and ax.yaxis_inverted()
     assert ax.get_legend() is None
     plt.close(ax.figure)
+    ax = bars(["a", "b"], {"x": [1, 2], "y": [3, 1]}, stacked=False)
+    assert [(round(r.get_x(), 2), r.get_y(), r.get_height()) for r in ax.patches] == [
+        (-0.4, 0, 1), (0.6, 0, 2), (0.0, 0, 3), (1.0, 0, 1)]  # side by side, from 0
+    plt.close(ax.figure)
     with pytest.raises(ValueError, match="1 values for 2 bars"):
         bars(["a", "b"], {"x": [1]})
     with pytest.raises(ValueError, match="not drawn"):
