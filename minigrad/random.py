@@ -29,9 +29,13 @@ class Generator:
         (2, 3)
     """
 
+    def __new__(cls, *args, **kwargs):
+        self = super().__new__(cls)
+        _LIVE.add(self)  # here, not in __init__: a copy (copy.deepcopy, pickle) is seen too
+        return self
+
     def __init__(self, seed: int = 0):
         self.manual_seed(seed)
-        _LIVE.add(self)
 
     def manual_seed(self, seed: int) -> "Generator":
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:

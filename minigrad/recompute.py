@@ -9,9 +9,9 @@ record the forward and enter the recompute phase the same way, here:
   ``"recompute"`` (it counts those ops apart), `is_recomputing` True (``nn.BatchNorm1d``
   updates its running statistics once), and the random state of the first run replayed
   (`rng_state`), the caller's state put back after.
-* `OpLog`: the (op, output shape, dtype) of every op a forward ran, and whether an input
-  required grad; `compare_ops` raises `CheckpointError` at the first op a recomputation
-  ran differently (the determinism check).
+* `OpLog`: the `OpRecord` (op, output shape and dtype) of every op a forward ran, and
+  whether an input required grad; `compare_ops` raises `CheckpointError` at the first op a
+  recomputation ran differently (the determinism check of `Checkpoint` and ``run_schedule``).
 * `OpRecord`: one forward op, enough to run it again (function, arguments, the random
   state before it, its FLOPs, the shapes of its output and saved arrays). `StepRecorder`
   records a whole step's forward with them (what `minigrad.plan.trace_graph` measures and
@@ -19,7 +19,8 @@ record the forward and enter the recompute phase the same way, here:
 * `replay_op`: the one way to run a recorded op again (used by `minigrad.remat.run` and
   DTR's rebuilds): its arguments copied, inside `recomputing` with the op's own random
   state, its saved arrays handed back instead of kept, and checked against the record
-  (same shapes, same random draws, same values: `values_digest`).
+  (same shapes and dtypes, same random draws); the callers compare the values with the
+  checksum they took in the first forward (`values_digest`).
 
 A recorder's saved arrays are packed into `Slot` placeholders; when the op has returned,
 the observer classifies each slot by the buffer it lives in (the ledger's rule: a view and
@@ -130,20 +131,21 @@ def determinism(value) -> bool:
 
 
 class OpLog:
-    """The (op, output shape, dtype) of every op run while `watching`, and whether any op's
-    input required grad (a parameter inside the function).
+    """The `OpRecord` (op, output shape and dtype) of every op run while `watching`, and
+    whether any op's input required grad (a parameter inside the function): what a
+    recomputation of a whole function is compared with (`compare_ops`).
 
     Example:
         >>> from minigrad import Tensor
         >>> log = OpLog()
         >>> with log.watching():
         ...     y = Tensor([1.0, 2.0]).exp().sum()
-        >>> [op for op, shape, dtype in log.ops]
-        ['exp', 'sum']
+        >>> [(r.name, r.out_meta[0]) for r in log.ops]
+        [('exp', (2,)), ('sum', ())]
     """
 
     def __init__(self):
-        self.ops: list[tuple] = []
+        self.ops: list[OpRecord] = []
         self.saw_grad = False
 
     def __call__(self, kind, fn, ctx, args, kwargs, out):
@@ -151,7 +153,9 @@ class OpLog:
         # reentrant checkpoint) a nested checkpoint is a plain call and makes none.
         if kind != "forward" or fn.name() == "checkpoint":
             return
-        self.ops.append((fn.name(), out.shape, out.dtype))
+        rec = OpRecord(len(self.ops), fn)
+        rec.out_meta = (out.shape, out.dtype)
+        self.ops.append(rec)
         if not self.saw_grad:
             self.saw_grad = any(isinstance(a, Tensor) and a.requires_grad for a in args)
 
@@ -165,7 +169,10 @@ class OpLog:
 
 
 def compare_ops(first: list, again: list, what: str = "checkpoint") -> None:
-    """Raise `CheckpointError` naming the first op whose recomputed output differs."""
+    """Raise `CheckpointError` naming the first op (`OpRecord`s of two `OpLog`s) whose
+    recomputed output differs."""
+    first = [(r.name, *r.out_meta) for r in first]
+    again = [(r.name, *r.out_meta) for r in again]
     for i, (x, y) in enumerate(zip(first, again)):
         if x != y:
             raise CheckpointError(

@@ -417,3 +417,18 @@ def test_tracing_leaves_the_model_and_its_random_streams_as_it_found_them():
     step(x)
     assert bn.num_batches_tracked == 1 and not np.array_equal(bn.running_mean.data, state[0])
     assert gen.get_state() != state[3]
+
+
+def test_a_copied_generator_is_put_back_too():
+    import copy
+
+    import minigrad
+    from minigrad import Tensor, nn
+    import minigrad.ops as F
+
+    gen = copy.deepcopy(minigrad.random.Generator(9))  # made without __init__
+    lin = nn.Linear(4, 4)
+    x = Tensor(np.ones((2, 4), np.float32))
+    before = gen.get_state()
+    minigrad.plan.trace_graph(lambda x: F.dropout(lin(x), 0.5, generator=gen).sum(), x)
+    assert gen.get_state() == before

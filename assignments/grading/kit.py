@@ -225,9 +225,10 @@ def plan_modules() -> list[str]:
 
 def live_float_arrays(skip=()) -> dict:
     """``{id: array}`` of every floating-point NumPy array some Python object still holds
-    (after ``gc.collect()``): walking what every gc-tracked object references, and the
-    untracked tuples, lists and dicts on the way; a view counts as the array that owns its
-    memory. What only a running frame's locals hold is not seen. ``skip``: objects (an
+    (after ``gc.collect()``): walking what every gc-tracked object references, the
+    untracked tuples, lists and dicts on the way, and the elements of object arrays; a view
+    counts as the array that owns its memory. What only a running frame's locals hold is
+    not seen. ``skip``: objects (an
     earlier snapshot) whose contents do not count.
 
     Example:
@@ -247,11 +248,20 @@ def live_float_arrays(skip=()) -> dict:
         refs = gc.get_referents(*frontier)
         kinds = {t for t in set(map(type, refs)) if issubclass(t, np.ndarray)}
         # type() and ndarray's own descriptors: no method of a subclass runs (or lies) here
-        for a in compress(refs, map(kinds.__contains__, map(type, refs))):
+        arrays = list(compress(refs, map(kinds.__contains__, map(type, refs))))
+        while arrays:
+            a = arrays.pop()
             while issubclass(type(_BASE(a)), np.ndarray):
                 a = _BASE(a)
-            if _DTYPE(a).kind == "f":
+            kind = _DTYPE(a).kind
+            if kind == "f":
                 found[id(a)] = a
+            elif kind == "O" and id(a) not in seen:
+                # an object array's elements are not gc referents: walk them here
+                seen.add(id(a))
+                items = np.ndarray.tolist(np.ndarray.ravel(a))
+                arrays.extend(x for x in items if issubclass(type(x), np.ndarray))
+                refs.extend(x for x in items if type(x) in containers)
         untracked = filterfalse(gc.is_tracked, compress(refs, map(containers.__contains__, map(type, refs))))
         level = {id(r): r for r in untracked}
         new = level.keys() - seen

@@ -45,7 +45,8 @@ import numpy as np
 
 from minigrad._validation import check_segment_starts
 
-__all__ = ["ChainProfile", "predict_peak", "recompute_cost", "exact_sum", "segment_peak"]
+__all__ = ["ChainProfile", "predict_peak", "recompute_cost", "exact_sum", "exact_fraction",
+           "segment_peak"]
 
 
 def _check_bytes(name, values):
@@ -63,6 +64,19 @@ def _check_costs(name, values):
             raise ValueError(f"ChainProfile: {name}[{i}] = {v!r} is not a finite, non-negative cost")
 
 
+def exact_fraction(v) -> Fraction:
+    """A real number as the exact fraction its value is (NumPy's float32 included).
+
+    Example:
+        >>> import numpy as np
+        >>> exact_fraction(np.float32(0.5)), exact_fraction(3)
+        (Fraction(1, 2), Fraction(3, 1))
+    """
+    if isinstance(v, (numbers.Rational, Fraction)):
+        return Fraction(v)
+    return Fraction(float(v))
+
+
 def exact_sum(values):
     """The exact sum of ints and floats: an int if all are ints, else the float nearest to
     the exact (rational) sum. Plan costs are compared with it, so ties are real ties.
@@ -74,7 +88,7 @@ def exact_sum(values):
     values = list(values)
     if all(isinstance(v, numbers.Integral) for v in values):
         return int(sum(int(v) for v in values))
-    return float(sum(Fraction(v) for v in values))
+    return float(sum(exact_fraction(v) for v in values))
 
 
 

@@ -231,10 +231,11 @@ def trace_graph(step, *inputs, free_ops=()) -> GraphProfile:
     ``step(*inputs)`` runs the forward pass and the loss and returns the scalar loss. The
     forward runs once, recorded op by op (FLOPs from the ledger); the backward's nodes,
     their order and their FLOPs are read from the graph the engine would walk, without
-    running it, so no ``.grad`` changes. It is a dry run (`minigrad.hooks.dry_run`): the
-    model and its random streams are left as they were found (every
-    `minigrad.random.Generator`, NumPy's global generator, BatchNorm's running
-    statistics).
+    running it, so no ``.grad`` changes. It is a dry run (`minigrad.hooks.dry_run`): what
+    existed before the call is left as it was found: every `minigrad.random.Generator`
+    alive then (the default one included), NumPy's global generator, BatchNorm's running
+    statistics. (A Generator the step itself creates on its first call is new state; it
+    stays.)
 
     Args:
         step: callable ``(*inputs) -> loss`` (a one-element Tensor that requires grad);

@@ -118,6 +118,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import numbers
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -128,7 +129,7 @@ import numpy as np
 
 from minigrad._validation import check_int
 from minigrad.plan.chain import ChainProfile
-from minigrad.plan.profile import as_profile, check_cost_name
+from minigrad.plan.profile import as_profile, check_cost_name, check_costs
 from minigrad.plan.binomial import binomial_split
 from minigrad.plan.segments import explicit
 
@@ -520,18 +521,13 @@ def _costs(profile: ChainProfile, cost, where: str = "rotor"):
     """Per-layer costs as exact numbers (ints, or Fractions when some are floats): the
     profile's own (``cost`` None or a name of `COSTS`) or the ``n`` numbers given."""
     check_cost_name(cost, where, profile.n)
-    values = list(profile.cost) if cost is None or isinstance(cost, str) else list(cost)
-    if len(values) != profile.n:
-        raise ValueError(f"{where}: cost has {len(values)} entries, expected one per layer ({profile.n})")
-    for i, v in enumerate(values):
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, Fraction)) \
-                and not hasattr(v, "__float__"):
-            raise TypeError(f"{where}: cost[{i}] must be a number, got {type(v).__name__}")
-        if not math.isfinite(float(v)) or v < 0:
-            raise ValueError(f"{where}: cost[{i}] must be a finite number >= 0, got {v!r}")
+    values = check_costs(profile.cost if cost is None or isinstance(cost, str) else cost,
+                         profile.n, where)
     if all(float(v).is_integer() for v in values):
         return [int(v) for v in values]
-    return [Fraction(v) for v in values]
+    # exact: a float (NumPy's float32 too) is the fraction its bits say
+    return [v if isinstance(v, Fraction) else Fraction(int(v))
+            if isinstance(v, numbers.Integral) else Fraction(float(v)) for v in values]
 
 
 def _number(x):

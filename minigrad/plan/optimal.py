@@ -41,7 +41,7 @@ from fractions import Fraction
 import numpy as np
 
 from minigrad._validation import check_int
-from minigrad.plan.chain import ChainProfile, predict_peak, recompute_cost, segment_peak
+from minigrad.plan.chain import ChainProfile, exact_fraction, predict_peak, recompute_cost, segment_peak
 from minigrad.plan.profile import as_profile
 from minigrad.plan.segments import SegmentPlan
 
@@ -248,7 +248,7 @@ def optimal_segments(layers, x=None, budget_bytes: int | None = None, loss=None,
     # prefix[last] - prefix[e*]: find the cheapest feasible pair (exact even for float costs).
     prefix = [Fraction(0)]
     for c in profile.cost:
-        prefix.append(prefix[-1] + Fraction(c))
+        prefix.append(prefix[-1] + exact_fraction(c))
     options = []  # (cost, e*, last)
     for e in solver.firsts:
         r = solver.run(budget, e)

@@ -18,9 +18,10 @@ from minigrad import random as _random
 from minigrad.plan.chain import ChainProfile
 from minigrad.autograd import saved_tensors_hooks
 from minigrad.grad_mode import enable_grad
+from minigrad.hooks import dry_run
 from minigrad.tensor import Tensor
 
-__all__ = ["profile_chain", "as_profile", "COSTS", "check_cost_name"]
+__all__ = ["profile_chain", "as_profile", "COSTS", "check_cost_name", "check_costs"]
 
 #: What ``profile_chain(cost=...)`` can measure per layer.
 COSTS = ("flops", "ops")
@@ -59,14 +60,41 @@ def check_cost_name(cost, where: str, n: int):
                          f"got {cost!r}")
 
 
-def _layer_costs(cost, flops, ops, n):
-    if isinstance(cost, str):
-        check_cost_name(cost, "profile_chain", n)
-        return tuple(flops if cost == "flops" else ops)
+def check_costs(cost, n: int, where: str) -> tuple:
+    """``cost``, a sequence of ``n`` numbers, as a tuple, or an error naming ``where``:
+    each must be a real number (not a bool), finite and >= 0.
+
+    Example:
+        >>> check_costs([1, 2.5], 2, "rotor")
+        (1, 2.5)
+        >>> check_costs([1], 2, "rotor")
+        Traceback (most recent call last):
+        ...
+        ValueError: rotor: cost has 1 entries, expected one per layer (2)
+    """
     values = tuple(cost)
     if len(values) != n:
-        raise ValueError(f"profile_chain: cost has {len(values)} entries for {n} layers")
-    return values  # ChainProfile checks that they are finite, non-negative numbers
+        raise ValueError(f"{where}: cost has {len(values)} entries, expected one per layer ({n})")
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):  # NumPy's bool too
+            raise TypeError(f"{where}: cost[{i}] must be a number, got {type(v).__name__}")
+        try:
+            finite = math.isfinite(v)
+        except OverflowError:
+            raise ValueError(f"{where}: cost[{i}] is too large to compare as a float: "
+                             f"{v!r}") from None
+        if not finite or v < 0:
+            raise ValueError(f"{where}: cost[{i}] must be a finite number >= 0, got {v!r}")
+    return values
+
+
+def _layer_costs(cost, flops, ops, n, where="profile_chain"):
+    if cost is None:
+        cost = "flops"
+    if isinstance(cost, str):
+        check_cost_name(cost, where, n)
+        return tuple(flops if cost == "flops" else ops)
+    return check_costs(cost, n, where)
 
 
 def profile_chain(layers, x, loss=None, cost="flops") -> ChainProfile:
@@ -93,9 +121,10 @@ def profile_chain(layers, x, loss=None, cost="flops") -> ChainProfile:
             input's buffer (``x_{i+1}`` a view of ``x_i``), or an array saved by two layers
             that is not the boundary between them.
 
-    The RNG state is restored afterwards, so the dry run does not shift the dropout masks
-    of the real run; layers with other mutable state (BatchNorm running statistics) are
-    updated once more, as in any extra forward pass.
+    It is a dry run (`minigrad.hooks.dry_run`): every `minigrad.random.Generator` alive
+    before the call is put back as it was (the default one included) and BatchNorm's running
+    statistics do not move, so the dry run does not shift the dropout masks of the real run;
+    other state a layer of your own mutates in its forward is mutated once more.
 
     Example:
         >>> import numpy as np
@@ -114,6 +143,7 @@ def profile_chain(layers, x, loss=None, cost="flops") -> ChainProfile:
     if loss is not None and not callable(loss):
         raise TypeError(f"profile_chain: loss must be callable (output -> scalar Tensor), got "
                         f"{type(loss).__name__}")
+    generators = [(g, g.get_state()) for g in _random.live_generators()]
     rng_state = _random.get_rng_state()
     saved = _SavedArrays()
     input_bytes, saves_in, saves_out, own_bytes, flops, ops = [], [], [], [], [], []
@@ -124,7 +154,7 @@ def profile_chain(layers, x, loss=None, cost="flops") -> ChainProfile:
     loss_in, loss_own, loss_flops = False, 0, 0
     h = out = value = None
     try:
-        with enable_grad(), memory.track(record_timeline=False) as m, \
+        with enable_grad(), dry_run(), memory.track(record_timeline=False) as m, \
                 saved_tensors_hooks(saved.pack, saved.unpack):
             h = x
             for i, layer in enumerate(layers):
@@ -178,6 +208,8 @@ def profile_chain(layers, x, loss=None, cost="flops") -> ChainProfile:
     finally:
         outputs.clear()
         h = out = value = None
+        for g, state in generators:
+            g.set_state(state)
         _random.set_rng_state(rng_state)
     return ChainProfile(input_bytes=tuple(input_bytes), output_bytes=output_bytes,
                         saves_input=tuple(saves_in), saves_output=tuple(saves_out),
@@ -204,7 +236,7 @@ def as_profile(layers, x=None, loss=None, cost="flops", where: str = "plan") -> 
     """The one adapter of the planners: ``layers`` as a `ChainProfile`.
 
     A `ChainProfile` is returned as is (``cost``, a sequence of ``n`` numbers, replaces
-    its costs; None or a name keeps them; a ``loss`` is refused: the profile already includes its own); a list of
+    its costs; None or a name keeps them; errors name ``where``; a ``loss`` is refused: the profile already includes its own); a list of
     layers is measured on ``x`` by `profile_chain`.
 
     Example:
@@ -222,16 +254,11 @@ def as_profile(layers, x=None, loss=None, cost="flops", where: str = "plan") -> 
         check_cost_name(cost, where, layers.n)
         if cost is None or isinstance(cost, str):
             return layers
-        values = tuple(cost)
-        if len(values) != layers.n:
-            raise ValueError(f"{where}: cost has {len(values)} entries, expected one per "
-                             f"layer ({layers.n})")
-        for i, v in enumerate(values):
-            if isinstance(v, bool) or not isinstance(v, numbers.Real):
-                raise TypeError(f"{where}: cost[{i}] must be a number, got {type(v).__name__}")
-            if not math.isfinite(v) or v < 0:
-                raise ValueError(f"{where}: cost[{i}] must be a finite number >= 0, got {v!r}")
-        return dataclasses.replace(layers, cost=values)
+        return dataclasses.replace(layers, cost=check_costs(cost, layers.n, where))
     if x is None:
         raise ValueError(f"{where}(layers, x): x (the chain's input Tensor) is required")
-    return profile_chain(layers, x, loss=loss, cost=cost)
+    layers = list(layers)
+    if cost is not None and not isinstance(cost, str):
+        cost = check_costs(cost, len(layers), where)  # named before anything runs
+    check_cost_name(cost, where, len(layers))
+    return profile_chain(layers, x, loss=loss, cost="flops" if cost is None else cost)

@@ -222,10 +222,10 @@ def nested_recompute(c, items):
 '''),
     dict(question="q1", name="recursive_on_the_list", points=0, correct=True,
          idea="a correct executor that recurses on the rest of the list, after checking the "
-              "whole tree with an explicit stack",
+              "whole tree (blocks 0 .. n-1) with an explicit stack",
          source='''
 def _covers(items, n):
-    todo = [(items, None, None)]
+    todo = [(items, 0, n)]
     while todo:
         level, start, end = todo.pop()
         at = start
@@ -251,8 +251,7 @@ def _covers(items, n):
             raise ValueError(f"inner items stop at {at}, the checkpoint at {end}")
 
 
-def run_nested(layers, items, x):
-    _covers(items, len(layers))
+def _run(layers, items, x):
     if not items:
         return x
     head, rest = items[0], items[1:]
@@ -260,8 +259,55 @@ def run_nested(layers, items, x):
         h = layers[head[1]](x)
     else:
         inner = head[3]
-        h = checkpoint(lambda u: run_nested(layers, inner, u), x, use_reentrant=True)
-    return run_nested(layers, rest, h)
+        h = checkpoint(lambda u: _run(layers, inner, u), x, use_reentrant=True)
+    return _run(layers, rest, h)
+
+
+def run_nested(layers, items, x):
+    items = list(items)
+    _covers(items, len(layers))
+    return _run(layers, items, x)
+'''),
+    dict(question="q1", name="raises_its_own_valueerror", points=0, correct=True,
+         idea="a correct executor whose checks raise a subclass of ValueError, checking "
+              "each level recursively and running through a nested function",
+         source='''
+class ScheduleError(ValueError):
+    pass
+
+
+def run_nested(layers, items, x):
+    items = list(items)
+
+    def check(level, start, end):
+        at = start
+        for item in level:
+            if not (isinstance(item, tuple) and len(item) in (2, 4)
+                    and item[0] == ("taped" if len(item) == 2 else "ckpt")):
+                raise ScheduleError(f"bad item {item!r}")
+            lo = item[1]
+            hi = lo + 1 if item[0] == "taped" else item[2]
+            if type(lo) is not int or type(hi) is not int or lo != at or hi <= lo or hi > end:
+                raise ScheduleError(f"{item!r} does not continue at block {at} within {end}")
+            if item[0] == "ckpt":
+                if not isinstance(item[3], list):
+                    raise ScheduleError(f"{item!r}: inner items must be a list")
+                check(item[3], lo, hi)
+            at = hi
+        if at != end:
+            raise ScheduleError(f"items end at {at}, not {end}")
+
+    check(items, 0, len(layers))
+
+    def go(level, h):
+        for item in level:
+            if item[0] == "taped":
+                h = layers[item[1]](h)
+            else:
+                h = checkpoint(lambda u, inner=item[3]: go(inner, u), h, use_reentrant=True)
+        return h
+
+    return go(items, x)
 '''),
     dict(question="q1", name="no_validation", points=1,
          idea="chapter 6's executor over tuples: runs any schedule it is given, bad ones "

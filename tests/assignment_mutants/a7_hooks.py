@@ -251,6 +251,37 @@ def hook_checkpoint(fn, x):
     with saved_tensors_hooks(lambda array: next(handles), unpack):
         return fn(x)
 '''),
+    dict(question="q1", name="hides_rebuilt_arrays_in_an_object_array", points=1,
+         idea="chapter 8's leak, disguised: each handed-out array moves into a NumPy object "
+              "array, which a heap walk over gc referents alone does not look inside",
+         source='''
+def hook_checkpoint(fn, x):
+    import numpy as np
+    rng_state = minigrad.random.get_rng_state()
+    rebuilt, attic = {}, np.empty(1000, dtype=object)
+    handles = itertools.count()
+    done = []
+
+    def collect(array):
+        rebuilt[len(rebuilt)] = array
+        return len(rebuilt) - 1
+
+    def unpack(k):
+        if not done:
+            done.append(1)
+            now = minigrad.random.get_rng_state()
+            minigrad.random.set_rng_state(rng_state)
+            try:
+                with saved_tensors_hooks(collect, lambda j: rebuilt[j]), enable_grad():
+                    fn(Tensor(x.data, requires_grad=True))
+            finally:
+                minigrad.random.set_rng_state(now)
+        attic[k] = rebuilt.pop(k)
+        return attic[k]
+
+    with saved_tensors_hooks(lambda array: next(handles), unpack):
+        return fn(x)
+'''),
     dict(question="q1", name="frees_by_overwriting_with_none", points=0, correct=True,
          idea="a correct checkpoint that keeps the rebuilt arrays in a list and overwrites "
               "each with None once handed out; the random state put back with fork-style "
