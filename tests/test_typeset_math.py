@@ -2,6 +2,7 @@
 a formula the converter cannot handle fails the build, naming the page and the formula."""
 from __future__ import annotations
 
+import doctest
 import sys
 import xml.etree.ElementTree as ET
 from types import SimpleNamespace
@@ -25,6 +26,11 @@ def test_inline_and_display_formulas_become_mathml():
     display = tex_to_mathml(r"\frac{a}{b} = \sum_{i=1}^{n} x_i", display=True)
     assert display.startswith('<math display="block">')
     assert {"mfrac", "munderover", "msub"} <= set(tags(display))
+
+
+def test_the_docstring_examples_run():
+    results = doctest.testmod(typeset_math)
+    assert results.attempted >= 1 and results.failed == 0
 
 
 def test_limits_of_max_and_min_go_under_them_in_a_display():

@@ -265,6 +265,11 @@ def fail_on_untypeset_math(app, env):
 
 
 def _select_renderer(app, config):
+    try:
+        import latex2mathml  # noqa: F401
+    except ImportError:
+        raise MathError("latex2mathml is not installed, and the book's math is typeset "
+                        "with it: pip install -r requirements.txt") from None
     config.html_math_renderer = "mathml"
 
 
