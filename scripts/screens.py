@@ -61,7 +61,6 @@ def take(browser, url: str, docname: str, out: Path) -> list[str]:
     for label, width, height, where in SHOTS:
         page = browser.new_page(viewport={"width": width, "height": height})
         page.goto(f"{url}/{docname}.html", wait_until="networkidle")
-        page.evaluate("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
         if where == "mid":
             page.evaluate("() => window.scrollTo(0, Math.max(0, "
                           "(document.documentElement.scrollHeight - innerHeight) / 2))")
@@ -90,7 +89,6 @@ def measure(browser, url: str, docname: str) -> dict:
     for label, (width, height) in (("1280", WIDTHS["desktop"]), ("390", WIDTHS["phone"])):
         page = browser.new_page(viewport={"width": width, "height": height})
         page.goto(f"{url}/{docname}.html", wait_until="load")
-        page.evaluate("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
         page.wait_for_timeout(150)
         m = page.evaluate(READING_JS)
         if label == "1280":
