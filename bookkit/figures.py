@@ -1,11 +1,24 @@
-"""The book's figure style: readable labels, drawn at twice the resolution.
+"""The book's figure style and its figure helpers: readable labels, drawn at 2x.
 
 Applied when bookkit is imported inside Jupyter or Colab (the setup cell of every
 chapter), so a figure reads the same in the HTML book, in Jupyter and in Colab:
-fonts of 11 pt or more, 7 inches wide at most, stored as PNG at 2x (IPython's
-"retina" format, 200 dpi). Scripts and tests that import bookkit are left alone.
+fonts of 11 pt or more, `FIGURE_WIDTH_IN` (6 inches) wide, stored as PNG at 2x
+(IPython's "retina" format, 200 dpi). The browser scales a figure to the text
+column, so a label shows at its size in points times the shown width over the
+figure's: in a 390 px window a figure is shown 374 px wide, where 6 inches keep an
+11 pt label at 9.2 CSS px or more (7 inches gave 8 px); on a desktop it is shown at
+its own size (15 px). Each PNG records the smallest text it draws
+(`SMALLEST_TEXT_KEY`), which tests/test_browser.py reads to check that size on every
+page. Scripts and tests that import bookkit are left alone.
+
+Chapters draw through `subplots`, `plot` (as d2l's ``d2l.plot``), `bars` and
+`add_legend` where the plot is not the lesson, so a visible cell holds what is
+plotted, not how.
 """
 from __future__ import annotations
+
+FIGURE_WIDTH_IN = 6.0
+"""Width of a book figure (inches): 11 pt labels stay at 9 CSS px or more at 390 px."""
 
 BOOK_RC = {
     "font.size": 11,
@@ -15,13 +28,74 @@ BOOK_RC = {
     "ytick.labelsize": 11,
     "legend.fontsize": 11,
     "figure.titlesize": 12,
-    "figure.figsize": (7.0, 4.0),
+    "figure.figsize": (FIGURE_WIDTH_IN, 3.6),
     "figure.dpi": 100,
 }
 """matplotlib settings every chapter draws with (checked by tests/test_figures_style.py)."""
 
 FIGURE_FORMAT = "retina"
 """IPython's inline format: PNG at twice ``figure.dpi``, shown at its nominal size."""
+
+SMALLEST_TEXT_KEY = "Smallest text pt"
+"""PNG text key holding the size (points) of the smallest text a book figure draws."""
+
+
+def smallest_text_pt(fig) -> float | None:
+    """Size in points of the smallest text a figure draws.
+
+    The figure is drawn once on an off-screen renderer that notes the size of every
+    string it draws (tick labels, titles, legends, annotations): hidden texts and
+    ticks of a hidden axis do not count, as they are not drawn.
+
+    Args:
+        fig: a matplotlib Figure.
+
+    Returns:
+        The smallest font size in points, or None when the figure draws no text.
+
+    Example:
+        >>> import matplotlib
+        >>> matplotlib.use("Agg")
+        >>> import matplotlib.pyplot as plt
+        >>> from bookkit.figures import smallest_text_pt
+        >>> fig, ax = plt.subplots()
+        >>> _ = ax.set_title("t", fontsize=14); _ = ax.set_xlabel("x", fontsize=9)
+        >>> ax.tick_params(labelsize=12); smallest_text_pt(fig)
+        9.0
+    """
+    from matplotlib.backends.backend_agg import RendererAgg
+
+    width, height = fig.get_size_inches() * fig.dpi
+    renderer = RendererAgg(int(width), int(height), fig.dpi)
+    sizes = []
+    draw_text = renderer.draw_text
+
+    def noting(gc, x, y, s, prop, angle, ismath=False, mtext=None):
+        if str(s).strip():
+            sizes.append(prop.get_size_in_points())
+        return draw_text(gc, x, y, s, prop, angle, ismath=ismath, mtext=mtext)
+
+    renderer.draw_text = noting
+    fig.draw(renderer)
+    return min(sizes) if sizes else None
+
+
+def book_png(fig, **kwargs):
+    """IPython's retina PNG of a figure, recording its smallest text in the PNG.
+
+    Args:
+        fig: the matplotlib Figure.
+        **kwargs: passed to IPython's ``retina_figure`` (``bbox_inches``...).
+
+    Returns:
+        ``(base64 PNG, {"width": w, "height": h})`` as IPython's formatter expects,
+        or None for an empty figure.
+    """
+    from IPython.core.pylabtools import retina_figure
+
+    pt = smallest_text_pt(fig)
+    metadata = {SMALLEST_TEXT_KEY: f"{pt:g}"} if pt is not None else {}
+    return retina_figure(fig, base64=True, metadata=metadata, **kwargs)
 
 
 def use_book_style(shell=None) -> bool:
@@ -51,8 +125,234 @@ def use_book_style(shell=None) -> bool:
         InlineBackend.instance(parent=shell).figure_formats = {FIGURE_FORMAT}
     except ImportError:  # an IPython without the inline backend: formats below only
         pass
+    import matplotlib.pyplot  # noqa: F401  (activates the inline backend now, once)
+    from matplotlib.figure import Figure
+
     select_figure_formats(shell, {FIGURE_FORMAT}, bbox_inches="tight")
+    png = shell.display_formatter.formatters["image/png"]
+    png.for_type(Figure, lambda fig: book_png(fig, bbox_inches="tight"))
     return True
+
+
+# ---------------------------------------------------------------------------------
+# The figure helpers chapters draw with
+# ---------------------------------------------------------------------------------
+def subplots(nrows: int = 1, ncols: int = 1, *, height: float = 3.6, **kwargs):
+    """``plt.subplots`` at the book's width, `FIGURE_WIDTH_IN`, ``height`` inches tall.
+
+    Args:
+        nrows, ncols: the grid of axes.
+        height: the figure's height in inches.
+        **kwargs: passed to ``plt.subplots`` (``sharex``, ``gridspec_kw``...), not
+            ``figsize``: a wider figure shrinks its labels on a phone.
+
+    Returns:
+        ``(fig, ax)`` or ``(fig, axes)``, as ``plt.subplots`` returns them.
+
+    Example:
+        >>> import matplotlib
+        >>> matplotlib.use("Agg")
+        >>> from bookkit.figures import subplots
+        >>> fig, ax = subplots(height=3)
+        >>> fig.get_size_inches().tolist()
+        [6.0, 3.0]
+    """
+    import matplotlib.pyplot as plt
+
+    if "figsize" in kwargs:
+        raise ValueError("subplots takes height=, not figsize=: the width is the "
+                         f"book's, {FIGURE_WIDTH_IN} inches")
+    if not height > 0:
+        raise ValueError(f"height must be positive inches, got {height!r}")
+    return plt.subplots(nrows, ncols, figsize=(FIGURE_WIDTH_IN, height), **kwargs)
+
+
+def add_legend(ax, loc: str = "best", **kwargs):
+    """The book's legend: no frame; ``loc="below"`` puts it under the axes' tick
+    labels and x label, in two columns, where it hides no data.
+
+    Args:
+        ax: the matplotlib Axes.
+        loc: a matplotlib ``loc`` or ``"below"``.
+        **kwargs: passed to ``ax.legend`` (``handles``, ``ncols``...).
+
+    Returns:
+        The matplotlib Legend.
+
+    Example:
+        >>> import matplotlib
+        >>> matplotlib.use("Agg")
+        >>> from bookkit.figures import add_legend, subplots
+        >>> fig, ax = subplots()
+        >>> _ = ax.plot([0, 1], label="a"); _ = ax.set_xlabel("x")
+        >>> add_legend(ax, "below").get_texts()[0].get_text()
+        'a'
+    """
+    from matplotlib.transforms import ScaledTranslation
+
+    kwargs.setdefault("frameon", False)
+    if loc != "below":
+        return ax.legend(loc=loc, **kwargs)
+    fig = ax.figure
+    renderer = fig.canvas.get_renderer()
+    below_in = (ax.get_window_extent(renderer).y0
+                - ax.get_tightbbox(renderer).y0) / fig.dpi  # tick labels, x label
+    kwargs.setdefault("ncols", 2)
+    shift = ScaledTranslation(0, -below_in - 0.05, fig.dpi_scale_trans)
+    return ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0),
+                     bbox_transform=ax.transAxes + shift, borderaxespad=0, **kwargs)
+
+
+def plot(x, ys, *, ax=None, xlabel: str | None = None, ylabel: str | None = None,
+         title: str | None = None, xscale: str | None = None,
+         yscale: str | None = None, xlim=None, ylim=None, styles=None,
+         legend: str | None = "best", height: float = 3.6, grid: bool = False):
+    """Curves sharing one x axis, labelled, on a book-sized figure (as ``d2l.plot``).
+
+    Args:
+        x: the x values, shared by every curve.
+        ys: ``{label: y values}`` (one curve each, in order) or one sequence.
+        ax: draw into these axes; by default a new figure from `subplots`.
+        xlabel, ylabel, title: the axes' texts.
+        xscale, yscale: ``"log"``, ``"symlog"``... (default linear).
+        xlim, ylim: the axes' limits, ``(low, high)``.
+        styles: the curves' looks: ``{label: keyword dict}`` (``marker``, ``ls``,
+            ``color``...; curves not named take matplotlib's cycle), or one entry
+            per curve, in order, each a keyword dict or a format string (``"o-"``).
+        legend: the legend's ``loc`` (``"below"``: under the axes, see `add_legend`),
+            or None for no legend.
+        height: the new figure's height (inches), when ``ax`` is None.
+        grid: draw a light grid.
+
+    Returns:
+        The matplotlib Axes.
+
+    Example:
+        >>> import matplotlib
+        >>> matplotlib.use("Agg")
+        >>> from bookkit.figures import plot
+        >>> ax = plot([1, 2, 4], {"linear": [1, 2, 4], "flat": [1, 1, 1]},
+        ...           xlabel="n", yscale="log")
+        >>> [line.get_label() for line in ax.get_lines()], ax.get_yscale()
+        (['linear', 'flat'], 'log')
+    """
+    import numpy as np
+
+    if ax is None:
+        _, ax = subplots(height=height)
+    if not isinstance(ys, dict):
+        ys = {None: ys}
+    if styles is None:
+        styles = {}
+    elif not isinstance(styles, dict):
+        styles = list(styles)
+        if len(styles) != len(ys):
+            raise ValueError(f"{len(styles)} styles for {len(ys)} curves")
+        styles = dict(zip(ys, styles))
+    unknown = set(styles) - set(ys)
+    if unknown:
+        raise ValueError(f"styles names curves that are not plotted: {sorted(unknown)}")
+    n = len(np.asarray(x))
+    for label, y in ys.items():
+        if len(np.asarray(y)) != n:
+            raise ValueError(f"curve {label!r} has {len(np.asarray(y))} values for "
+                             f"{n} x values")
+        style = styles.get(label, {})
+        fmt = (style,) if isinstance(style, str) else ()
+        ax.plot(x, y, *fmt, label=label, **({} if fmt else style))
+    for setter, value in ((ax.set_xlabel, xlabel), (ax.set_ylabel, ylabel),
+                          (ax.set_title, title), (ax.set_xscale, xscale),
+                          (ax.set_yscale, yscale), (ax.set_xlim, xlim),
+                          (ax.set_ylim, ylim)):
+        if value is not None:
+            setter(*value) if setter in (ax.set_xlim, ax.set_ylim) else setter(value)
+    if grid:
+        ax.grid(True, which="both", alpha=0.3)
+    ax.figure.tight_layout()
+    if legend is not None and any(label is not None for label in ys):
+        add_legend(ax, legend)
+        ax.figure.tight_layout()
+    return ax
+
+
+def bars(labels, parts, *, ax=None, colors=None, horizontal: bool = False,
+         stacked: bool = True, xlabel: str | None = None, ylabel: str | None = None,
+         title: str | None = None, legend: str | None = "best",
+         height: float = 3.6, totals: str | None = None):
+    """Bars, one group per label, one bar (or segment) per part, book-sized.
+
+    Args:
+        labels: a name per bar (tick labels).
+        parts: ``{part: one value per bar}``, stacked in order from the axis out,
+            or side by side when ``stacked`` is False.
+        stacked: stack the parts (default), or draw them side by side.
+        ax: draw into these axes; by default a new figure from `subplots`.
+        colors: ``{part: colour}``; parts not named take matplotlib's cycle.
+        horizontal: bars along x, the first label on top.
+        xlabel, ylabel, title: the axes' texts.
+        legend: the legend's ``loc`` (``"below"``: under the axes, see `add_legend`),
+            or None for no legend.
+        height: the new figure's height (inches), when ``ax`` is None.
+        totals: a format such as ``"{:.0f}"`` to write each bar's total (stacked)
+            or its tallest part (side by side) at its end.
+
+    Returns:
+        The matplotlib Axes.
+
+    Example:
+        >>> import matplotlib
+        >>> matplotlib.use("Agg")
+        >>> from bookkit.figures import bars
+        >>> ax = bars(["plain", "checkpointed"], {"weights": [4, 4], "saved": [6, 2]},
+        ...           ylabel="MiB", totals="{:g}")
+        >>> len(ax.patches), [t.get_text() for t in ax.texts]
+        (4, ['10', '6'])
+    """
+    import numpy as np
+
+    if ax is None:
+        _, ax = subplots(height=height)
+    labels = list(labels)
+    colors = dict(colors or {})
+    unknown = set(colors) - set(parts)
+    if unknown:
+        raise ValueError(f"colors names parts that are not drawn: {sorted(unknown)}")
+    base = np.zeros(len(labels))
+    pos = np.arange(len(labels))
+    width = 0.8 if stacked else 0.8 / max(len(parts), 1)
+    for k, (part, values) in enumerate(parts.items()):
+        values = np.asarray(values, dtype=float)
+        if values.shape != base.shape:
+            raise ValueError(f"part {part!r} has {values.size} values for "
+                             f"{len(labels)} bars")
+        draw = ax.barh if horizontal else ax.bar
+        offset = {"left": base} if horizontal else {"bottom": base}
+        at = pos if stacked else pos - 0.4 + width * (k + 0.5)
+        draw(at, values, width, label=part, color=colors.get(part),
+             **(offset if stacked else {}))
+        base = base + values if stacked else np.maximum(base, values)
+    if horizontal:
+        ax.set_yticks(pos, labels)
+        ax.invert_yaxis()
+    else:
+        ax.set_xticks(pos, labels)
+    if totals is not None:
+        pad = 0.01 * base.max()
+        for p, total in zip(pos, base):
+            if horizontal:
+                ax.text(total + pad, p, totals.format(total), va="center")
+            else:
+                ax.text(p, total + pad, totals.format(total), ha="center",
+                        va="bottom")
+    for setter, value in ((ax.set_xlabel, xlabel), (ax.set_ylabel, ylabel),
+                          (ax.set_title, title)):
+        if value is not None:
+            setter(value)
+    ax.figure.tight_layout()
+    if legend is not None:
+        add_legend(ax, legend)
+        ax.figure.tight_layout()
+    return ax
 
 
 # ---------------------------------------------------------------------------------
@@ -146,7 +446,7 @@ def offload_vs_checkpoint(n_layers: int = 8, segments: int = 3):
     import matplotlib.pyplot as plt
 
     lines = saved_bytes_timelines(n_layers, segments)
-    fig, (dev, host) = plt.subplots(2, 1, figsize=(7.0, 5.0), sharex=True,
+    fig, (dev, host) = plt.subplots(2, 1, figsize=(FIGURE_WIDTH_IN, 5.0), sharex=True,
                                     gridspec_kw={"height_ratios": [3, 2]})
     for name, line in lines.items():
         label, color, style = STRATEGY_STYLE[name]
@@ -203,7 +503,7 @@ def memory_by_kind(model: str = "GPT-2 (124M)", batch_size: int = 8, seq_len: in
         raise ValueError(f"unknown model {model!r}; one of {sorted(calculator.PRESETS)}")
     config = calculator.PRESETS[model]()
     gib = 2 ** 30
-    fig, ax = plt.subplots(figsize=(7.0, 3.8))
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH_IN, 4.4))
     for row, (label, precision, recompute) in enumerate(RECIPES):
         est = calculator.estimate_training_memory(
             config, batch_size=batch_size, seq_len=seq_len, precision=precision,
@@ -219,7 +519,9 @@ def memory_by_kind(model: str = "GPT-2 (124M)", batch_size: int = 8, seq_len: in
     ax.invert_yaxis()
     ax.set_xlabel("GiB of one training step")
     ax.set_title(f"{model}, batch {batch_size} \u00d7 {seq_len} tokens, AdamW")
-    ax.legend(loc="lower right", frameon=False, ncols=2)
+    # below the axes (past the tick labels and x label): no bar is hidden behind it
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0), borderaxespad=3.2, ncols=2,
+              frameon=False)
     ax.spines[["top", "right"]].set_visible(False)
     fig.tight_layout()
     return fig
@@ -306,7 +608,7 @@ def step_memory_trace(trace, estimate, title: str | None = None):
                          f"{len(trace['bytes'])}")
     series = [b / mib for b in trace["bytes"]]
     at = {"start": 0, **trace["marks"]}
-    fig, ax = plt.subplots(figsize=(7.0, 4.8))
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH_IN, 5.2))
     top = max(trace["peak"], estimate["peak"]) / mib
     for i, (shade, phase) in enumerate(zip(PHASE_SHADES, trace["phases"])):
         ax.axvspan(i, i + 1, color=shade, zorder=0, lw=0)
@@ -332,7 +634,8 @@ def step_memory_trace(trace, estimate, title: str | None = None):
     ax.set_ylabel("MiB allocated")
     if title:
         ax.set_title(title)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncols=2, frameon=False)
     ax.spines[["top", "right"]].set_visible(False)
+    fig.tight_layout()
+    add_legend(ax, "below")
     fig.tight_layout()
     return fig

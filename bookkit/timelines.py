@@ -29,7 +29,9 @@ def overlay_timelines(trackers: dict, category: str = "activations", ax=None, ti
               for label, m in trackers.items()}
     unit, div = byte_unit(max(int(s.max()) for s in series.values()) or 1)
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, 3.5))
+        from bookkit.figures import subplots
+
+        _, ax = subplots(height=3.5)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for k, (label, ys) in enumerate(series.items()):
         color = colors[k % len(colors)]
@@ -39,5 +41,5 @@ def overlay_timelines(trackers: dict, category: str = "activations", ax=None, ti
     ax.set_xlabel("ledger event (0 = start of the step)")
     ax.set_ylabel(f"{'saved activations' if category == 'activations' else category} ({unit})")
     ax.set_title(title or f"Live {category} over one step")
-    ax.legend(loc="upper left", fontsize="small")
+    ax.legend(loc="upper left")
     return ax

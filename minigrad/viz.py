@@ -21,6 +21,7 @@ import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
+from matplotlib.ticker import MaxNLocator
 
 from minigrad import memory
 from minigrad.memory import byte_unit  # (viz.byte_unit: the name the chapters use)
@@ -90,7 +91,7 @@ def timeline(m, ax=None, categories=None, title="Live memory over one step", sha
             raise ValueError(f"unknown categories {unknown}; allowed: {cats}")
         idx = [cats.index(c) for c in categories]
         cats, rows = list(categories), rows[:, idx]
-    ax = _axes(ax, (8, 3.5))
+    ax = _axes(ax, (6, 3.5))  # 6 in: 11 pt labels stay 9 px on a phone
     unit, div = byte_unit(max(int(rows.sum(axis=1).max()), 1))
     x = np.arange(len(rows))
     if shade_phases:
@@ -113,7 +114,7 @@ def timeline(m, ax=None, categories=None, title="Live memory over one step", sha
             if ph in phases:
                 handles.append(Patch(color=PHASE_SHADES[ph], label=f"{ph} phase"))
                 labels.append(f"{ph} phase")
-    ax.legend(handles, labels, loc="upper left", fontsize="small", ncol=2)
+    ax.legend(handles, labels, loc="upper left", ncol=2)
     return ax
 
 
@@ -195,7 +196,7 @@ def schedule_diagram(plan, ax=None, title=None):
         >>> ax = schedule_diagram(plan.sqrt_segments(9))
     """
     kinds, layers, states = schedule_steps(plan)
-    ax = _axes(ax, (max(6, min(16, len(kinds) * 0.12)), max(2.5, min(8, plan.n * 0.3))))
+    ax = _axes(ax, (6, max(2.5, min(8, plan.n * 0.3))))
     cmap = ListedColormap(["#f4f4f4", "#4c72b0", "#c44e52"])
     ax.imshow(states.T, aspect="auto", cmap=cmap, vmin=0, vmax=2, origin="lower",
               interpolation="nearest")
@@ -206,6 +207,7 @@ def schedule_diagram(plan, ax=None, title=None):
         ax.scatter(t[sel], np.array(layers)[sel], marker=marker, s=10, c=color, linewidths=0.8)
     ax.set_xlabel("step")
     ax.set_ylabel("layer")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # layers are whole numbers
     if title is None:
         if hasattr(plan, "starts"):
             title = f"{plan.n} layers, segments start at {list(plan.starts)}"
@@ -219,7 +221,9 @@ def schedule_diagram(plan, ax=None, title=None):
                Line2D([], [], marker="o", ls="", c="black", ms=4, label="forward (untaped)"),
                Line2D([], [], marker="^", ls="", c="black", ms=4, label="forward (taped)"),
                Line2D([], [], marker="x", ls="", c="gray", ms=4, label="backward")]
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    # below the axes, past the tick labels and x label: the plot keeps the width
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0), borderaxespad=3.2,
+              ncol=2, frameon=False)
     return ax
 
 
@@ -256,7 +260,7 @@ def frontier(points, ax=None, labels=None, xlabel="recomputed forward work (FLOP
     ax.scatter(fx, fy, s=22, color="#c44e52", zorder=3)
     if labels is not None:
         for x, y, text in zip(xs, ys, labels):
-            ax.annotate(str(text), (x, y), textcoords="offset points", xytext=(4, 4), fontsize="x-small")
+            ax.annotate(str(text), (x, y), textcoords="offset points", xytext=(4, 4))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(f"peak saved activations ({unit})")
     ax.set_title(title)
@@ -334,15 +338,17 @@ def nested_schedule_diagram(schedule, ax=None, title=None):
         pad = 0.08 * level
         ax.add_patch(Rectangle((first - 0.5 + pad, start - 0.5 + pad), last - first + 1 - 2 * pad,
                                stop - start - 2 * pad, fill=False, edgecolor=color, lw=1.6, zorder=4))
-        ax.annotate(f"L{level}", (first - 0.5 + pad, stop - 0.5 - pad), color=color, fontsize="x-small",
-                    ha="left", va="top", zorder=5)
+        # (no "L1" tag in the frame: at a readable size it hides the steps; the colour
+        # and the legend name the level)
     levels = sorted({lv for *_, lv in nested_intervals(schedule)})
     handles, labels = ax.get_legend_handles_labels()
     legend = ax.get_legend()
     handles = list(legend.legend_handles) if legend is not None else handles
     handles += [Line2D([], [], color=LEVEL_COLORS[(lv - 1) % len(LEVEL_COLORS)], lw=1.6,
                        label=f"recomputation, level {lv}") for lv in levels]
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    # below the axes, past the tick labels and x label: the plot keeps the width
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0), borderaxespad=3.2,
+              ncol=2, frameon=False)
     return ax
 
 
@@ -368,7 +374,7 @@ def frontier_families(families, ax=None, xlabel="recomputed work (FLOPs)",
     every = [p for pts in families.values() for p in pts]
     if not every:
         raise ValueError("frontier_families needs at least one (recompute_cost, peak_bytes) point")
-    ax = _axes(ax, (7, 4.5))
+    ax = _axes(ax, (6, 4.5))
     unit, div = byte_unit(max(y for _, y in every))
     cycle = iter(("v", "P", "X", "h", "<", ">"))
     for name, pts in families.items():
@@ -382,5 +388,5 @@ def frontier_families(families, ax=None, xlabel="recomputed work (FLOPs)",
     ax.set_xlabel(xlabel)
     ax.set_ylabel(f"peak saved activations ({unit})")
     ax.set_title(title)
-    ax.legend(fontsize="small")
+    ax.legend()
     return ax

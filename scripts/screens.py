@@ -61,7 +61,6 @@ def take(browser, url: str, docname: str, out: Path) -> list[str]:
     for label, width, height, where in SHOTS:
         page = browser.new_page(viewport={"width": width, "height": height})
         page.goto(f"{url}/{docname}.html", wait_until="networkidle")
-        page.evaluate("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
         if where == "mid":
             page.evaluate("() => window.scrollTo(0, Math.max(0, "
                           "(document.documentElement.scrollHeight - innerHeight) / 2))")
@@ -82,19 +81,21 @@ WEIGHT_JS = """() => {
 
 def measure(browser, url: str, docname: str) -> dict:
     """READING_JS at 1280 px and 390 px, and the bytes the page loaded."""
-    from test_browser import READING_JS, WIDTHS
+    from test_browser import LABELS_JS, READING_JS, WIDTHS
+
+    from bookkit.figures import SMALLEST_TEXT_KEY
 
     row = {"page": docname}
     for label, (width, height) in (("1280", WIDTHS["desktop"]), ("390", WIDTHS["phone"])):
         page = browser.new_page(viewport={"width": width, "height": height})
         page.goto(f"{url}/{docname}.html", wait_until="load")
-        page.evaluate("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
         page.wait_for_timeout(150)
         m = page.evaluate(READING_JS)
         if label == "1280":
             row.update(weight_kb=round(page.evaluate(WEIGHT_JS) / 1024),
                        code_lines=m["visibleCodeLines"], cells_over_40=len(m["longCells"]))
-        row[f"label_px_{label}"] = round(m["labelPx"], 1) if m["labelPx"] else None
+        px = [f["px"] for f in page.evaluate(LABELS_JS, SMALLEST_TEXT_KEY) if f["px"]]
+        row[f"label_px_{label}"] = round(min(px), 1) if px else None
         row.update({f"height_{label}": m["pageHeight"], f"squashed_{label}": len(m["squashed"]),
                     f"splits_{label}": m["nSplits"], f"wrapped_{label}": len(m["wrapped"])})
         page.close()

@@ -1,7 +1,9 @@
 """The built HTML book in headless Chromium.
 
-- Equations are typeset by the MathJax copy served from the book itself, and no request
-  leaves localhost.
+- Every formula is MathML typeset when the book was built (book/_ext/typeset_math.py):
+  on every page each one is a drawn <math> element (a non-zero box), no TeX is left,
+  no page requests MathJax or anything from another host, and at 390 px every display
+  equation fits its column (a long one scrolls inside its own box).
 - Every page of the table of contents, at 1280 px and at 390 px: no console
   error; one search box; at 1280 px no code cell, output, table or display equation
   scrolls sideways or is cut off; every figure is SVG or stored at 2x or more and has alt
@@ -13,7 +15,9 @@
   count) or scrolls the page; no visible code cell over 40 lines; a search control on
   the first screen; on a chapter, its question and "What you will see" (or a figure)
   on the first screen; no display equation or box wider than its column or cut off;
-  no console error, over HTTP and from ``file://``.
+  no console error, over HTTP and from ``file://``; at 390 px, the smallest text of
+  every chapter figure shows at 9 CSS px or more (LABELS_JS reads its size in points
+  from the PNG).
 
 `make screens` (scripts/screens.py) takes the screenshots contributors review.
 """
@@ -24,18 +28,16 @@ import re
 import http.server
 import shutil
 import threading
-from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
 
-from bookpaths import HTML, ROOT, toc_files
+from bookkit.figures import SMALLEST_TEXT_KEY
+from bookpaths import HTML, toc_files
 
 pytestmark = pytest.mark.book
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-INTRO = "book/intro.html"
-SCREENSHOTS = ROOT / "_build" / "screenshots"
 
 
 @pytest.fixture(scope="module")
@@ -69,38 +71,119 @@ def browser():
         browser.close()
 
 
-def pages_to_check() -> list[str]:
-    """The intro and the first built notebook page that holds equations."""
-    with_math = [p.relative_to(HTML).as_posix() for p in sorted(HTML.glob("notebooks/*.html"))
-                 if 'class="math' in p.read_text()]
-    return [INTRO] + with_math[:1]
+def math_pages() -> list[str]:
+    """The built pages of the table of contents that hold formulas."""
+    return [p for p in toc_pages() if 'class="math' in (HTML / p).read_text()]
 
 
-def test_a_notebook_page_with_equations_is_checked():
-    assert len(pages_to_check()) == 2, "no built notebook page holds equations to check"
+def test_pages_with_formulas_are_checked():
+    assert len(math_pages()) >= 5, f"only {math_pages()} hold formulas"
+    html = "".join((HTML / p).read_text() for p in math_pages())
+    assert html.count("<math") >= 100, "the formulas were not typeset as MathML"
 
 
-@pytest.mark.parametrize("page_path", pages_to_check())
-def test_page_typesets_math_offline(page_path, server, browser):
-    requests: list[str] = []
-    page = browser.new_page()
-    page.on("request", lambda request: requests.append(request.url))
-    page.goto(f"{server}/{page_path}", wait_until="networkidle")
-    # MathJax 3 replaces each $...$ / $$...$$ by an <mjx-container> element.
-    page.wait_for_selector("mjx-container", timeout=20_000)
-    n_typeset = page.locator("mjx-container").count()
-    leftover = page.evaluate(
-        "() => Array.from(document.querySelectorAll('.math')).filter("
-        "e => !e.querySelector('mjx-container')).length")
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / (Path(page_path).stem + ".png")), full_page=False)
+# Every formula of the article: Sphinx writes each into span.math (inline) or div.math
+# (display), which book/_ext/typeset_math.py fills with <math> elements.
+MATH_JS = """() => {
+  const article = document.querySelector('.bd-article') || document.body;
+  const hidden = (e) => !!e.closest('details:not([open])') || e.getClientRects().length == 0;
+  const text = (e) => (e.textContent || '').trim().slice(0, 60);
+  const problems = [];
+  let formulas = 0;
+  for (const f of article.querySelectorAll('span.math, div.math')) {
+    formulas += 1;
+    const maths = f.querySelectorAll('math');
+    if (maths.length == 0) { problems.push(`not typeset: ${JSON.stringify(text(f))}`); continue; }
+    if (hidden(f)) continue;            // in a closed dropdown: drawn when opened
+    for (const m of maths) {
+      const r = m.getBoundingClientRect();
+      if (!(r.width > 0 && r.height > 0))
+        problems.push(`a <math> with an empty box (${r.width} x ${r.height} px): ` +
+                      JSON.stringify(text(f)));
+    }
+    if (f.tagName == 'DIV') {
+      // A display fits its column; a line wider than that scrolls inside the box.
+      const box = f.getBoundingClientRect(), column = f.parentElement.getBoundingClientRect();
+      if (box.left < column.left - 1 || box.right > column.right + 1)
+        problems.push(`display wider than its column (${Math.round(box.width)} > ` +
+                      `${Math.round(column.width)} px): ${JSON.stringify(text(f))}`);
+      const ox = getComputedStyle(f).overflowX;
+      if (f.scrollWidth > f.clientWidth + 1 && !['auto', 'scroll'].includes(ox))
+        problems.push(`display cut off (${f.scrollWidth} > ${f.clientWidth} px, overflow ` +
+                      `${ox}): ${JSON.stringify(text(f))}`);
+    }
+  }
+  // TeX a browser would have left as text: delimiters outside any formula.
+  const walker = document.createTreeWalker(article, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    if (n.parentElement.closest('pre, code, .math, math, script, style')) continue;
+    const m = /\\\\\\(|\\\\\\[|\\$\\$|\\\\begin\\{|\\\\frac\\{/.exec(n.textContent);
+    if (m) problems.push(`TeX left as text: ${JSON.stringify(n.textContent.trim().slice(0, 60))}`);
+  }
+  return {formulas, typeset: article.querySelectorAll('math').length, problems,
+          mathjax: typeof window.MathJax !== 'undefined'};
+}"""
+
+
+def math_problems(m: dict) -> list[str]:
+    """What MATH_JS measured on one page, as a list of problems."""
+    problems = list(m["problems"])
+    if m["mathjax"]:
+        problems.append("MathJax is loaded (the math is typeset when the book is built)")
+    return problems
+
+
+def request_problems(urls: list[str]) -> list[str]:
+    """Requests a page must not make: another host, or MathJax."""
+    problems = []
+    for url in urls:
+        if url.startswith(("data:", "blob:")):
+            continue
+        if urlparse(url).hostname not in ("127.0.0.1", None):
+            problems.append(f"requested another host: {url[:120]}")
+        elif "mathjax" in url.lower():
+            problems.append(f"requested MathJax: {url[:120]}")
+    return problems
+
+
+def test_request_problems_names_other_hosts_and_mathjax():
+    assert request_problems(["http://127.0.0.1:8000/book/intro.html", "data:image/png,x",
+                             "file:///book/_static/reader.css"]) == []
+    assert request_problems(["https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-chtml.js"])
+    assert request_problems(["http://127.0.0.1:8000/_static/mathjax/startup.js"])
+
+
+GOOD_MATH = ('<p>A <span class="math notranslate nohighlight"><math><msqrt><mi>n</mi>'
+             '</msqrt></math></span> rule.</p><div class="math notranslate nohighlight">'
+             '<math display="block"><mfrac><mi>a</mi><mi>b</mi></mfrac></math></div>')
+
+
+@pytest.mark.parametrize("body, words", [
+    (GOOD_MATH, None),
+    (('<details><summary>s</summary><span class="math"><math><mi>x</mi></math></span>'
+      '</details>'), None),
+    ('<p><span class="math notranslate nohighlight">\\(\\sqrt{n}\\)</span></p>',
+     "not typeset"),
+    ('<p>costs \\(\\sqrt{n}\\) bytes</p>', "TeX left as text"),
+    ('<span class="math"><math style="display:inline-block;width:0"></math></span>',
+     "empty box"),
+    ('<div class="math" style="width:900px"><math display="block"><mi>x</mi></math></div>',
+     "wider than its column"),
+    (('<div class="math" style="overflow:hidden"><math display="block" style="width:900px">'
+      '<mi>x</mi></math></div>'), "cut off"),
+    (GOOD_MATH + '<script>window.MathJax = {};</script>', "MathJax is loaded"),
+])
+def test_math_js_finds_untypeset_empty_and_too_wide_formulas(body, words, browser):
+    """MATH_JS itself: a correct page passes, each kind of failure is named."""
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    page.set_content(f'<!doctype html><main class="bd-article" style="width:300px">'
+                     f'{body}</main>')
+    problems = math_problems(page.evaluate(MATH_JS))
     page.close()
-
-    assert n_typeset > 0
-    assert leftover == 0, f"{leftover} math elements on {page_path} were not typeset"
-    hosts = {urlparse(u).hostname for u in requests if not u.startswith(("data:", "blob:"))}
-    assert hosts == {"127.0.0.1"}, f"{page_path} requested other hosts: {sorted(hosts)}"
-    assert any("/_static/mathjax/" in u for u in requests), "MathJax was not loaded locally"
+    if words is None:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and words in problems[0], problems
 
 
 # --- Every page, at a desktop and a phone width ---------------------------------------
@@ -128,7 +211,7 @@ LAYOUT_JS = """() => {
   }
   // A table (or wide block) wider than the article column.
   const column = article.clientWidth;
-  for (const e of article.querySelectorAll('table, pre, mjx-container[display="true"]')) {
+  for (const e of article.querySelectorAll('table, pre, div.math')) {
     if (shown(e) && e.getBoundingClientRect().width > column + 1) clipped.push(describe(e));
   }
   const figures = [];
@@ -182,15 +265,6 @@ READING_JS = """() => {
       squashed.push(`${(img.src || '').split('/').pop().slice(0, 24)}: ` +
                     `${ratio.toFixed(2)} of its aspect ratio`);
   }
-  // Chapter figures are drawn with 11 pt labels at 100 dpi and stored at 2x: a label is
-  // 15.3 px times the figure's shown width over its nominal width (reported, not
-  // asserted: 9 px at 390 px needs larger labels, re-drawn in every chapter).
-  let labelPx = null;
-  for (const img of article.querySelectorAll('div.cell_output img')) {
-    if (!shown(img) || !img.naturalWidth || /\\.svg/i.test(img.src)) continue;
-    const px = 11 * 100 / 72 * img.getBoundingClientRect().width / (img.naturalWidth / 2);
-    labelPx = labelPx === null ? px : Math.min(labelPx, px);
-  }
   // A word (or number) of a table cell whose letters lie on two lines.
   const splits = [];
   let nSplits = 0;
@@ -213,7 +287,7 @@ READING_JS = """() => {
   const wrapped = [], longCells = [];
   let visibleCodeLines = 0;
   for (const pre of article.querySelectorAll('pre')) {
-    if (!shown(pre) || pre.closest('mjx-container')) continue;
+    if (!shown(pre)) continue;
     const cs = getComputedStyle(pre);
     const lines = pre.textContent.replace(/\\n$/, '').split('\\n').length;
     const lh = parseFloat(cs.lineHeight) || 1.2 * parseFloat(cs.fontSize);
@@ -231,14 +305,14 @@ READING_JS = """() => {
   const column = article.clientWidth;
   const tooWide = [];
   for (const e of article.querySelectorAll(
-      'table, pre, mjx-container[display="true"], div.math, div.admonition, div.proof, ' +
+      'table, pre, div.math, div.admonition, div.proof, ' +
       'figure, img, div.cell_output, div.highlight')) {
     if (!shown(e)) continue;
     const r = e.getBoundingClientRect();
     const box = article.getBoundingClientRect();
     const inScroller = e.parentElement && e.parentElement.closest(
       '.table-wrapper, .pst-scrollable-table-container, .output.text_html, ' +
-      'div.admonition, div.proof, div.math, mjx-container, pre');
+      'div.admonition, div.proof, div.math, pre');
     if (!inScroller && (r.left < box.left - 20 || r.right > box.right + 20))
       tooWide.push(`${e.tagName.toLowerCase()} ${Math.round(r.width)} px: ${name(e)}`);
   }
@@ -246,7 +320,7 @@ READING_JS = """() => {
     if (!shown(e)) continue;
     const ox = getComputedStyle(e).overflowX;
     if (['hidden', 'clip'].includes(ox) && e.scrollWidth > e.clientWidth + 1 &&
-        !e.closest('mjx-container'))
+        !e.closest('math'))
       tooWide.push(`cut off: ${e.tagName.toLowerCase()}.${String(e.className).split(' ')[0]}` +
                    ` (${e.scrollWidth} > ${e.clientWidth} px): ${name(e)}`);
   }
@@ -257,12 +331,73 @@ READING_JS = """() => {
   const willSee = Array.from(article.querySelectorAll('.admonition-title'))
     .find(e => /What you will see/i.test(e.textContent));
   const figure = Array.from(article.querySelectorAll('img, figure, svg')).find(onFirstScreen);
-  return {labelPx, squashed, splits, nSplits, wrapped, longCells, visibleCodeLines, tooWide,
+  return {squashed, splits, nSplits, wrapped, longCells, visibleCodeLines, tooWide,
           searchOnFirstScreen, question: onFirstScreen(question), hasQuestion: !!question,
           willSee: onFirstScreen(willSee), figure: !!figure,
           pageHeight: document.documentElement.scrollHeight,
           pageWidth: document.documentElement.scrollWidth, viewport: window.innerWidth};
 }"""
+
+
+LABELS_JS = """async (key) => {
+  // Each chapter figure is a PNG at 2x whose tEXt chunk `key` holds the size (pt) of
+  // the smallest text it draws (bookkit.figures.book_png). At 100 dpi a label of s pt
+  // is s * 100/72 px at the figure's nominal width (half the PNG's): on screen it
+  // scales with the width the browser gives the image.
+  const article = document.querySelector('.bd-article') || document.body;
+  const shown = (e) => e.getClientRects().length > 0 && !e.closest('details:not([open])');
+  const smallestPt = (bytes) => {
+    let pt = null;
+    for (let i = 8; i + 12 <= bytes.length;) {  // after the signature: chunks
+      const len = ((bytes[i] << 24) | (bytes[i + 1] << 16) | (bytes[i + 2] << 8) |
+                   bytes[i + 3]) >>> 0;
+      const type = String.fromCharCode(...bytes.subarray(i + 4, i + 8));
+      if (type === 'tEXt') {
+        const [k, v] = new TextDecoder('latin1').decode(
+          bytes.subarray(i + 8, i + 8 + len)).split('\\0');
+        if (k === key) pt = parseFloat(v);
+      }
+      if (type === 'IEND') break;
+      i += 12 + len;
+    }
+    return pt;
+  };
+  const figures = [];
+  for (const img of article.querySelectorAll('div.cell_output img')) {
+    if (!shown(img) || !img.naturalWidth || /\\.svg/i.test(img.src)) continue;
+    const bytes = new Uint8Array(await (await fetch(img.src)).arrayBuffer());
+    const pt = smallestPt(bytes);
+    const shownPx = img.getBoundingClientRect().width;
+    figures.push({src: (img.src || '').split('/').pop().slice(0, 24), pt,
+                  px: pt === null ? null : pt * 100 / 72 * shownPx / (img.naturalWidth / 2)});
+  }
+  return figures;
+}"""
+
+MIN_LABEL_PX = 9.0
+"""Smallest text of a chapter figure, in CSS px, in a 390 px window."""
+
+
+def label_problems(figures: list[dict]) -> list[str]:
+    """Chapter figures (LABELS_JS) whose smallest text shows under `MIN_LABEL_PX`, or
+    that carry no record of it (drawn outside the book's style)."""
+    problems = []
+    for f in figures:
+        if f["pt"] is None:
+            problems.append(f"{f['src']}: the PNG records no smallest text (draw it "
+                            "with bookkit imported, so the book's style applies)")
+        elif f["px"] < MIN_LABEL_PX:
+            problems.append(f"{f['src']}: smallest text {f['pt']:g} pt shows at "
+                            f"{f['px']:.1f} px (under {MIN_LABEL_PX:g}: larger labels or "
+                            "a narrower figure)")
+    return problems
+
+
+def test_label_problems_finds_small_and_unrecorded_labels():
+    good = {"src": "a.png", "pt": 11.0, "px": 9.2}
+    assert label_problems([good]) == []
+    assert "8.3 px" in label_problems([dict(good, px=8.3)])[0]
+    assert "records no" in label_problems([dict(good, pt=None, px=None)])[0]
 
 
 def reading_problems(m: dict, chapter: bool) -> list[str]:
@@ -312,18 +447,20 @@ def toc_pages() -> list[str]:
     return [f"{docname}.html" for docname in toc_files()]
 
 
-def visit(browser, server, page_path: str, width: str):
-    """Open a page at one width, wait for MathJax; (page, console errors)."""
+def visit(browser, server, page_path: str, width: str, requests: list[str] | None = None):
+    """Open a page at one width; (page, console errors). The URLs it requests are
+    appended to ``requests``."""
     w, h = WIDTHS[width]
     page = browser.new_page(viewport={"width": w, "height": h})
     errors: list[str] = []
+    if requests is not None:
+        page.on("request", lambda request: requests.append(request.url))
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     # "load": the page and its images and scripts are in (every file is local; waiting
     # for the network to stay idle half a second per page bought nothing).
     response = page.goto(f"{server}/{page_path}", wait_until="load")
     assert response is not None and response.ok, f"{page_path}: not built ({response})"
-    page.evaluate("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
     page.wait_for_timeout(100)
     return page, errors
 
@@ -356,10 +493,12 @@ def test_every_toc_page_is_checked():
 def test_page_reads_at_1280_and_390_px(page_path, server, browser):
     """One load per page: read at 1280 px, then the window narrowed to 390 px (the
     theme's layout is CSS media queries, which apply on resize as on load)."""
-    page, errors = visit(browser, server, page_path, "desktop")
+    requests: list[str] = []
+    page, errors = visit(browser, server, page_path, "desktop", requests)
     layout = page.evaluate(LAYOUT_JS)
     calculator = page.evaluate(CALCULATOR_JS)
     problems = [f"console error: {e[:200]}" for e in errors]
+    problems += math_problems(page.evaluate(MATH_JS))
     problems += figure_problems(layout["figures"])
     if layout["searches"] != 1:
         problems.append(f"{layout['searches']} search boxes shown (one expected)")
@@ -375,7 +514,11 @@ def test_page_reads_at_1280_and_390_px(page_path, server, browser):
     phone = page.evaluate(LAYOUT_JS)
     problems += [f"at 390 px: {p}" for p in
                  reading_problems(page.evaluate(READING_JS), is_chapter(page_path))]
+    problems += [f"at 390 px, figure label: {p}" for p in
+                 label_problems(page.evaluate(LABELS_JS, SMALLEST_TEXT_KEY))]
+    problems += [f"at 390 px: {p}" for p in math_problems(page.evaluate(MATH_JS))]
     page.close()
+    problems += request_problems(requests)
     if phone["viewport"] != w:
         problems.append(f"at 390 px: the window did not narrow ({phone['viewport']} px)")
     if phone["pageWidth"] > phone["viewport"] + 1:
@@ -399,11 +542,14 @@ def test_page_opened_from_disk_logs_no_error(page_path, browser):
     errors: list[str] = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
     page.goto(file_url(page_path), wait_until="load")
-    page.evaluate("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
     page.wait_for_timeout(100)
+    problems = [f"console error: {e[:200]}" for e in errors]
+    problems += math_problems(page.evaluate(MATH_JS)) + request_problems(requests)
     page.close()
-    assert not errors, f"{page_path} from file://: {errors[:3]}"
+    assert not problems, f"{page_path} from file://:\n  " + "\n  ".join(problems)
 
 
 @pytest.mark.parametrize("how", ["http", "file"])

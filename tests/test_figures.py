@@ -125,6 +125,13 @@ def test_a_chapter_kernel_stores_figures_at_2x(tmp_path, monkeypatch):
     pixels = decode_png(image["data"]["image/png"])
     shown = image["metadata"]["image/png"]["width"]
     assert abs(pixels.shape[1] - 2 * shown) <= 1
+    # ... and record their smallest text, which the browser test reads
+    from PIL import Image
+
+    from bookkit.figures import SMALLEST_TEXT_KEY
+
+    png = Image.open(io.BytesIO(base64.b64decode(image["data"]["image/png"])))
+    assert png.text[SMALLEST_TEXT_KEY] == "11"
 
 
 def stored_figures(path) -> list[tuple[int, dict, dict]]:
@@ -135,9 +142,10 @@ def stored_figures(path) -> list[tuple[int, dict, dict]]:
             if {"image/png", "image/svg+xml"} & set(out.get("data", {}))]
 
 
-MAX_SHOWN_PX = 725
-"""About 7 inches at 100 dpi: a figure drawn 7 in wide grows by a few pixels when the
-tight bounding box takes in a label that reaches past the axes."""
+MAX_SHOWN_PX = 635
+"""6.35 inches at 100 dpi: the widest figure whose 11 pt labels still show at 9 CSS px
+when a 390 px window shows it 374 px wide. Figures are drawn `FIGURE_WIDTH_IN` (6 in)
+wide; the tight bounding box adds up to 0.2 in (its padding, a label past the axes)."""
 
 
 def figure_problems(index: int, output: dict, metadata: dict) -> list[str]:
@@ -151,8 +159,8 @@ def figure_problems(index: int, output: dict, metadata: dict) -> list[str]:
             problems.append(f"cell {index}: PNG of {stored} px not stored at 2x (import "
                             f"bookkit before pyplot: bookkit.figures sets the retina format)")
         elif shown > MAX_SHOWN_PX:
-            problems.append(f"cell {index}: {shown} px wide (at most about 7 in,"
-                            f" {MAX_SHOWN_PX} px)")
+            problems.append(f"cell {index}: {shown} px wide (at most {MAX_SHOWN_PX} px: "
+                            "draw with bookkit.figures.subplots, 6 in wide)")
     mystnb = metadata.get("mystnb", {})
     if not mystnb.get("figure", {}).get("caption") or not mystnb.get("figure", {}).get("name"):
         problems.append(f"cell {index}: no mystnb.figure caption and name (numbered figure)")

@@ -47,11 +47,11 @@ def test_nested_schedule_diagram_frames_every_checkpoint():
     ax = viz.nested_schedule_diagram(s)
     frames = [p for p in ax.patches if isinstance(p, Rectangle) and not p.get_fill()]
     assert len(frames) == len(s.checkpoints)
-    labels = {t.get_text() for t in ax.texts}
-    assert labels == {f"L{lv}" for lv in range(1, s.depth + 1)}
     assert "depth" in ax.get_title()
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert "recomputation, level 2" in legend and "saved activations" in legend
+    # each level is named once, in the legend (frame colours), not inside the frames
+    assert all(f"recomputation, level {lv}" in legend for lv in range(1, s.depth + 1))
+    assert "saved activations" in legend and not ax.texts
     # a Revolve schedule draws the same grid through its nested form
     rev = from_revolve(revolve(10, 3))
     _, _, a = viz.schedule_steps(rev)
