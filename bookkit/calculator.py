@@ -1381,6 +1381,55 @@ def measure_training_memory(config, *, batch_size: int, seq_len: int, precision:
     return _breakdown(tensor_bytes(params), gradients, optimizer_state_bytes(opt), activations, logits)
 
 
+def steady_step_trace(model, ids, optimizer: str = "adamw", before_step=None,
+                      after_forward=None):
+    """The Trainer's steady-state step, traced: run one step (it allocates the optimizer's
+    state), then trace a second with the CPU allocator: ``zero_grad(set_to_none=True)``,
+    ``out = model(input_ids=ids, labels=ids, use_cache=False)``, ``loss = out.loss``,
+    ``del out``, ``loss.backward()``, ``opt.step()``, marking ``"forward"`` and
+    ``"backward"``. ``before_step(trace)`` runs before each step (``trace`` None for the
+    first) and ``after_forward()`` when the forward has returned: how a caller adds marks.
+
+    Returns:
+        ``(start, trace)``: the bytes alive before the traced step (parameters, buffers,
+        optimizer state, token ids, counted from the tensors) and its `AllocatorTrace`.
+    """
+    torch = _torch()
+    from bookkit.step_memory import optimizer_state_bytes, tensor_bytes
+    from bookkit.torchmem import AllocatorTrace, older_objects_frozen
+
+    _check_choice("optimizer", optimizer, OPTIMIZERS)
+    params = list(model.parameters())
+    opt = (torch.optim.AdamW(params) if optimizer == "adamw"
+           else torch.optim.SGD(params, lr=1e-3))
+
+    def step(trace=None):
+        if before_step is not None:
+            before_step(trace)
+        opt.zero_grad(set_to_none=True)
+        out = model(input_ids=ids, labels=ids, use_cache=False)
+        loss = out.loss
+        del out
+        if after_forward is not None:
+            after_forward()
+        if trace:
+            trace.mark("forward")
+        loss.backward()
+        del loss
+        if trace:
+            trace.mark("backward")
+        opt.step()
+
+    step()                                  # allocates the optimizer's state
+    opt.zero_grad(set_to_none=True)
+    gc.collect()
+    start = (tensor_bytes(params) + tensor_bytes(model.buffers())
+             + optimizer_state_bytes(opt) + tensor_bytes([ids]))
+    with older_objects_frozen(), AllocatorTrace("cpu") as trace:
+        step(trace)
+    return start, trace
+
+
 def measure_step_peak(config, *, batch_size: int, seq_len: int, precision: str = "fp32",
                       optimizer: str = "adamw", recompute: str = "none",
                       seed: int = 0) -> dict[str, Any]:
@@ -1407,36 +1456,9 @@ def measure_step_peak(config, *, batch_size: int, seq_len: int, precision: str =
         >>> m["peak"] >= m["timeline"]["forward"]
         True
     """
-    torch = _torch()
-    from bookkit.step_memory import optimizer_state_bytes, tensor_bytes
-    from bookkit.torchmem import AllocatorTrace, older_objects_frozen
-
     _check_choice("optimizer", optimizer, OPTIMIZERS)
     model, ids = _model_and_batch(config, batch_size, seq_len, precision, recompute, seed)
-    params = list(model.parameters())
-    opt = (torch.optim.AdamW(params) if optimizer == "adamw"
-           else torch.optim.SGD(params, lr=1e-3))
-
-    def step(trace=None):
-        opt.zero_grad(set_to_none=True)
-        out = model(input_ids=ids, labels=ids, use_cache=False)
-        loss = out.loss
-        del out
-        if trace:
-            trace.mark("forward")
-        loss.backward()
-        del loss
-        if trace:
-            trace.mark("backward")
-        opt.step()
-
-    step()                                  # allocates the optimizer's state
-    opt.zero_grad(set_to_none=True)
-    gc.collect()
-    start = (tensor_bytes(params) + tensor_bytes(model.buffers())
-             + optimizer_state_bytes(opt) + tensor_bytes([ids]))
-    with older_objects_frozen(), AllocatorTrace("cpu") as trace:
-        step(trace)
+    start, trace = steady_step_trace(model, ids, optimizer)
     phases = {"forward": trace.peaks["forward"], "backward": trace.peaks["backward"],
               "optimizer": trace.peaks["end"]}
     phase = max(phases, key=phases.get)

@@ -9,7 +9,6 @@ where it returns, where the loss's backward and each layer's backward end, and w
 """
 from __future__ import annotations
 
-import gc
 from typing import Any
 
 __all__ = ["PHASES", "measure_step_trace"]
@@ -72,19 +71,13 @@ def measure_step_trace(config, *, batch_size: int, seq_len: int, precision: str 
         >>> tr["peak"] == max(tr["bytes"])
         True
     """
-    import torch
-
-    from bookkit.calculator import OPTIMIZERS, _check_choice, _model_and_batch
-    from bookkit.step_memory import optimizer_state_bytes, tensor_bytes
-    from bookkit.torchmem import AllocatorTrace, older_objects_frozen
+    from bookkit.calculator import (OPTIMIZERS, _check_choice, _model_and_batch,
+                                    steady_step_trace)
 
     _check_choice("optimizer", optimizer, OPTIMIZERS)
     model, ids = _model_and_batch(config, batch_size, seq_len, precision, recompute, seed)
-    params = list(model.parameters())
-    opt = (torch.optim.AdamW(params) if optimizer == "adamw"
-           else torch.optim.SGD(params, lr=1e-3))
     layers = _decoder_layers(model)
-    state = {"trace": None}   # marks only in the measured step's first forward
+    state = {"trace": None, "forward": False}   # marks only in the measured step's forward
 
     def mark(name):
         def hook(grad):
@@ -107,30 +100,11 @@ def measure_step_trace(config, *, batch_size: int, seq_len: int, precision: str 
     handles = [model.get_output_embeddings().register_forward_hook(on_logits)]
     handles += [layer.register_forward_pre_hook(on_layer_input(k + 1), with_kwargs=True)
                 for k, layer in enumerate(layers)]
-
-    def step(trace=None):
-        opt.zero_grad(set_to_none=True)
-        state.update(trace=trace, forward=True)
-        out = model(input_ids=ids, labels=ids, use_cache=False)
-        loss = out.loss
-        del out
-        state["forward"] = False
-        if trace:
-            trace.mark("forward")
-        loss.backward()
-        del loss
-        if trace:
-            trace.mark("backward")
-        opt.step()
-
     try:
-        step()                                  # allocates the optimizer's state
-        opt.zero_grad(set_to_none=True)
-        gc.collect()
-        start = (tensor_bytes(params) + tensor_bytes(model.buffers())
-                 + optimizer_state_bytes(opt) + tensor_bytes([ids]))
-        with older_objects_frozen(), AllocatorTrace("cpu") as trace:
-            step(trace)
+        start, trace = steady_step_trace(
+            model, ids, optimizer,
+            before_step=lambda trace: state.update(trace=trace, forward=True),
+            after_forward=lambda: state.update(forward=False))
     finally:
         for handle in handles:
             handle.remove()

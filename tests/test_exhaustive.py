@@ -270,7 +270,7 @@ def test_profile_records_the_loss_and_both_cost_units():
     assert ops.loss_own_bytes == 0 and not ops.loss_saves_input
     with pytest.raises(ValueError, match="cost must be one of"):
         P.profile_chain(layers, x, cost="seconds")
-    with pytest.raises(ValueError, match="cost has 2 entries for 3 layers"):
+    with pytest.raises(ValueError, match=r"profile_chain: cost has 2 entries, expected one per layer \(3\)"):
         P.profile_chain(layers, x, cost=[1, 2])
     with pytest.raises(TypeError, match="loss must return a one-element Tensor"):
         P.profile_chain(layers, x, loss=lambda y: y)
