@@ -120,7 +120,7 @@ def test_checkpoint_function_and_kwargs():
 
 
 def test_keyword_tensor_is_an_input_of_the_checkpoint():
-    # Issue 8, item 1: a tensor passed by keyword gets its gradient through grad(...).
+    # A tensor passed by keyword gets its gradient through grad(...).
     a = Tensor(np.array([0.5, -1.0]), requires_grad=True)
     b = Tensor(np.array([2.0, 3.0]), requires_grad=True)
     out = checkpoint(lambda a, blah: (a * blah).exp(), a, blah=b).sum()
@@ -131,7 +131,7 @@ def test_keyword_tensor_is_an_input_of_the_checkpoint():
 
 
 def test_non_leaf_keyword_tensor_also_used_outside():
-    # Issue 8, item 1: the non-leaf keyword tensor is not "backwarded twice".
+    # The non-leaf keyword tensor is not "backwarded twice".
     x = Tensor(np.array([0.3, 0.7]), requires_grad=True)
     b = x * 2.0
     out = (checkpoint(lambda a, blah: a * blah.tanh(), x, blah=b) + b).sum()
@@ -159,7 +159,7 @@ def test_tensors_inside_lists_tuples_and_dicts_are_inputs():
 
 
 def test_autograd_inside_the_checkpointed_function():
-    # Issue 8, item 2: fn calls grad() itself; same result with and without checkpointing.
+    # fn calls grad() itself; same result with and without checkpointing.
     x = Tensor(np.array([0.2, -0.4, 0.9]), requires_grad=True)
 
     def f(h):
@@ -194,7 +194,7 @@ def test_backward_inside_the_checkpointed_function():
 
 @BOTH
 def test_output_that_needs_no_grad_does_not_pretend(use_reentrant):
-    # Issue 8, item 3: nothing fn uses requires grad -> the output does not, backward raises.
+    # Nothing fn uses requires grad -> the output does not, backward raises.
     x = Tensor(np.ones(3))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # reentrant warns, like torch
@@ -248,7 +248,7 @@ def test_non_reentrant_any_output_structure():
 
 
 def test_scalar_tensor_added_to_itself_backward():
-    # Issue 8, item 4: 0-d tensors in backward (was: cannot create weak reference to float64).
+    # 0-d tensors in backward (was: cannot create weak reference to float64).
     y = Tensor(np.float64(3.0), requires_grad=True)
     (y + y).backward()
     assert y.grad == 2.0 and isinstance(y.grad, np.ndarray) and y.grad.shape == ()

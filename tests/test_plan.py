@@ -281,7 +281,7 @@ def test_profile_validates_requires_grad():
 
 # --- float costs, bad profiles -------------------------------------------------------------
 def test_float_costs_are_summed_exactly_not_truncated():
-    # Issue 8: a 0.9 s-per-layer cost used to become int64 0 per layer.
+    # A 0.9 s-per-layer cost used to become int64 0 per layer.
     n = 6
     pr = ChainProfile(input_bytes=(100,) * n, output_bytes=100, saves_input=(True,) * n,
                       saves_output=(False,) * n, own_bytes=(50,) * n, cost=(0.9,) * n)

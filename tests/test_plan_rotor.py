@@ -387,7 +387,7 @@ def equal_layers(n, width=8, batch=4):
 
 
 def test_revolve_against_one_level_and_rotor_at_its_own_peak():
-    # Issue 9, item 5, measured for n = 2 .. 9 and every slot count: at the peak
+    # Measured for n = 2 .. 9 and every slot count: at the peak
     # Revolve measures, the one-level plan (when one fits) and the nested optimum.
     cases = feasible = one_less = rotor_less = 0
     for n in range(2, 10):
