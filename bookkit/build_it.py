@@ -498,6 +498,14 @@ def check_schedule_executor(my_run_schedule):
 
 
 # --- When recomputation lies --------------------------------------------------------------
+def _numpy_traced_bytes() -> int:
+    """The bytes of NumPy's data buffers tracemalloc traces now (NumPy's own domain:
+    Python's objects, which other libraries in the process allocate and free, are left
+    out)."""
+    only_numpy = tracemalloc.DomainFilter(True, np.lib.tracemalloc_domain)
+    return sum(t.size for t in tracemalloc.take_snapshot().filter_traces([only_numpy]).traces)
+
+
 def _held_bytes(step):
     """NumPy bytes still allocated after ``step()`` (traced by tracemalloc), less those of
     the arrays or tensors it returns (kept alive, with their graphs, until counted)."""
@@ -506,10 +514,10 @@ def _held_bytes(step):
     if started:
         tracemalloc.start()
     try:
-        base = tracemalloc.get_traced_memory()[0]
+        base = _numpy_traced_bytes()
         kept = step()
         gc.collect()
-        held = tracemalloc.get_traced_memory()[0] - base
+        held = _numpy_traced_bytes() - base
         held -= sum(getattr(a, "data", a).nbytes for a in kept if a is not None)
         del kept
     finally:

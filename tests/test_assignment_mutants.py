@@ -32,6 +32,7 @@ def test_five_wrong_answers_per_question_and_a_correct_one(name):
         assert m.get("correct") or m["points"] > 0, f"{name} {m['name']}: a wrong answer must lose points"
 
 
+@pytest.mark.slow  # every mutant graded: 1-10 s per assignment (make test runs it)
 @pytest.mark.parametrize("name", NAMES)
 def test_the_reference_passes_and_every_wrong_answer_loses_its_points(name):
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "probe_assignment.py"), name, "--mutants"],

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 import time
 
+import pytest
+
 from bookpaths import ROOT
 
 sys.path.insert(0, str(ROOT / "assignments"))
@@ -78,6 +80,7 @@ sys.stdin.readline()"""
     assert got["records"]["q1/test_a"]["error"].startswith("TimeoutError")
 
 
+@pytest.mark.slow  # waits out the driver's deadline (about 20 s)
 def test_a_silent_runner_is_stopped_at_its_deadline():
     start = time.monotonic()
     got = run("""sys.stdin.readline()
