@@ -19,7 +19,9 @@ documentation puts it, and the magic after it::
 
 IPython wants a cell magic on the cell's first line; `register_magics` also installs
 `colab_form_first`, which moves such leading form comments below the magic line before
-IPython reads the cell (in Jupyter, nbclient and Colab's own kernel alike).
+IPython reads the cell. Without it IPython, Colab's kernel included (colabtools' kernel
+class on IPython 7.34 was run), answers ``UsageError: Line magic function `%%solution`
+not found``.
 
 Example:
     >>> from bookkit.yours import load
@@ -169,8 +171,8 @@ def colab_form_first(lines):
     gets the magic line first and the comments right after it, in the magic's body.
     Any other cell is returned as it is.
 
-    Colab shows a cell as a form when ``#@title`` is its first line; IPython runs a cell
-    magic only from the first line. With this transform a solution cell can have both.
+    Colab's documentation writes a form's ``#@title`` on the cell's first line; IPython
+    runs a cell magic only from the first line. With this transform a cell can have both.
 
     Args:
         lines: the cell's lines, each with its line ending (what IPython passes to the
