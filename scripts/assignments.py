@@ -398,11 +398,59 @@ def sandbox_command(lib: Path) -> list[str]:
     return cmd
 
 
-def _limits() -> None:
-    """Resource limits of a runner (set in the child before bubblewrap starts)."""
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (256 << 20, 256 << 20))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+SANDBOX_UID = 65534  # nobody: who the sandbox runs as on the host when make grade runs as root
+PROCESS_LIMIT = int(os.environ.get("GRADER_PROCESS_LIMIT", 256))
+
+
+def tasks_of(uid: int) -> int:
+    """Processes and threads of ``uid`` on this machine now (what RLIMIT_NPROC counts)."""
+    n = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{pid}").st_uid == uid:
+                n += len(os.listdir(f"/proc/{pid}/task"))
+        except OSError:
+            continue
+    return n
+
+
+def sandbox_user(lib: Path) -> tuple[int, str]:
+    """(the host user a sandbox runs as, why it is not ``nobody`` under root, or "").
+
+    Run by root, the kernel applies no process limit (RLIMIT_NPROC) to root's processes,
+    so the sandbox starts as ``nobody`` when nobody can reach the Python and the grader's
+    lib; otherwise it stays root's and the reason is returned (the audit hook still
+    refuses forks from Python, not from C)."""
+    if os.geteuid() != 0:
+        return os.getuid(), ""
+    from grading.gradescope import runnable_by_nobody
+
+    for path in [Path(sys.executable), lib, *map(Path, _python_binds())]:
+        blocked = runnable_by_nobody(path)
+        if blocked:
+            return 0, f"nobody cannot reach {blocked}"
+    return SANDBOX_UID, ""
+
+
+def sandbox_limits(lib: Path):
+    """The ``preexec_fn`` of a runner's bubblewrap: memory, file size, no core dumps, and at
+    most ``PROCESS_LIMIT`` more processes and threads than its user has now (a fork or
+    thread bomb stops there); as root, it drops to ``nobody`` first (see sandbox_user)."""
+    uid, _ = sandbox_user(lib)
+    nproc = tasks_of(uid) + PROCESS_LIMIT
+
+    def limits() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (256 << 20, 256 << 20))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+        if uid != os.getuid():
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+    return limits
 
 
 def check_sandbox() -> str | None:
@@ -461,7 +509,7 @@ def grade_one(path: Path, name: str, built: Path, timeout_s: float, submissions:
     cells = driver.export_cells(nb)
     start = time.monotonic()
     run = driver.run_notebook(lambda: sandbox_command(lib), cells, payload["given"],
-                              driver.plan_tests(payload), timeout_s, preexec=_limits)
+                              driver.plan_tests(payload), timeout_s, preexec=sandbox_limits(lib))
     graded = driver.judge_run(payload, run, reference)
     graded["seconds"] = round(time.monotonic() - start, 1)
     graded["starts"] = run["starts"]
@@ -480,7 +528,8 @@ def reference_answers(name: str, built: Path, timeout_s: float) -> dict:
     machine (the expected values; floating point as this CPU rounds it)."""
     payload = json.loads((built / "autograder" / "grader" / "payload.json").read_text())
     lib = built / "autograder" / "grader" / "lib"
-    return driver.reference_records(payload, lambda: sandbox_command(lib), timeout_s, preexec=_limits)
+    return driver.reference_records(payload, lambda: sandbox_command(lib), timeout_s,
+                                    preexec=sandbox_limits(lib))
 
 
 def _grade_and_report(path: Path, name: str, built: Path, timeout_s: float, submissions: Path,
@@ -517,6 +566,11 @@ def grade(name: str, submissions: Path, timeout_s: float, out: Path, jobs: int =
     # Hidden files (.DS_Store, editors' backups) are nobody's submission.
     files = sorted(p for p in submissions.iterdir()
                    if p.is_file() and p.name != "scores.csv" and not p.name.startswith("."))
+    _, why_root = sandbox_user(built / "autograder" / "grader" / "lib")
+    if why_root:
+        print(f"make grade runs as root and {why_root}: the sandboxes run as root, where the kernel "
+              f"applies no process limit (grade as an ordinary user, or from a checkout nobody can "
+              f"read, for the limit of {PROCESS_LIMIT} processes)", flush=True)
     reference = reference_answers(name, built, timeout_s)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         rows = list(pool.map(lambda p: _grade_and_report(p, name, built, timeout_s, submissions, reference),
@@ -851,6 +905,13 @@ ATTACK_CLASS = {
     "flood.ipynb": "the solution, printing 64 MiB without a newline and writing 64 MiB to every fd",
     "results.ipynb": "nothing answered; writes Gradescope's results.json and the payload, directly and "
                      "from a process meant to outlive the grader",
+    "disk.ipynb": "the solution, then a cell that writes 64 MiB files to every writable folder until "
+                  "refused (2 GiB at most)",
+    "bomb.ipynb": "nothing answered; every graded name starts processes (through _posixsubprocess, "
+                  "which no audit hook sees) and threads until the system refuses, and says how many",
+    "leak.ipynb": "nothing answered; every graded name reads what it can of the tests and of the "
+                  "earlier questions' reference (their code objects, the process's memory through "
+                  "/proc under several names) and raises it as its error message, for the feedback",
 }
 
 FORGE_CELL = """import json, os
@@ -960,6 +1021,95 @@ for _name in GRADED:
     globals()[_name] = _equal
 """
 
+LEAK_CELL = """import dis, inspect, io, os, re
+def _read_code(obj):
+    for how in (lambda: inspect.getsource(obj), lambda: repr(obj.__code__.co_consts),
+                lambda: (dis.dis(obj, file=io.StringIO()), "disassembled")[1]):
+        try:
+            return "GOT " + how()[:200]
+        except BaseException as e:
+            pass
+    return "refused"
+def _read_memory(opener):
+    try:
+        with opener() as mem:
+            maps = [ln.split()[0] for ln in open("/proc/self/maps") if " r" in ln]
+            found = 0
+            for span in maps:
+                lo, hi = (int(x, 16) for x in span.split("-"))
+                try:
+                    mem.seek(lo)
+                    found += len(re.findall(rb"def test_", mem.read(min(hi - lo, 64 << 20))))
+                except OSError:
+                    pass
+            return f"GOT memory ({found} test definitions)"
+    except BaseException as e:
+        return f"refused ({type(e).__name__})"
+def _link():
+    path = f"/tmp/leak-{os.getpid()}"
+    os.symlink("/proc/self/mem", path)
+    return open(path, "rb", 0)
+_OPENERS = {"mem": lambda: open("/proc/self/mem", "rb", 0),
+            "task": lambda: open(f"/proc/self/task/{os.getpid()}/mem", "rb", 0),
+            "parent": lambda: open(f"/proc/{os.getppid()}/mem", "rb", 0),
+            "dir_fd": lambda: os.fdopen(os.open("proc/self/mem", os.O_RDONLY,
+                                                dir_fd=os.open("/", os.O_RDONLY)), "rb", 0),
+            "symlink": _link}
+def _leak(*args, **kwargs):
+    report = []
+    for name in GRADED:
+        obj = globals().get(name)
+        if obj is None or obj is _leak or getattr(obj, "__module__", "").startswith("grading"):
+            continue  # the grader's kit (its refusals) is no secret: it ships with the autograder
+        report.append(f"reference {name}: {_read_code(obj)}")
+        for k, v in list(vars(obj).items()) if isinstance(obj, type) else []:
+            v = getattr(v, "__func__", v)
+            if callable(v) and hasattr(v, "__qualname__"):
+                report.append(f"reference {name}.{k}: {_read_code(v)}")
+    for a in list(args) + list(kwargs.values()):
+        if callable(a) and "test_" in getattr(a, "__qualname__", ""):
+            report.append(f"test's {a.__qualname__}: {_read_code(a)}")
+    for how, opener in _OPENERS.items():
+        report.append(f"memory via {how}: {_read_memory(opener)}")
+    raise AssertionError("LEAK " + " | ".join(report))
+for _name in GRADED:
+    globals()[_name] = _leak
+"""
+
+DISK_CELL = """import os
+_block = b"z" * (64 << 20)
+for _i in range(32):
+    for _folder in (".", "/tmp", "/var/tmp", "/dev/shm", "/scratch"):
+        try:
+            with open(os.path.join(_folder, f"fill-{_i}"), "wb") as _f:
+                _f.write(_block)
+        except OSError:
+            pass
+"""
+
+BOMB_CELL = """import _posixsubprocess, _thread, os, time
+def _bomb(*args, **kwargs):
+    r, w = os.pipe()
+    made = threads = 0
+    for _ in range(1000):
+        try:  # Python 3.11's signature (subprocess._fork_exec); a new session each
+            _posixsubprocess.fork_exec([b"/bin/sleep", b"20"], [b"/bin/sleep"], True, (w,), None, None,
+                                       -1, -1, -1, -1, -1, -1, r, w, True, True, -1, None, None, None,
+                                       -1, None, False)
+            made += 1
+        except (OSError, TypeError):
+            break
+    for _ in range(1000):
+        try:
+            _thread.start_new_thread(time.sleep, (20,))
+            threads += 1
+        except RuntimeError:
+            break
+    raise AssertionError(f"BOMB made {made} processes and {threads} threads")
+for _name in GRADED:
+    globals()[_name] = _bomb
+"""
+
 HANG_CELL = """def _hang(*args, **kwargs):
     while True:
         pass
@@ -1026,6 +1176,9 @@ def attack_class(name: str, built: Path, dest: Path) -> Path:
     write("hang.ipynb", student, header + HANG_CELL)
     write("flood.ipynb", solution, FLOOD_CELL)
     write("results.ipynb", student, RESULTS_CELL)
+    write("leak.ipynb", student, header + LEAK_CELL)
+    write("bomb.ipynb", student, header + BOMB_CELL)
+    write("disk.ipynb", solution, DISK_CELL)
     return dest
 
 

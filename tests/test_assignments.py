@@ -50,6 +50,7 @@ SEED = 20261201
 # scripts/assignments.py, loaded by path.
 sys.path.insert(0, str(MASTERS))
 script = load_module(SCRIPT, "assignments_script")
+GRADESCOPE_PROCESS_LIMIT = load_module(MASTERS / "grading" / "gradescope.py", "grading_gradescope").PROCESS_LIMIT
 
 
 def grade_env(*args, timeout=1200) -> subprocess.CompletedProcess:
@@ -155,16 +156,50 @@ def test_attacks_score_no_more_than_the_blank_notebook(name, attacked):
     rows = read_scores(attacked[name])
     blank = float(rows["blank.ipynb"]["points"])
     full = float(rows["blank.ipynb"]["max_points"])
-    for attack in ("forge", "stack", "numpy", "restore", "equal", "results", "flood", "hang"):
+    for attack in ("forge", "stack", "numpy", "restore", "equal", "results", "flood", "hang", "leak", "bomb"):
         row = rows.get(f"{attack}.ipynb")
         if row is None:
             continue
         assert float(row["points"]) <= blank or row["reason"].startswith("tampering detected"), \
             f"{name}: the {attack} attack scored {row['points']} / {full}, the blank notebook {blank}: {row}"
         assert row["points"] == "0" or not row["reason"].startswith("tampering detected"), row
-    for survivor in ("crash", "segfault"):
+    for survivor in ("crash", "segfault", "disk"):
         row = rows[f"{survivor}.ipynb"]
         assert float(row["points"]) == full, f"{name}: {survivor} after the answers cost points: {row}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_leaking_notebook_reads_nothing_of_the_tests_or_the_reference(name, attacked):
+    """Every graded name tries to read the tests' code and the earlier questions' reference
+    (``inspect.getsource``, ``__code__``, ``dis``) and the process's memory (/proc/self/mem,
+    its task's, the parent's, through a folder's descriptor, through a symbolic link), then
+    raises what it got as its error message, which the feedback shows. Each try is refused."""
+    feedback = (attacked[name] / "feedback" / "leak.ipynb.txt").read_text()
+    assert "LEAK " in feedback, f"{name}: the leaking notebook's code never ran in a test:\n{feedback[:2000]}"
+    got = [ln.strip()[:300] for ln in feedback.splitlines() if "GOT " in ln]
+    assert not got, f"{name}: the feedback carries what the notebook read: {got[:3]}"
+    tried = set(re.findall(r"memory via (\w+): refused", feedback))
+    assert tried == {"mem", "task", "parent", "dir_fd", "symlink"}, f"{name}: {tried}"
+
+
+def bomb_counts(text: str) -> list[tuple[int, int]]:
+    """(processes, threads) each test of the bomb notebook made, from its messages."""
+    return [(int(p), int(t)) for p, t in re.findall(r"BOMB made (\d+) processes and (\d+) threads", text)]
+
+
+def test_a_process_bomb_stops_at_the_process_limit(built, attacked):
+    """Processes started from C (no audit hook sees them) and threads: the kernel's limit
+    stops them at ``PROCESS_LIMIT`` more than the sandbox's user had. Run as root, that
+    holds only where nobody can reach the grading Python (the kernel applies no limit to
+    root); otherwise ``make grade`` says so."""
+    uid, why_root = script.sandbox_user(built / DEMO / "autograder" / "grader" / "lib")
+    counts = bomb_counts((attacked[DEMO] / "feedback" / "bomb.ipynb.txt").read_text())
+    assert counts, "the bomb notebook's code never ran in a test"
+    if why_root:
+        assert uid == 0 and os.geteuid() == 0, (uid, why_root)
+        pytest.skip(f"make grade runs as root here and {why_root}: no process limit applies")
+    made = max(p + t for p, t in counts)
+    assert made <= script.PROCESS_LIMIT, f"a bomb made {made} processes and threads (limit {script.PROCESS_LIMIT})"
 
 
 def test_a_hanging_notebook_costs_its_time_limits_only(attacked):
@@ -415,7 +450,9 @@ def test_gradescope_as_gradescope_runs_it(built, tmp_path):
     attacks = tmp_path / "attacks"
     grade_env("attack-class", name, attacks, "--out", built)
     submissions = {"solution": built / name / "autograder" / f"{name}.ipynb", "blank": attacks / "blank.ipynb",
-                   "forge": attacks / "forge.ipynb", "results": attacks / "results.ipynb"}
+                   "forge": attacks / "forge.ipynb", "results": attacks / "results.ipynb",
+                   "bomb": attacks / "bomb.ipynb", "leak": attacks / "leak.ipynb",
+                   "disk": attacks / "disk.ipynb"}
     scores = {}
     for who, notebook in submissions.items():
         fresh_source()
@@ -430,11 +467,20 @@ def test_gradescope_as_gradescope_runs_it(built, tmp_path):
         time.sleep(6 if who == "results" else 0)  # what the attack left behind had its chance
         result = json.loads((root / "results" / "results.json").read_text())
         scores[who] = result["score"]
-        if who == "solution":
+        outputs = "\n".join(t["output"] for t in result["tests"])
+        if who == "bomb":  # nobody, limited to PROCESS_LIMIT processes and threads
+            counts = bomb_counts(outputs)
+            assert counts and max(p + t for p, t in counts) <= GRADESCOPE_PROCESS_LIMIT, counts
+        if who == "leak":
+            assert "LEAK " in outputs and "GOT " not in outputs, outputs[:3000]
+        if who in ("solution", "disk"):  # disk: the answers, then 2 GiB written to /tmp and the like
             full = sum(t["max_score"] for t in result["tests"])
-            assert full > 0 and result["score"] == full, f"the solution scored {result['score']} / {full}"
+            assert full > 0 and result["score"] == full, f"{who} scored {result['score']} / {full}"
+        left = [p for folder in ("/tmp", "/var/tmp", "/dev/shm") if os.path.isdir(folder)
+                for p in Path(folder).iterdir() if p.name.startswith("fill-") and p.owner() == "nobody"]
+        assert not left, f"{who}: files nobody wrote were left behind: {left[:3]}"
     assert scores["blank"] == 0, scores
-    assert scores["forge"] <= scores["blank"] and scores["results"] <= scores["blank"], scores
+    assert all(scores[who] <= scores["blank"] for who in ("forge", "results", "bomb", "leak")), scores
 
 
 @pytest.mark.parametrize("name", NAMES)
