@@ -370,36 +370,10 @@ def _python_binds() -> tuple[str, ...]:
 SANDBOX_TMPFS_BYTES = 64 << 20  # /tmp and /scratch each: RAM the notebook may fill
 
 
-def sandbox_command(lib: Path) -> list[str]:
-    """bubblewrap: new user, PID, network, IPC and UTS namespaces (no network, no other
-    process visible), the system and the Python environment read-only, the grader's lib
-    read-only at /grader/lib, and two small private tmpfs (/tmp, /scratch) as the only
-    writable places: nothing of the host's disk, no other submission, no result file."""
-    size = str(SANDBOX_TMPFS_BYTES)
-    cmd = ["bwrap", "--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534",
-           "--die-with-parent", "--new-session", "--clearenv",
-           "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/scratch",
-           "--setenv", "OMP_NUM_THREADS", "1", "--setenv", "OPENBLAS_NUM_THREADS", "1",
-           "--setenv", "MKL_NUM_THREADS", "1", "--setenv", "MPLBACKEND", "Agg",
-           "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--setenv", "LANG", "C.UTF-8",
-           "--ro-bind", "/usr", "/usr"]
-    for d in ("/bin", "/lib", "/lib64", "/sbin"):
-        if os.path.islink(d):
-            cmd += ["--symlink", os.readlink(d), d]
-        elif os.path.isdir(d):
-            cmd += ["--ro-bind", d, d]
-    for f in ("/etc/ld.so.cache", "/etc/localtime", "/etc/passwd", "/etc/group"):
-        cmd += ["--ro-bind-try", f, f]
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp"]
-    for p in _python_binds():
-        cmd += ["--ro-bind", p, p]
-    cmd += ["--ro-bind", str(lib), "/grader/lib", "--size", size, "--tmpfs", "/scratch",
-            "--chdir", "/scratch", sys.executable, "-I", "/grader/lib/grading/runner.py"]
-    return cmd
-
-
-SANDBOX_UID = 65534  # nobody: who the sandbox runs as on the host when make grade runs as root
+SANDBOX_UIDS = range(64100, 64164)  # root's sandboxes: a host user of its own each, one per job
 PROCESS_LIMIT = int(os.environ.get("GRADER_PROCESS_LIMIT", 256))
+_UIDS_IN_USE: set[int] = set()
+_UIDS_LOCK = threading.Lock()
 
 
 def tasks_of(uid: int) -> int:
@@ -416,29 +390,91 @@ def tasks_of(uid: int) -> int:
     return n
 
 
-def sandbox_user(lib: Path) -> tuple[int, str]:
-    """(the host user a sandbox runs as, why it is not ``nobody`` under root, or "").
-
-    Run by root, the kernel applies no process limit (RLIMIT_NPROC) to root's processes,
-    so the sandbox starts as ``nobody`` when nobody can reach the Python and the grader's
-    lib; otherwise it stays root's and the reason is returned (the audit hook still
-    refuses forks from Python, not from C)."""
-    if os.geteuid() != 0:
-        return os.getuid(), ""
-    from grading.gradescope import runnable_by_nobody
-
-    for path in [Path(sys.executable), lib, *map(Path, _python_binds())]:
-        blocked = runnable_by_nobody(path)
-        if blocked:
-            return 0, f"nobody cannot reach {blocked}"
-    return SANDBOX_UID, ""
+def root_mode() -> bool:
+    """Whether sandboxes start as root (who then gives each a host user of its own)."""
+    return os.geteuid() == 0 and shutil.which("setpriv") is not None
 
 
-def sandbox_limits(lib: Path):
+class sandbox_user:
+    """The host user one sandbox runs as, held while it runs (a context manager).
+
+    The kernel applies no process limit (RLIMIT_NPROC) to root, and counts it per user. So
+    run by root, each sandbox gets a user of its own (``SANDBOX_UIDS``, no process of it
+    alive), which no other submission shares: a bomb in one cannot starve another. Run by
+    anyone else, every sandbox is that user's (the limit is shared by the jobs running at
+    once)."""
+
+    def __enter__(self) -> int:
+        if not root_mode():
+            self.uid = None
+            return os.getuid()
+        with _UIDS_LOCK:
+            for uid in SANDBOX_UIDS:
+                if uid not in _UIDS_IN_USE and tasks_of(uid) == 0:
+                    _UIDS_IN_USE.add(uid)
+                    self.uid = uid
+                    return uid
+        raise RuntimeError(f"no free sandbox user in {SANDBOX_UIDS.start}-{SANDBOX_UIDS.stop - 1}")
+
+    def __exit__(self, *exc):
+        if self.uid is not None:
+            with _UIDS_LOCK:
+                _UIDS_IN_USE.discard(self.uid)
+
+
+def sandbox_command(lib: Path, uid: int | None = None) -> list[str]:
+    """bubblewrap: new PID, network, IPC and UTS namespaces (no network, no other process
+    visible), the system and the Python environment read-only, the grader's lib read-only
+    at /grader/lib, and two small private tmpfs (/tmp, /scratch) as the only writable
+    places: nothing of the host's disk, no other submission, no result file.
+
+    Run by an ordinary user, a new user namespace maps it to ``nobody`` inside. Run by root
+    (``root_mode``), bubblewrap mounts as root and ``setpriv`` then drops the runner, with
+    every capability, to ``uid`` (a host user of its own: see ``sandbox_user``), before
+    Python starts."""
+    size = str(SANDBOX_TMPFS_BYTES)
+    as_root = root_mode() and uid is not None and uid != 0
+    if as_root:
+        cmd = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+               "--unshare-cgroup-try", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    else:
+        cmd = ["bwrap", "--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534"]
+    cmd += ["--die-with-parent", "--new-session", "--clearenv",
+            "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/scratch",
+            "--setenv", "OMP_NUM_THREADS", "1", "--setenv", "OPENBLAS_NUM_THREADS", "1",
+            "--setenv", "MKL_NUM_THREADS", "1", "--setenv", "MPLBACKEND", "Agg",
+            "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--setenv", "LANG", "C.UTF-8",
+            "--setenv", "GRADER_OWN_PID_NAMESPACE", "1",
+            "--ro-bind", "/usr", "/usr"]
+    for d in ("/bin", "/lib", "/lib64", "/sbin"):
+        if os.path.islink(d):
+            cmd += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            cmd += ["--ro-bind", d, d]
+    for f in ("/etc/ld.so.cache", "/etc/localtime", "/etc/passwd", "/etc/group"):
+        cmd += ["--ro-bind-try", f, f]
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp"]
+    binds = _python_binds()
+    if as_root:  # bubblewrap run by root makes the folders above a bind 0700: open them
+        above = {str(a) for b in (*binds, "/grader/lib") for a in Path(b).parents if str(a) != "/"}
+        for a in sorted(above - set(binds), key=lambda a: a.count("/")):
+            cmd += ["--perms", "0755", "--dir", a]
+    for p in binds:
+        cmd += ["--ro-bind", p, p]
+    cmd += ["--ro-bind", str(lib), "/grader/lib", "--size", size, "--tmpfs", "/scratch"]
+    if as_root:  # the tmpfs are root's: open them to the runner's user
+        cmd += ["--chmod", "1777", "/tmp", "--chmod", "1777", "/scratch", "--chdir", "/scratch",
+                "setpriv", "--reuid", str(uid), "--regid", str(uid), "--clear-groups",
+                "--inh-caps=-all", "--bounding-set=-all"]
+    else:
+        cmd += ["--chdir", "/scratch"]
+    return cmd + [sys.executable, "-I", "/grader/lib/grading/runner.py"]
+
+
+def sandbox_limits(uid: int):
     """The ``preexec_fn`` of a runner's bubblewrap: memory, file size, no core dumps, and at
-    most ``PROCESS_LIMIT`` more processes and threads than its user has now (a fork or
-    thread bomb stops there); as root, it drops to ``nobody`` first (see sandbox_user)."""
-    uid, _ = sandbox_user(lib)
+    most ``PROCESS_LIMIT`` more processes and threads than ``uid`` (the user the runner
+    will be) has now: a fork or thread bomb stops there."""
     nproc = tasks_of(uid) + PROCESS_LIMIT
 
     def limits() -> None:
@@ -446,10 +482,6 @@ def sandbox_limits(lib: Path):
         resource.setrlimit(resource.RLIMIT_FSIZE, (256 << 20, 256 << 20))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
-        if uid != os.getuid():
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
     return limits
 
 
@@ -508,8 +540,9 @@ def grade_one(path: Path, name: str, built: Path, timeout_s: float, submissions:
         return row
     cells = driver.export_cells(nb)
     start = time.monotonic()
-    run = driver.run_notebook(lambda: sandbox_command(lib), cells, payload["given"],
-                              driver.plan_tests(payload), timeout_s, preexec=sandbox_limits(lib))
+    with sandbox_user() as uid:
+        run = driver.run_notebook(lambda: sandbox_command(lib, uid), cells, payload["given"],
+                                  driver.plan_tests(payload), timeout_s, preexec=sandbox_limits(uid))
     graded = driver.judge_run(payload, run, reference)
     graded["seconds"] = round(time.monotonic() - start, 1)
     graded["starts"] = run["starts"]
@@ -528,8 +561,9 @@ def reference_answers(name: str, built: Path, timeout_s: float) -> dict:
     machine (the expected values; floating point as this CPU rounds it)."""
     payload = json.loads((built / "autograder" / "grader" / "payload.json").read_text())
     lib = built / "autograder" / "grader" / "lib"
-    return driver.reference_records(payload, lambda: sandbox_command(lib), timeout_s,
-                                    preexec=sandbox_limits(lib))
+    with sandbox_user() as uid:
+        return driver.reference_records(payload, lambda: sandbox_command(lib, uid), timeout_s,
+                                        preexec=sandbox_limits(uid))
 
 
 def _grade_and_report(path: Path, name: str, built: Path, timeout_s: float, submissions: Path,
@@ -566,11 +600,6 @@ def grade(name: str, submissions: Path, timeout_s: float, out: Path, jobs: int =
     # Hidden files (.DS_Store, editors' backups) are nobody's submission.
     files = sorted(p for p in submissions.iterdir()
                    if p.is_file() and p.name != "scores.csv" and not p.name.startswith("."))
-    _, why_root = sandbox_user(built / "autograder" / "grader" / "lib")
-    if why_root:
-        print(f"make grade runs as root and {why_root}: the sandboxes run as root, where the kernel "
-              f"applies no process limit (grade as an ordinary user, or from a checkout nobody can "
-              f"read, for the limit of {PROCESS_LIMIT} processes)", flush=True)
     reference = reference_answers(name, built, timeout_s)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         rows = list(pool.map(lambda p: _grade_and_report(p, name, built, timeout_s, submissions, reference),
