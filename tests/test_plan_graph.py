@@ -432,3 +432,102 @@ def test_a_copied_generator_is_put_back_too():
     before = gen.get_state()
     minigrad.plan.trace_graph(lambda x: F.dropout(lin(x), 0.5, generator=gen).sum(), x)
     assert gen.get_state() == before
+
+
+# --- CP-SAT on the same program (OR-Tools is optional) ------------------------------------
+def _more_random_cases():
+    rng = np.random.default_rng(2023)
+    graphs = [random_training_graph(rng, nf) for nf in (3, 4, 4, 5)]
+    return [(g, b) for g in graphs for b in _budgets(g)]
+
+
+def test_cp_sat_proves_the_same_optimum_as_highs_and_the_exhaustive_search():
+    pytest.importorskip("ortools")
+    cases = CASES + _more_random_cases()
+    wants = [brute_force(g, budget) for g, budget in cases]
+    assert sum(1 for w in wants if w) >= 8  # cases that must recompute
+    solved = 0
+    for (g, budget), want in zip(cases, wants):
+        for improvements in VARIANTS:
+            got = {}
+            for solver in ("highs", "cp-sat"):
+                fresh = GraphProfile(**{f: getattr(g, f) for f in g.__dataclass_fields__})
+                try:  # a fresh graph: no plan returned earlier serves as a start
+                    got[solver] = plan.remat(fresh, budget, time_limit_s=10,
+                                             improvements=improvements, solver=solver)
+                except ValueError:
+                    got[solver] = None
+            s = got["cp-sat"]
+            if want is None:
+                assert s is None and got["highs"] is None, (g.names, budget, improvements)
+                continue
+            assert s is not None and s.optimal and s.gap == 0.0, (budget, improvements)
+            assert s.recompute_flops == want == got["highs"].recompute_flops, (
+                g.deps, budget, improvements)
+            assert s.lower_bound_flops == want
+            assert s.solver == ("" if s.method == "store-all" else "cp-sat")  # no solve
+            solved += s.solver == "cp-sat"
+            assert s.predicted_peak_bytes <= budget
+            assert checkmate.simulate(g, s.recompute, s.keep) == (
+                s.predicted_peak_bytes, s.recompute_flops)
+    # CP-SAT answered every case where store-all does not fit and a schedule does
+    assert solved == len(VARIANTS) * sum(
+        1 for (g, budget), want in zip(cases, wants)
+        if want is not None and plan.store_all(g).predicted_peak_bytes > budget) >= 5 * 15
+
+
+def test_cp_sat_time_limit_reports_its_proven_gap():
+    pytest.importorskip("ortools")
+    from bookkit.graphs import gpt_stack
+    model = gpt_stack(2, d_model=8, seq_len=4)
+    g = plan.trace_graph(model.step, model.x)
+    budget = int(0.8 * plan.store_all(g).predicted_peak_bytes)
+    s = plan.remat(g, budget, time_limit_s=0.5, solver="cp-sat", workers=1)
+    assert s.solver == "cp-sat" and not s.optimal and s.method in ("milp", "greedy")
+    assert 0 < s.gap <= 1 and s.lower_bound_flops <= s.recompute_flops
+    assert s.gap == pytest.approx((s.recompute_flops - s.lower_bound_flops)
+                                  / s.recompute_flops)
+    assert checkmate.simulate(g, s.recompute, s.keep) == (s.predicted_peak_bytes,
+                                                          s.recompute_flops)
+    assert s.predicted_peak_bytes <= budget
+    # started from the greedy plan: never costlier than it
+    greedy = [sch for name, sch in checkmate._simple(g, budget) if name == "greedy"]
+    assert greedy and s.recompute_flops <= greedy[0].recompute_flops
+
+
+def _satisfies(P, x):
+    """Every row and every variable's bounds of the program hold at ``x``."""
+    lhs = np.zeros(len(P.lb))
+    np.add.at(lhs, P.rows, np.asarray(P.vals) * x[P.cols])
+    return bool(np.all(lhs >= np.asarray(P.lb) - 1e-9) and np.all(lhs <= np.asarray(P.ub) + 1e-9)
+                and np.all(x >= 0) and np.all(x <= np.asarray(P.upper)))
+
+
+def test_the_start_is_a_feasible_assignment_of_the_program():
+    # the hint CP-SAT starts from satisfies every row of the program
+    from bookkit.graphs import gpt_stack
+    model = gpt_stack(1, d_model=8, seq_len=4)
+    g = plan.trace_graph(model.step, model.x)
+    budget = int(0.8 * plan.store_all(g).predicted_peak_bytes)
+    P, R, S = checkmate.build_program(g, budget)
+    for _, s in checkmate._simple(g, budget):
+        x = np.asarray(checkmate._hint_values(g, P, R, S, s.recompute, s.keep), float)
+        assert _satisfies(P, x)
+        assert float(np.dot(P.cost, x)) == s.recompute_flops
+    # a schedule over the budget is not: its memory rows fail
+    sa = plan.store_all(g)
+    x = np.asarray(checkmate._hint_values(g, P, R, S, sa.recompute, sa.keep), float)
+    assert not _satisfies(P, x)
+
+
+def test_solver_choice_is_checked(monkeypatch):
+    g = chain_graph([4, 8, 4, 8], [1, 2, 3, 4])
+    with pytest.raises(ValueError, match="solver must be"):
+        plan.remat(g, 24, solver="gurobi")
+    with pytest.raises(ValueError, match="relax=True"):
+        plan.remat(g, 24, relax=True, solver="cp-sat")
+    monkeypatch.setitem(sys.modules, "ortools", None)  # as if OR-Tools were absent
+    monkeypatch.setitem(sys.modules, "ortools.sat", None)
+    monkeypatch.setitem(sys.modules, "ortools.sat.python", None)
+    with pytest.raises(ImportError, match="needs OR-Tools"):
+        plan.remat(g, 24, solver="cp-sat")

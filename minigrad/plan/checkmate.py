@@ -1,4 +1,5 @@
-"""Optimal rematerialization of a DAG: Checkmate's integer program, solved with HiGHS.
+"""Optimal rematerialization of a DAG: Checkmate's integer program, solved with HiGHS
+(or, optionally, the same program with OR-Tools' CP-SAT: ``remat(..., solver="cp-sat")``).
 
 The model (Jain et al., "Checkmate", MLSys 2020), restricted to the schedules minigrad's
 engine can run. Nodes ``0 .. N-1`` of a `GraphProfile` are in execution order: the forward
@@ -37,9 +38,11 @@ Improvements over the published program, each leaving the optimum unchanged (tes
 """
 from __future__ import annotations
 
+import os
 import time
 import weakref
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -90,8 +93,8 @@ class GraphSchedule:
             recomputable, with the gap to the solver's proven bound), or ``"start"``
             (the feasible start passed in, e.g. a tighter budget's plan, was cheaper than
             anything the solver found in time).
-        solver: which solver produced it: ``"highs"`` (SciPy's ``milp``), or ``""``
-            (no solve).
+        solver: which solver produced it: ``"highs"`` (SciPy's ``milp``), ``"cp-sat"``
+            (OR-Tools' CP-SAT), or ``""`` (no solve).
         note: what the caller should know about how it was found (empty when proven
             optimal by the solver).
     """
@@ -454,6 +457,125 @@ def _schedule_from(g, x, P, R, S):
     return _cleanup(g, recompute, keep)
 
 
+_SOLVER_NAMES = {"highs": "HiGHS", "cp-sat": "CP-SAT"}
+
+
+def _solve_highs(P, time_limit_s, relax):
+    """``P`` solved with SciPy's ``milp`` (HiGHS, relative gap tolerance 0): SciPy's
+    result (``x``, ``fun``, ``status``, ``mip_dual_bound``, ``message``)."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import coo_matrix
+
+    n = len(P.binary)
+    A = coo_matrix((P.vals, (P.rows, P.cols)), shape=(len(P.lb), n)).tocsr()
+    integrality = np.zeros(n) if relax else np.asarray(P.binary, dtype=float)
+    return milp(np.asarray(P.cost), integrality=integrality,
+                bounds=Bounds(np.zeros(n), np.asarray(P.upper)),
+                constraints=LinearConstraint(A, np.asarray(P.lb), np.asarray(P.ub)),
+                options={"time_limit": float(time_limit_s), "disp": False,
+                         "mip_rel_gap": 0.0})
+
+
+def _hint_values(g, P, R, S, recompute, keep):
+    """Values of every variable of ``P`` for a feasible schedule (a solver's start):
+    R and S from the schedule, FREE as large as its bounds allow, U from its row."""
+    N, users = g.n_nodes, g.users()
+    x = [0] * len(P.binary)
+    keep = [set(k) for k in keep]
+    rec = [set(r) for r in recompute]
+    for key, j in P.index.items():
+        if key[0] == "R":
+            x[j] = int(key[2] in rec[key[1]])
+        elif key[0] == "S":
+            x[j] = int(key[2] in keep[key[1]])
+
+    def val(key):
+        return key if not isinstance(key, tuple) else x[P.index[key]]
+    for key, j in P.index.items():
+        if key[0] == "F":
+            _, t, i, k = key
+            nxt = val(S(t + 1, i)) if t + 1 < N else 0
+            later = any(val(R(t, u)) for u in users[i] if k < u <= t and R(t, u) != 0)
+            x[j] = int(val(R(t, k)) == 1 and not nxt and not later)
+    # U's rows: ``U - sum(...) = 0``, in the order they were added (U_prev first)
+    rows = {}
+    for r, c, v in zip(P.rows, P.cols, P.vals):
+        rows.setdefault(r, []).append((c, v))
+    u_cols = {j for key, j in P.index.items() if key[0] == "U"}
+    for r in sorted(rows):
+        terms = rows[r]
+        us = [c for c, v in terms if c in u_cols and v == 1]
+        if len(us) == 1 and P.lb[r] == P.ub[r]:
+            u = us[0]
+            x[u] = int(round(P.ub[r] - sum(v * x[c] for c, v in terms if c != u)))
+    return x
+
+
+def _solve_cp_sat(P, time_limit_s, workers, hint, **parameters):
+    """Checkmate's program ``P`` solved with OR-Tools' CP-SAT: the same variables and
+    rows, every coefficient an integer (bytes, FLOPs, 0/1); FREE, continuous for HiGHS,
+    is boolean here, which changes nothing (at an optimum it is 0 or 1 already, see the
+    module docstring). Returns what `_solve_highs` returns."""
+    try:
+        from ortools.sat.python import cp_model
+    except ImportError as e:  # optional: the book's default solver is HiGHS
+        raise ImportError("remat(solver='cp-sat') needs OR-Tools (pip install ortools)") from e
+    m = cp_model.CpModel()
+    xs = []
+    for j, (binary, upper) in enumerate(zip(P.binary, P.upper)):
+        if binary or upper == 1.0:
+            xs.append(m.NewBoolVar(f"x{j}"))
+        else:
+            xs.append(m.NewIntVar(0, int(np.floor(upper)), f"x{j}"))
+    rows = [[] for _ in P.lb]
+    for r, c, v in zip(P.rows, P.cols, P.vals):
+        rows[r].append((c, v))
+    for r, terms in enumerate(rows):
+        if any(not float(v).is_integer() for _, v in terms):
+            raise ValueError("remat(solver='cp-sat'): a non-integer coefficient")
+        expr = sum(int(v) * xs[c] for c, v in terms)
+        lb, ub = P.lb[r], P.ub[r]
+        lo = int(np.ceil(lb - 1e-9)) if np.isfinite(lb) else None
+        hi = int(np.floor(ub + 1e-9)) if np.isfinite(ub) else None
+        if lo is not None and hi is not None and lo == hi:
+            m.Add(expr == lo)
+        else:
+            if lo is not None:
+                m.Add(expr >= lo)
+            if hi is not None:
+                m.Add(expr <= hi)
+    m.Minimize(sum(int(c) * xs[j] for j, c in enumerate(P.cost) if c))
+    if hint is not None:
+        for j, v in enumerate(hint):
+            m.AddHint(xs[j], int(v))
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = float(time_limit_s)
+    solver.parameters.num_search_workers = int(workers or _cpus())
+    solver.parameters.random_seed = 0
+    for key, value in parameters.items():  # tuning experiments only
+        if isinstance(value, list):
+            getattr(solver.parameters, key).extend(value)
+        else:
+            setattr(solver.parameters, key, value)
+    status = solver.Solve(m)
+    name = solver.StatusName(status)
+    x = fun = None
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        x = np.array([solver.Value(v) for v in xs], dtype=float)
+        fun = float(solver.ObjectiveValue())
+    code = {cp_model.OPTIMAL: 0, cp_model.INFEASIBLE: 2}.get(status, 1)
+    bound = float(solver.BestObjectiveBound()) if x is not None else np.nan
+    return SimpleNamespace(x=x, fun=fun, status=code, mip_dual_bound=bound,
+                           message=f"CP-SAT: {name}")
+
+
+def _cpus() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def _cleanup(g, recompute, keep):
     """Drop kept values nothing reads before they are freed anyway, and recomputations no
     later node of the stage reads: neither changes a feasible schedule's validity, and each
@@ -486,7 +608,8 @@ class NoScheduleFound(ValueError):
 
 
 def remat(graph: GraphProfile, budget_bytes: int, *, time_limit_s: float = 60, relax: bool = False,
-          improvements=IMPROVEMENTS, start: GraphSchedule | None = None) -> GraphSchedule:
+          improvements=IMPROVEMENTS, start: GraphSchedule | None = None,
+          solver: str = "highs", workers: int | None = None) -> GraphSchedule:
     """The schedule of least recomputed FLOPs whose memory stays within ``budget_bytes``.
 
     Model and scope: Checkmate's integer program on the step's DAG, in Checkmate's memory
@@ -519,6 +642,12 @@ def remat(graph: GraphProfile, budget_bytes: int, *, time_limit_s: float = 60, r
         improvements: the improvements to apply (`IMPROVEMENTS`; ``()`` gives the
             published program).
         start: a schedule of the same graph known to fit (e.g. a tighter budget's plan).
+        solver: ``"highs"`` (SciPy's ``milp``, the default) or ``"cp-sat"`` (OR-Tools'
+            CP-SAT, an optional dependency, on the same program with every coefficient
+            an integer; started from the cheapest feasible schedule known: the starts
+            above, store-all, keeping nothing recomputable, the greedy choice). Both
+            prove the same optimum; ``gap`` is then the solver's own proven bound.
+        workers: CP-SAT's search workers (default: the CPUs this process may use).
 
     Returns:
         A `GraphSchedule`.
@@ -559,23 +688,27 @@ def remat(graph: GraphProfile, budget_bytes: int, *, time_limit_s: float = 60, r
                              everything.predicted_peak_bytes,
                              everything.predicted_activation_bytes, 0, True, 0.0, 0.0, bound,
                              method="store-all")
-    from scipy.optimize import Bounds, LinearConstraint, milp
-    from scipy.sparse import coo_matrix
-
+    if solver not in ("highs", "cp-sat"):
+        raise ValueError(f"remat: solver must be 'highs' or 'cp-sat', got {solver!r}")
+    if relax and solver != "highs":
+        raise ValueError("remat: relax=True solves the LP relaxation, with HiGHS only")
     budget = int(budget_bytes)
+    starts = [s for s in _returned(graph) + ([start] if start is not None else [])
+              if s.predicted_peak_bytes <= budget]
     t0 = time.perf_counter()
     P, R, S = build_program(graph, budget, improvements)
     n = len(P.binary)
-    A = coo_matrix((P.vals, (P.rows, P.cols)), shape=(len(P.lb), n)).tocsr()
-    integrality = np.zeros(n) if relax else np.asarray(P.binary, dtype=float)
-    res = milp(np.asarray(P.cost), integrality=integrality,
-               bounds=Bounds(np.zeros(n), np.asarray(P.upper)),
-               constraints=LinearConstraint(A, np.asarray(P.lb), np.asarray(P.ub)),
-               options={"time_limit": float(time_limit_s), "disp": False,
-                        "mip_rel_gap": 0.0})
+    if solver == "cp-sat":
+        simple = [s for _, s in _simple(graph, budget)]
+        known = min(starts + simple, key=lambda s: s.recompute_flops, default=None)
+        hint = None if known is None else _hint_values(graph, P, R, S, known.recompute,
+                                                       known.keep)
+        res = _solve_cp_sat(P, time_limit_s, workers, hint)
+    else:
+        res = _solve_highs(P, time_limit_s, relax)
     seconds = time.perf_counter() - t0
     sizes = {"n_variables": n, "n_binaries": int(sum(P.binary)), "n_constraints": len(P.lb),
-                 "solve_time_s": seconds, "solver": "highs"}
+             "solve_time_s": seconds, "solver": solver}
     if relax:
         if res.x is None:
             raise ValueError(f"remat(relax=True): the LP relaxation has no solution "
@@ -604,8 +737,6 @@ def remat(graph: GraphProfile, budget_bytes: int, *, time_limit_s: float = 60, r
             raise RuntimeError(f"remat: the schedule's replayed peak {peak} exceeds the "
                                f"budget {budget}")
         found.append((cost, 0, "milp", recompute, keep, peak))
-    starts = [s for s in _returned(graph) + ([start] if start is not None else [])
-              if s.predicted_peak_bytes <= budget]
     for s in starts:
         found.append((s.recompute_flops, 1, "start", s.recompute, s.keep,
                       s.predicted_peak_bytes))
@@ -615,7 +746,7 @@ def remat(graph: GraphProfile, budget_bytes: int, *, time_limit_s: float = 60, r
                           s.predicted_peak_bytes))
     if not found:
         raise NoScheduleFound(
-            f"remat: the solver (HiGHS) found no schedule for budget_bytes={budget} within "
+            f"remat: the solver ({_SOLVER_NAMES[solver]}) found no schedule for budget_bytes={budget} within "
             f"time_limit_s={time_limit_s} ({res.message}), and neither store-all, keeping "
             f"nothing recomputable nor a greedy choice fits. The budget is "
             f"{budget - bound:,} B above the lower bound {bound:,} B, so a schedule may "
