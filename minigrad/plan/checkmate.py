@@ -511,7 +511,39 @@ def _hint_values(g, P, R, S, recompute, keep):
     return x
 
 
-def _solve_cp_sat(P, time_limit_s, workers, hint, **parameters):
+def _cp_sat_with_lp(g, P, R, S, budget, starts, time_limit_s, workers, t0):
+    """CP-SAT on ``P``, helped by the LP relaxation (HiGHS, within the same time limit):
+    its value, a proven lower bound on the cost, bounds the objective from below (CP-SAT's
+    own LP may not finish in time on a large graph), and its rounding joins the feasible
+    schedules CP-SAT starts from (the cheapest one)."""
+    lp = _solve_highs(P, time_limit_s, True)
+    if lp.status == 2:  # the relaxation is infeasible, so is the program
+        return lp
+    floor, simple = 0, _simple(g, budget)
+    if lp.x is not None:
+        # rounded down with room for the LP's tolerances: a bound, never above the optimum
+        floor = max(0, int(np.floor(lp.fun - 1e-6 * max(1.0, abs(lp.fun)))))
+        try:
+            recompute, keep = _round(g, lp.x, P, S, budget)
+            peak, cost = simulate(g, recompute, keep)
+            if peak <= budget:
+                simple.append(("lp-rounded", SimpleNamespace(
+                    recompute=recompute, keep=keep, recompute_flops=cost,
+                    predicted_peak_bytes=peak)))
+        except ValueError:
+            pass
+    known = list(starts) + [s for _, s in simple]
+    best = min(known, key=lambda s: s.recompute_flops, default=None)
+    hint = None if best is None else _hint_values(g, P, R, S, best.recompute, best.keep)
+    left = max(0.05, time_limit_s - (time.perf_counter() - t0))
+    res = _solve_cp_sat(P, left, workers, hint, floor=floor)
+    bound = res.mip_dual_bound if np.isfinite(res.mip_dual_bound) else 0.0
+    res.mip_dual_bound = max(bound, float(floor))
+    res.simple = simple  # candidates too: CP-SAT may not return its start in time
+    return res
+
+
+def _solve_cp_sat(P, time_limit_s, workers, hint, floor=0, **parameters):
     """Checkmate's program ``P`` solved with OR-Tools' CP-SAT: the same variables and
     rows, every coefficient an integer (bytes, FLOPs, 0/1); FREE, continuous for HiGHS,
     is boolean here, which changes nothing (at an optimum it is 0 or 1 already, see the
@@ -544,7 +576,10 @@ def _solve_cp_sat(P, time_limit_s, workers, hint, **parameters):
                 m.Add(expr >= lo)
             if hi is not None:
                 m.Add(expr <= hi)
-    m.Minimize(sum(int(c) * xs[j] for j, c in enumerate(P.cost) if c))
+    objective = sum(int(c) * xs[j] for j, c in enumerate(P.cost) if c)
+    if floor > 0:  # a proven lower bound on the optimum (the LP relaxation's)
+        m.Add(objective >= int(floor))
+    m.Minimize(objective)
     if hint is not None:
         for j, v in enumerate(hint):
             m.AddHint(xs[j], int(v))
@@ -653,9 +688,11 @@ def remat(graph: GraphProfile, budget_bytes: int, *, time_limit_s: float = 60, r
         start: a schedule of the same graph known to fit (e.g. a tighter budget's plan).
         solver: ``"highs"`` (SciPy's ``milp``, the default) or ``"cp-sat"`` (OR-Tools'
             CP-SAT, an optional dependency, on the same program with every coefficient
-            an integer; started from the cheapest feasible schedule known: the starts
-            above, store-all, keeping nothing recomputable, the greedy choice). Both
-            prove the same optimum; ``gap`` is then the solver's own proven bound.
+            an integer; HiGHS first solves the LP relaxation, whose value bounds the
+            cost from below, and CP-SAT starts from the cheapest feasible schedule
+            known: the starts above, store-all, keeping nothing recomputable, the
+            greedy choice, the LP rounded). Both prove the same optimum; ``gap`` is
+            measured from the larger of CP-SAT's proven bound and the LP's value.
         workers: CP-SAT's search workers (default: the CPUs this process may use).
 
     Returns:
@@ -708,11 +745,7 @@ def remat(graph: GraphProfile, budget_bytes: int, *, time_limit_s: float = 60, r
     P, R, S = build_program(graph, budget, improvements)
     n = len(P.binary)
     if solver == "cp-sat":
-        simple = [s for _, s in _simple(graph, budget)]
-        known = min(starts + simple, key=lambda s: s.recompute_flops, default=None)
-        hint = None if known is None else _hint_values(graph, P, R, S, known.recompute,
-                                                       known.keep)
-        res = _solve_cp_sat(P, time_limit_s, workers, hint)
+        res = _cp_sat_with_lp(graph, P, R, S, budget, starts, time_limit_s, workers, t0)
     else:
         res = _solve_highs(P, time_limit_s, relax)
     seconds = time.perf_counter() - t0
@@ -749,10 +782,12 @@ def remat(graph: GraphProfile, budget_bytes: int, *, time_limit_s: float = 60, r
     for s in starts:
         found.append((s.recompute_flops, 1, "start", s.recompute, s.keep,
                       s.predicted_peak_bytes))
-    if res.x is None:
-        for name, s in _simple(graph, budget):
-            found.append((s.recompute_flops, 2, name, s.recompute, s.keep,
-                          s.predicted_peak_bytes))
+    simple = getattr(res, "simple", None)
+    if simple is None and res.x is None:
+        simple = _simple(graph, budget)
+    for name, s in simple or ():
+        found.append((s.recompute_flops, 2, name, s.recompute, s.keep,
+                      s.predicted_peak_bytes))
     if not found:
         raise NoScheduleFound(
             f"remat: the solver ({_SOLVER_NAMES[solver]}) found no schedule for "
@@ -771,6 +806,9 @@ def remat(graph: GraphProfile, budget_bytes: int, *, time_limit_s: float = 60, r
     if method == "start":
         note = (f"a plan for a tighter budget (or the start given) costs {cost:,} FLOPs, less "
                 f"than the solver found in {time_limit_s} s; returned instead")
+    elif method != "milp" and res.x is not None:
+        note = (f"the solver's schedule in {time_limit_s} s costs more than a simple "
+                f"schedule it started from ({method}); returned instead")
     elif method != "milp":
         note = (f"the solver found no schedule in {time_limit_s} s; this is the cheapest "
                 f"simple schedule that fits ({method})")
