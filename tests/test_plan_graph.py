@@ -531,3 +531,24 @@ def test_solver_choice_is_checked(monkeypatch):
     monkeypatch.setitem(sys.modules, "ortools.sat.python", None)
     with pytest.raises(ImportError, match="needs OR-Tools"):
         plan.remat(g, 24, solver="cp-sat")
+
+
+def test_cp_sat_without_a_schedule_in_time_returns_a_start_with_the_lp_bound(monkeypatch):
+    # as if CP-SAT found nothing in time: the cheapest simple schedule (the LP rounded
+    # among them), with the gap to the LP relaxation's value, a proven bound
+    from types import SimpleNamespace
+    from bookkit.graphs import gpt_stack
+    model = gpt_stack(1, d_model=8, seq_len=4)
+    g = plan.trace_graph(model.step, model.x)
+    budget = int(0.8 * plan.store_all(g).predicted_peak_bytes)
+    monkeypatch.setattr(checkmate, "_solve_cp_sat", lambda *a, **k: SimpleNamespace(
+        x=None, fun=None, status=1, mip_dual_bound=np.nan, message="CP-SAT: UNKNOWN"))
+    s = plan.remat(g, budget, solver="cp-sat")
+    lp = plan.remat(g, budget, relax=True)
+    best = plan.remat(plan.trace_graph(model.step, model.x), budget)
+    assert s.method in ("fallback", "greedy", "lp-rounded") and "found no schedule" in s.note
+    assert s.recompute_flops <= lp.recompute_flops and s.predicted_peak_bytes <= budget
+    assert 0 < s.lower_bound_flops <= best.recompute_flops  # the LP's value, a bound
+    assert abs(s.lower_bound_flops - lp.lower_bound_flops) <= 1
+    assert not s.optimal and s.gap == pytest.approx(
+        (s.recompute_flops - s.lower_bound_flops) / s.recompute_flops)
