@@ -27,6 +27,9 @@
   var CPU_RNG_STATE_BYTES = 5056n;
   var SCALAR_BYTES = 8n;
   var CUDA_EFFICIENT_LSE_ALIGN = 32n;
+  var ONEDNN_BF16_SCRATCH_BYTES = 5120n;
+  var ONEDNN_BF16_TRANSPOSED_A_SCRATCH_BYTES = 5248n;
+  var ONEDNN_BF16_MIN_WORK = 4096n;
   var ACTIVATIONS = { "gelu_new": [true, 3n, 3n], "gelu": [true, 0n, 0n], "gelu_pytorch_tanh": [true, 0n, 0n], "silu": [true, 0n, 0n], "relu": [false, 0n, 0n] };
   var CUDA_CONTEXT_BYTES = 1073741824n;
   var MARGIN_PERCENT = 5n;
@@ -485,10 +488,31 @@
 
   function ceil32(n) { return (n + 31n) / 32n * 32n; }
 
+  function roundUp(n, m) { return (n + m - 1n) / m * m; }
+
   /* oneDNN's packed copy of nn.Linear's weight in its input's gradient (_gemm_scratch). */
-  function gemmScratch(rows, cols, w) {
-    if (w.compute !== 2n || w.cuda) { return 0n; }
-    return 2n * ceil32(rows) * ceil32(cols);
+  function gemmScratch(rows, cols, tokens, w) {
+    if (w.compute !== 2n || w.cuda || rows * cols * tokens <= ONEDNN_BF16_MIN_WORK) { return 0n; }
+    return 2n * ceil32(rows) * ceil32(cols) + ONEDNN_BF16_SCRATCH_BYTES;
+  }
+
+  /* oneDNN's copy of x.T and packed grad in a weight's gradient (_weight_grad_scratch). */
+  function weightGradScratch(rows, cols, tokens, w) {
+    if (w.compute !== 2n || w.cuda || rows * cols * tokens <= ONEDNN_BF16_MIN_WORK) { return 0n; }
+    var copied = rows <= 64n ? rows : minOf(roundUp(rows, 64n), 256n);
+    var lda = ceil32(tokens);
+    if (lda >= 512n && (lda & (lda - 1n)) === 0n) { lda += 32n; }
+    return 2n * copied * lda + 2n * 64n * ceil32(tokens) + ONEDNN_BF16_TRANSPOSED_A_SCRATCH_BYTES;
+  }
+
+  /* The CPU's fused attention backward's per-thread buffers (_flash_backward_buffers). */
+  function flashBackwardBuffers(s, w) {
+    if (w.cuda) { return 0n; }
+    var qBlock = minOf(s >= 768n ? 256n : (s >= 192n ? 64n : 32n), s);
+    var kvBlock = minOf(512n, s);
+    var block = qBlock * kvBlock;
+    var reduced = w.compute !== FLOAT32_BYTES ? 2n * block * w.compute : 0n;
+    return 2n * block * FLOAT32_BYTES + reduced + qBlock * FLOAT32_BYTES;
   }
 
   /* Elements of each parameter tensor, in model.parameters() order (_parameter_sizes). */
@@ -520,6 +544,7 @@
   }
 
   function maxOf(a, b) { return a > b ? a : b; }
+  function minOf(a, b) { return a < b ? a : b; }
 
   /* One decoder layer's backward, walked node by node (_layer_backward_peak):
      [highest bytes above the layer's base, the core's forward bytes (math path) or 0]. */
@@ -578,7 +603,8 @@
         alive += recomputed + (node.core && aliased ? 0n : coreHeld);
       }
       if (node.core && fused) {
-        peak = maxOf(peak, alive + t * qd * e + sumSaved(coreFirst, j, true));
+        peak = maxOf(peak, alive + 2n * t * qd * e + sumSaved(coreFirst, j, true)
+                     + flashBackwardBuffers(s, w));
         j = coreFirst - 1;
         continue;
       }
@@ -605,7 +631,9 @@
         var shape = shapes[node.cons[k]];
         var out = shape[0], weight = shape[1];
         var gOut = shape[2] ? 0n : t * out * e;
-        var scratch = spec.model === "llama" ? gemmScratch(out, weight / out, w) : 0n;
+        var rows = spec.model === "llama" ? out : weight / out;
+        var scratch = maxOf(spec.model === "llama" ? gemmScratch(out, weight / out, t, w) : 0n,
+                            weightGradScratch(rows, weight / rows, t, w));
         if (w.autocast) {
           peak = maxOf(peak, alive + gOut + one + summed + weight * e + scratch);
           alive -= weight * e + (node.n > 1n ? one : 0n);
@@ -662,7 +690,8 @@
     var bwdPeak = fwdEnd + 2n * t * v * f;
     var logitsLeft = est.logits - returned - t * v * f;
     var cur = fwdEnd - logitsLeft - t * v * f + v * h * p + t * h * r;
-    bwdPeak = maxOf(bwdPeak, cur + t * v * e + gemmScratch(v, h, w));
+    bwdPeak = maxOf(bwdPeak, cur + t * v * e + maxOf(gemmScratch(v, h, t, w),
+                                                     weightGradScratch(v, h, t, w)));
     cur -= group("final");
     var alias = (recompute === "full" && (spec.model === "gpt2" || r === f)) ? t * h * r : 0n;
     for (var layer = L; layer > 0n; layer -= 1n) {

@@ -829,15 +829,68 @@ def _tensors(formula: str) -> int:
     return 1
 
 
-def _gemm_scratch(rows: int, cols: int, w: _Widths) -> int:
-    """The scratch buffer of nn.Linear's input gradient ``grad @ weight`` for a weight of
-    ``rows`` x ``cols``: in bfloat16 on a CPU, oneDNN packs the weight, as stored, into a
-    buffer of both sides rounded up to 32 (measured: 2·⌈K/32⌉·32·⌈N/32⌉·32 bytes and a
-    few KiB, which are left out). GPT-2's Conv1D multiplies by its weight's transpose,
-    which is not packed (measured)."""
-    if w.compute != 2 or w.cuda:
+# oneDNN's scratchpad for a bfloat16 matrix product on a CPU (torch's mm/addmm in
+# bfloat16 run oneDNN's brgemm matmul when m·n·k > 16³; measured with one thread on an
+# AMX CPU, oneDNN 3.12): the buffers it books (each with 128 bytes of alignment, the
+# brgemm batch and the AMX tile workspace) come to these bytes besides the packed
+# operands.
+ONEDNN_BF16_SCRATCH_BYTES = 5120
+ONEDNN_BF16_TRANSPOSED_A_SCRATCH_BYTES = 5248
+ONEDNN_BF16_MIN_WORK = 16 ** 3
+
+
+def _round_up(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
+def _gemm_scratch(rows: int, cols: int, tokens: int, w: _Widths) -> int:
+    """The scratchpad of nn.Linear's input gradient ``grad @ weight`` for a weight of
+    ``rows`` x ``cols`` and ``tokens`` rows of gradient: in bfloat16 on a CPU, oneDNN packs the weight, as stored, into
+    a buffer of both sides rounded up to 32 (measured: 2·⌈K/32⌉·32·⌈N/32⌉·32 bytes,
+    plus ``ONEDNN_BF16_SCRATCH_BYTES``). GPT-2's Conv1D multiplies by its weight's
+    transpose, whose packing oneDNN chooses by shape (0.5 to 30 KB measured): left
+    out. Within a few KiB: a vocabulary not a multiple of 32 or a weight narrower
+    than 32 columns moves it by 1 to 3 KiB either way."""
+    if w.compute != 2 or w.cuda or rows * cols * tokens <= ONEDNN_BF16_MIN_WORK:
         return 0
-    return 2 * (-(-rows // 32) * 32) * (-(-cols // 32) * 32)
+    return 2 * _round_up(rows, 32) * _round_up(cols, 32) + ONEDNN_BF16_SCRATCH_BYTES
+
+
+def _flash_backward_buffers(s: int, w: _Widths) -> int:
+    """What the CPU's fused attention backward allocates besides the gradients, on one
+    thread (torch's cpu_flash_attention_backward): per thread a float32 buffer of two
+    q-block x kv-block matrices (the probabilities and their gradient), in bfloat16 a
+    second one of the same elements in bfloat16, and a float32 row sum per query of
+    the block. Blocks: 32 queries (64 from 192 tokens, 256 from 768) by up to 512
+    keys, neither above ``s``. Measured to the byte (s = 128, bfloat16: 32768 + 16384
+    + 128). The bfloat16 products inside it add oneDNN's scratchpad (13 to 18 KB
+    measured), left out. On CUDA: 0 (the GPU kernels keep their blocks on chip)."""
+    if w.cuda:
+        return 0
+    q_block = min(256 if s >= 768 else 64 if s >= 192 else 32, s)
+    kv_block = min(512, s)
+    block = q_block * kv_block
+    reduced = 2 * block * w.compute if w.compute != FLOAT32_BYTES else 0
+    return 2 * block * FLOAT32_BYTES + reduced + q_block * FLOAT32_BYTES
+
+
+def _weight_grad_scratch(rows: int, cols: int, tokens: int, w: _Widths) -> int:
+    """The scratchpad of a weight's gradient ``x.T @ grad`` (``rows`` x ``cols``, summed
+    over ``tokens``) in bfloat16 on a CPU: oneDNN copies the transposed operand, up to
+    256 of its rows (64-row blocks, up to four; fewer than 64 rows as they are) by the
+    tokens (rounded up to 32, a power of two from 512 on padded by 32), and packs the
+    other in 64-column blocks, 2·64·⌈tokens/32⌉·32 bytes, plus
+    ``ONEDNN_BF16_TRANSPOSED_A_SCRATCH_BYTES``. Measured on (rows, tokens, cols) grids:
+    exact for rows <= 128 and tokens <= 1024 (where the buffers stay under oneDNN's L2
+    blocking); 160 rows take 256, not the 192 counted here."""
+    if w.compute != 2 or w.cuda or rows * cols * tokens <= ONEDNN_BF16_MIN_WORK:
+        return 0
+    copied = rows if rows <= 64 else min(_round_up(rows, 64), 256)
+    lda = _round_up(tokens, 32)
+    if lda >= 512 and lda & (lda - 1) == 0:
+        lda += 32
+    return (2 * copied * lda + 2 * 64 * _round_up(tokens, 32)
+            + ONEDNN_BF16_TRANSPOSED_A_SCRATCH_BYTES)
 
 
 def _parameter_sizes(spec: ModelSpec) -> list[int]:
@@ -929,7 +982,11 @@ def _layer_backward_peak(spec: ModelSpec, terms: list[Term], core_held: int, b: 
         if core and fused:
             qkv = sum(node[1] for node in nodes[core_first:j + 1]
                       if not node[0].startswith("log-sum-exp"))
-            peak = max(peak, alive + t * spec.n_heads * spec.head_dim * e + qkv)
+            # Alive: its output too (saved by the kernel, the output projection's
+            # input, whose backward has passed), the output's gradient, and the
+            # gradients of Q, K and V with the kernel's own buffers.
+            out_bytes = t * spec.n_heads * spec.head_dim * e
+            peak = max(peak, alive + 2 * out_bytes + qkv + _flash_backward_buffers(s, w))
             j = core_first - 1
             continue
         if core and math and recompute != "none" and j == core_last:
@@ -959,7 +1016,11 @@ def _layer_backward_peak(spec: ModelSpec, terms: list[Term], core_held: int, b: 
         for c in reversed(cons):
             out, weight, block_out = shapes[c]
             g_out = 0 if block_out else t * out * e
-            scratch = _gemm_scratch(out, weight // out, w) if spec.model == "llama" else 0
+            # GPT-2's Conv1D stores its weight (in, out): the weight's gradient
+            # x.T @ grad has the input's features as rows.
+            rows, cols = (out, weight // out) if spec.model == "llama" else (weight // out, out)
+            scratch = max(_gemm_scratch(out, weight // out, t, w) if spec.model == "llama" else 0,
+                          _weight_grad_scratch(rows, cols, t, w))
             if w.autocast:
                 peak = max(peak, alive + g_out + one + summed + weight * e + scratch)
                 # the copy and (its consumer's own) input are freed; the bfloat16
@@ -1033,7 +1094,8 @@ def _step_timeline(spec: ModelSpec, b: int, s: int, precision: str, optimizer: s
     # norm's output gradient (the residual stream's, alive through every layer).
     logits_left = breakdown["logits"] - returned - t * v * f
     cur = fwd_end - logits_left - t * v * f + v * h * p + t * h * r
-    bwd_peak = max(loss_peak, cur + t * v * e + _gemm_scratch(v, h, w))
+    bwd_peak = max(loss_peak, cur + t * v * e + max(_gemm_scratch(v, h, t, w),
+                                                     _weight_grad_scratch(v, h, t, w)))
     cur -= by_group.get("final", 0)
     # Full recomputation: the recomputed first norm reads the checkpoint's input itself
     # (Llama's float32 upcast copies a bfloat16 residual), counted in the layer's share.
