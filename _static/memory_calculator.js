@@ -502,7 +502,37 @@
     var copied = rows <= 64n ? rows : minOf(roundUp(rows, 64n), 256n);
     var lda = ceil32(tokens);
     if (lda >= 512n && (lda & (lda - 1n)) === 0n) { lda += 32n; }
-    return 2n * copied * lda + 2n * 64n * ceil32(tokens) + ONEDNN_BF16_TRANSPOSED_A_SCRATCH_BYTES;
+    var scratch = 2n * copied * lda + 2n * 64n * ceil32(tokens) + ONEDNN_BF16_TRANSPOSED_A_SCRATCH_BYTES;
+    if (tokens > 32n && tokens % 32n !== 0n) {
+      scratch += 4n * minOf(rows, 64n) * minOf(cols, 64n) + 128n + 640n * (ceil32(tokens) / 32n - 1n);
+    }
+    return scratch;
+  }
+
+  /* What the CPU's math path allocates at its highest point (_math_path_peak). */
+  function mathPathPeak(spec, b, s, e) {
+    var a = BigInt(spec.n_heads), k = BigInt(spec.n_kv_heads), d = BigInt(spec.head_dim);
+    var qBytes = 4n * b * s * a * d, probs = a * b * s * s;
+    var copy = b > 1n && a > 1n;
+    var gqa = k < a && d <= SDPA_GQA_MAX_HEAD_DIM;
+    var halves, extra;
+    if (e === FLOAT32_BYTES) {
+      halves = 6n + ((copy || gqa) ? 4n : 0n) + ((copy && gqa) ? 2n : 0n);
+      extra = 0n;
+    } else {
+      halves = 13n + (copy ? 4n : 0n) - ((copy && gqa) ? 2n : 0n);
+      extra = probs * e + (gqa ? 2n * 4n * b * s * k * d : 0n);
+    }
+    return 3n * probs * FLOAT32_BYTES + s * s * FLOAT32_BYTES + halves * qBytes / 2n + extra;
+  }
+
+  /* Float32 probabilities Llama's eager layer holds unsaved (_held_attention_weights). */
+  function heldAttentionWeights(spec, b, s, w) {
+    if (spec.model === "llama" && spec.attn_implementation === "eager" && w.autocast
+        && spec.attention_dropout > 0) {
+      return BigInt(spec.n_heads) * b * s * s * FLOAT32_BYTES;
+    }
+    return 0n;
   }
 
   /* The CPU's fused attention backward's per-thread buffers (_flash_backward_buffers). */
@@ -569,10 +599,10 @@
     var math = spec.attn_implementation === "sdpa" && spec.attention_dropout > 0 && !w.cuda;
     var qd = BigInt(spec.n_heads * spec.head_dim), kd = BigInt(spec.n_kv_heads * spec.head_dim);
     var r = w.residual, f = FLOAT32_BYTES;
-    var internal = (e === f ? 1n : 7n) * t * qd * f;
+    var mathPeak = math ? mathPathPeak(spec, b, s, e) : 0n;
     var caller, casts;
     if (spec.model === "gpt2") {
-      caller = (e === f && (b === 1n || spec.n_heads === 1)) ? 0n : 3n * t * qd * e;
+      caller = 3n * t * qd * e;
       casts = 0n;
     } else {
       caller = t * (qd + kd) * r + t * kd * e;
@@ -610,9 +640,10 @@
       }
       if (node.core && math && recompute !== "none" && j === coreLast) {
         if (recompute === "full") {
-          peak = maxOf(peak, before[j + 1] + caller + casts + internal);
+          peak = maxOf(peak, before[coreFirst] + caller + casts + mathPeak);
         } else {
-          peak = maxOf(peak, alive + casts + internal);
+          var unmade = e === f ? 0n : t * qd * f / 2n;
+          peak = maxOf(peak, alive - sumSaved(coreFirst, j, false) + casts + mathPeak - unmade);
         }
       }
       if (node.cons.length === 0) {
@@ -647,7 +678,7 @@
       }
       j -= 1;
     }
-    var forward = math ? before[coreLast + 1] + caller + casts + internal : 0n;
+    var forward = math ? before[coreFirst] + caller + casts + mathPeak : 0n;
     return [peak, forward];
   }
 
@@ -685,6 +716,12 @@
     if (recompute === "none" && coreForward) {
       fwdPeak = maxOf(fwdPeak, statik + group("embedding") + group("shared")
                       + (L - 1n) * perLayer + coreForward);
+    }
+    var held = heldAttentionWeights(spec, b, s, w);
+    if (held > 0n && recompute !== "full") {
+      var outside = group("embedding") + group("shared");
+      if (recompute === "none") { outside += b * s * s * r + s * INDEX_BYTES; }
+      fwdPeak = maxOf(fwdPeak, statik + outside + L * perLayer + held + t * h * (e + 2n * r));
     }
     var peaks = [["forward", fwdPeak]];
     var bwdPeak = fwdEnd + 2n * t * v * f;
