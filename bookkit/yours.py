@@ -10,7 +10,18 @@ folder; in Colab ``/content``, which lasts as long as the runtime: download it, 
 ``BOOK_YOURS`` at a file on a mounted Drive). A later chapter calls `load`: the reader's
 version when ``yours.py`` has it, the book's otherwise, with one line saying whose ran.
 ``%%solution`` runs the book's solution in a namespace of its own, so it never replaces
-the reader's definitions.
+the reader's definitions. A solution cell opens with Colab's form title, where Colab's
+documentation puts it, and the magic after it::
+
+    #@title The book's solution {display-mode: "form"}
+    %%solution
+    def my_saved_bytes(batch, widths): ...
+
+IPython wants a cell magic on the cell's first line; `register_magics` also installs
+`colab_form_first`, which moves such leading form comments below the magic line before
+IPython reads the cell. Without it IPython, Colab's kernel included (colabtools' kernel
+class on IPython 7.34 was run), answers ``UsageError: Line magic function `%%solution`
+not found``.
 
 Example:
     >>> from bookkit.yours import load
@@ -29,7 +40,7 @@ from pathlib import Path
 from minigrad import Function, Tensor, enable_grad, memory, no_grad
 
 __all__ = ["HandCheckpoint", "my_checkpoint_sequential", "load", "save_source",
-           "register_magics", "yours_path", "CHAPTER"]
+           "register_magics", "colab_form_first", "yours_path", "CHAPTER"]
 
 #: the chapter whose check a piece passes before it is saved
 CHAPTER = {"my_saved_bytes": 1, "my_backward": 2, "HandCheckpoint": 3,
@@ -150,8 +161,50 @@ def load(name, path=None):
     return globals()[name]
 
 
+# a Colab form comment line: "#@title ...", "#@markdown ...", "# @title ..."
+_FORM_LINE = re.compile(r"#\s*@(title|markdown)\b")
+
+
+def colab_form_first(lines):
+    """IPython cleanup transform: a cell whose first non-blank lines are Colab form
+    comments (``#@title``, ``#@markdown``) directly followed by a cell magic (``%%...``)
+    gets the magic line first and the comments right after it, in the magic's body.
+    Any other cell is returned as it is.
+
+    Colab's documentation writes a form's ``#@title`` on the cell's first line; IPython
+    runs a cell magic only from the first line. With this transform a cell can have both.
+
+    Args:
+        lines: the cell's lines, each with its line ending (what IPython passes to the
+            transforms in ``input_transformers_cleanup``).
+
+    Returns:
+        The lines, reordered or not.
+
+    Example:
+        >>> from bookkit.yours import colab_form_first
+        >>> colab_form_first(["#@title Solution\\n", "%%solution\\n", "x = 1\\n"])
+        ['%%solution\\n', '#@title Solution\\n', 'x = 1\\n']
+        >>> colab_form_first(["#@title Setup\\n", "x = 1\\n"])
+        ['#@title Setup\\n', 'x = 1\\n']
+    """
+    start = 0
+    while start < len(lines) and not lines[start].strip():
+        start += 1
+    end = start
+    while end < len(lines) and _FORM_LINE.match(lines[end]):
+        end += 1
+    if end == start or end == len(lines) or not lines[end].startswith("%%"):
+        return lines
+    magic = lines[end] if lines[end].endswith("\n") else lines[end] + "\n"
+    return [magic] + lines[start:end] + lines[end + 1:]
+
+
 def register_magics(ip=None):
-    """Register ``%%yours`` and ``%%solution`` in IPython (the setup cells call it).
+    """Register ``%%yours`` and ``%%solution`` in IPython (the setup cells call it), and
+    `colab_form_first`, so that a cell may open with Colab's ``#@title`` line and have its
+    cell magic on the next one. Calling it again (a setup cell run twice) registers
+    nothing twice.
 
     ``%%yours``: run the cell in the notebook's namespace and remember its source, so that
     a passing check saves it. ``%%solution``: run the cell in a copy of the namespace (the
@@ -161,6 +214,12 @@ def register_magics(ip=None):
         ip = get_ipython()
     if ip is None:
         return
+    cleanup = ip.input_transformers_cleanup
+    # by name, not identity: a reloaded bookkit.yours must not add a second copy
+    cleanup[:] = [t for t in cleanup
+                  if getattr(t, "__qualname__", None) != colab_form_first.__qualname__
+                  or getattr(t, "__module__", None) != __name__]
+    cleanup.append(colab_form_first)
 
     def yours(line, cell):
         try:

@@ -370,19 +370,82 @@ def _python_binds() -> tuple[str, ...]:
 SANDBOX_TMPFS_BYTES = 64 << 20  # /tmp and /scratch each: RAM the notebook may fill
 
 
-def sandbox_command(lib: Path) -> list[str]:
-    """bubblewrap: new user, PID, network, IPC and UTS namespaces (no network, no other
-    process visible), the system and the Python environment read-only, the grader's lib
-    read-only at /grader/lib, and two small private tmpfs (/tmp, /scratch) as the only
-    writable places: nothing of the host's disk, no other submission, no result file."""
+SANDBOX_UIDS = range(64100, 64164)  # root's sandboxes: a host user of its own each, one per job
+PROCESS_LIMIT = int(os.environ.get("GRADER_PROCESS_LIMIT", 256))
+_UIDS_IN_USE: set[int] = set()
+_UIDS_LOCK = threading.Lock()
+
+
+def tasks_of(uid: int) -> int:
+    """Processes and threads of ``uid`` on this machine now (what RLIMIT_NPROC counts)."""
+    n = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{pid}").st_uid == uid:
+                n += len(os.listdir(f"/proc/{pid}/task"))
+        except OSError:
+            continue
+    return n
+
+
+def root_mode() -> bool:
+    """Whether sandboxes start as root (who then gives each a host user of its own)."""
+    return os.geteuid() == 0 and shutil.which("setpriv") is not None
+
+
+class sandbox_user:
+    """The host user one sandbox runs as, held while it runs (a context manager).
+
+    The kernel applies no process limit (RLIMIT_NPROC) to root, and counts it per user. So
+    run by root, each sandbox gets a user of its own (``SANDBOX_UIDS``, no process of it
+    alive), which no other submission shares: a bomb in one cannot starve another. Run by
+    anyone else, every sandbox is that user's (the limit is shared by the jobs running at
+    once)."""
+
+    def __enter__(self) -> int:
+        if not root_mode():
+            self.uid = None
+            return os.getuid()
+        with _UIDS_LOCK:
+            for uid in SANDBOX_UIDS:
+                if uid not in _UIDS_IN_USE and tasks_of(uid) == 0:
+                    _UIDS_IN_USE.add(uid)
+                    self.uid = uid
+                    return uid
+        raise RuntimeError(f"no free sandbox user in {SANDBOX_UIDS.start}-{SANDBOX_UIDS.stop - 1}")
+
+    def __exit__(self, *exc):
+        if self.uid is not None:
+            with _UIDS_LOCK:
+                _UIDS_IN_USE.discard(self.uid)
+
+
+def sandbox_command(lib: Path, uid: int | None = None) -> list[str]:
+    """bubblewrap: new PID, network, IPC and UTS namespaces (no network, no other process
+    visible), the system and the Python environment read-only, the grader's lib read-only
+    at /grader/lib, and two small private tmpfs (/tmp, /scratch) as the only writable
+    places: nothing of the host's disk, no other submission, no result file.
+
+    Run by an ordinary user, a new user namespace maps it to ``nobody`` inside. Run by root
+    (``root_mode``), bubblewrap mounts as root and ``setpriv`` then drops the runner, with
+    every capability, to ``uid`` (a host user of its own: see ``sandbox_user``), before
+    Python starts."""
     size = str(SANDBOX_TMPFS_BYTES)
-    cmd = ["bwrap", "--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534",
-           "--die-with-parent", "--new-session", "--clearenv",
-           "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/scratch",
-           "--setenv", "OMP_NUM_THREADS", "1", "--setenv", "OPENBLAS_NUM_THREADS", "1",
-           "--setenv", "MKL_NUM_THREADS", "1", "--setenv", "MPLBACKEND", "Agg",
-           "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--setenv", "LANG", "C.UTF-8",
-           "--ro-bind", "/usr", "/usr"]
+    as_root = root_mode() and uid is not None and uid != 0
+    if as_root:
+        cmd = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+               "--unshare-cgroup-try", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    else:
+        cmd = ["bwrap", "--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534"]
+    cmd += ["--die-with-parent", "--new-session", "--clearenv",
+            "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/scratch",
+            "--setenv", "OMP_NUM_THREADS", "1", "--setenv", "OPENBLAS_NUM_THREADS", "1",
+            "--setenv", "MKL_NUM_THREADS", "1", "--setenv", "MPLBACKEND", "Agg",
+            "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--setenv", "LANG", "C.UTF-8",
+            "--setenv", "GRADER_OWN_PID_NAMESPACE", "1",
+            "--ro-bind", "/usr", "/usr"]
     for d in ("/bin", "/lib", "/lib64", "/sbin"):
         if os.path.islink(d):
             cmd += ["--symlink", os.readlink(d), d]
@@ -391,18 +454,35 @@ def sandbox_command(lib: Path) -> list[str]:
     for f in ("/etc/ld.so.cache", "/etc/localtime", "/etc/passwd", "/etc/group"):
         cmd += ["--ro-bind-try", f, f]
     cmd += ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp"]
-    for p in _python_binds():
+    binds = _python_binds()
+    if as_root:  # bubblewrap run by root makes the folders above a bind 0700: open them
+        above = {str(a) for b in (*binds, "/grader/lib") for a in Path(b).parents if str(a) != "/"}
+        for a in sorted(above - set(binds), key=lambda a: a.count("/")):
+            cmd += ["--perms", "0755", "--dir", a]
+    for p in binds:
         cmd += ["--ro-bind", p, p]
-    cmd += ["--ro-bind", str(lib), "/grader/lib", "--size", size, "--tmpfs", "/scratch",
-            "--chdir", "/scratch", sys.executable, "-I", "/grader/lib/grading/runner.py"]
-    return cmd
+    cmd += ["--ro-bind", str(lib), "/grader/lib", "--size", size, "--tmpfs", "/scratch"]
+    if as_root:  # the tmpfs are root's: open them to the runner's user
+        cmd += ["--chmod", "1777", "/tmp", "--chmod", "1777", "/scratch", "--chdir", "/scratch",
+                "setpriv", "--reuid", str(uid), "--regid", str(uid), "--clear-groups",
+                "--inh-caps=-all", "--bounding-set=-all"]
+    else:
+        cmd += ["--chdir", "/scratch"]
+    return cmd + [sys.executable, "-I", "/grader/lib/grading/runner.py"]
 
 
-def _limits() -> None:
-    """Resource limits of a runner (set in the child before bubblewrap starts)."""
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (256 << 20, 256 << 20))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+def sandbox_limits(uid: int):
+    """The ``preexec_fn`` of a runner's bubblewrap: memory, file size, no core dumps, and at
+    most ``PROCESS_LIMIT`` more processes and threads than ``uid`` (the user the runner
+    will be) has now: a fork or thread bomb stops there."""
+    nproc = tasks_of(uid) + PROCESS_LIMIT
+
+    def limits() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (256 << 20, 256 << 20))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+    return limits
 
 
 def check_sandbox() -> str | None:
@@ -460,8 +540,9 @@ def grade_one(path: Path, name: str, built: Path, timeout_s: float, submissions:
         return row
     cells = driver.export_cells(nb)
     start = time.monotonic()
-    run = driver.run_notebook(lambda: sandbox_command(lib), cells, payload["given"],
-                              driver.plan_tests(payload), timeout_s, preexec=_limits)
+    with sandbox_user() as uid:
+        run = driver.run_notebook(lambda: sandbox_command(lib, uid), cells, payload["given"],
+                                  driver.plan_tests(payload), timeout_s, preexec=sandbox_limits(uid))
     graded = driver.judge_run(payload, run, reference)
     graded["seconds"] = round(time.monotonic() - start, 1)
     graded["starts"] = run["starts"]
@@ -480,7 +561,9 @@ def reference_answers(name: str, built: Path, timeout_s: float) -> dict:
     machine (the expected values; floating point as this CPU rounds it)."""
     payload = json.loads((built / "autograder" / "grader" / "payload.json").read_text())
     lib = built / "autograder" / "grader" / "lib"
-    return driver.reference_records(payload, lambda: sandbox_command(lib), timeout_s, preexec=_limits)
+    with sandbox_user() as uid:
+        return driver.reference_records(payload, lambda: sandbox_command(lib, uid), timeout_s,
+                                        preexec=sandbox_limits(uid))
 
 
 def _grade_and_report(path: Path, name: str, built: Path, timeout_s: float, submissions: Path,
@@ -851,6 +934,13 @@ ATTACK_CLASS = {
     "flood.ipynb": "the solution, printing 64 MiB without a newline and writing 64 MiB to every fd",
     "results.ipynb": "nothing answered; writes Gradescope's results.json and the payload, directly and "
                      "from a process meant to outlive the grader",
+    "disk.ipynb": "the solution, then a cell that writes 64 MiB files to every writable folder until "
+                  "refused (2 GiB at most)",
+    "bomb.ipynb": "nothing answered; every graded name starts processes (through _posixsubprocess, "
+                  "which no audit hook sees) and threads until the system refuses, and says how many",
+    "leak.ipynb": "nothing answered; every graded name reads what it can of the tests and of the "
+                  "earlier questions' reference (their code objects, the process's memory through "
+                  "/proc under several names) and raises it as its error message, for the feedback",
 }
 
 FORGE_CELL = """import json, os
@@ -960,6 +1050,101 @@ for _name in GRADED:
     globals()[_name] = _equal
 """
 
+LEAK_CELL = """import dis, inspect, io, os, re
+def _read_code(obj):
+    for how in (lambda: inspect.getsource(obj), lambda: repr(obj.__code__.co_consts),
+                lambda: (dis.dis(obj, file=io.StringIO()), "disassembled")[1]):
+        try:
+            return "GOT " + how()[:200]
+        except BaseException as e:
+            pass
+    return "refused"
+def _read_memory(opener):
+    try:
+        with opener() as mem:
+            maps = [ln.split()[0] for ln in open("/proc/self/maps") if " r" in ln]
+            found = 0
+            for span in maps:
+                lo, hi = (int(x, 16) for x in span.split("-"))
+                try:
+                    mem.seek(lo)
+                    found += len(re.findall(rb"def test_", mem.read(min(hi - lo, 64 << 20))))
+                except OSError:
+                    pass
+            return f"GOT memory ({found} test definitions)"
+    except BaseException as e:
+        return f"refused ({type(e).__name__})"
+def _link():
+    path = f"/tmp/leak-{os.getpid()}"
+    os.symlink("/proc/self/mem", path)
+    return open(path, "rb", 0)
+_OPENERS = {"mem": lambda: open("/proc/self/mem", "rb", 0),
+            "task": lambda: open(f"/proc/self/task/{os.getpid()}/mem", "rb", 0),
+            "parent": lambda: open(f"/proc/{os.getppid()}/mem", "rb", 0),
+            "dir_fd": lambda: os.fdopen(os.open("proc/self/mem", os.O_RDONLY,
+                                                dir_fd=os.open("/", os.O_RDONLY)), "rb", 0),
+            "symlink": _link}
+def _leak(*args, **kwargs):
+    report = []
+    for name in GRADED:
+        obj = globals().get(name)
+        if obj is None or obj is _leak or getattr(obj, "__module__", "").startswith("grading"):
+            continue  # the grader's kit (its refusals) is no secret: it ships with the autograder
+        report.append(f"reference {name}: {_read_code(obj)}")
+        for k, v in list(vars(obj).items()) if isinstance(obj, type) else []:
+            v = getattr(v, "__func__", v)
+            if callable(v) and hasattr(v, "__qualname__"):
+                report.append(f"reference {name}.{k}: {_read_code(v)}")
+    for a in list(args) + list(kwargs.values()):
+        if callable(a) and "test_" in getattr(a, "__qualname__", ""):
+            report.append(f"test's {a.__qualname__}: {_read_code(a)}")
+    for how, opener in _OPENERS.items():
+        report.append(f"memory via {how}: {_read_memory(opener)}")
+    raise AssertionError("LEAK " + " | ".join(report))
+for _name in GRADED:
+    globals()[_name] = _leak
+"""
+
+DISK_CELL = """import os
+_block = b"z" * (64 << 20)
+for _i in range(32):
+    for _folder in (".", "/tmp", "/var/tmp", "/dev/shm", "/scratch"):
+        try:
+            with open(os.path.join(_folder, f"fill-{_i}"), "wb") as _f:
+                _f.write(_block)
+        except OSError:
+            pass
+"""
+
+BOMB_CELL = """import _posixsubprocess, _thread, os, time
+def _bomb(*args, **kwargs):
+    r, w = os.pipe()
+    made = threads = 0
+    base = len(os.listdir("/proc/self/task"))
+    for _ in range(1000):
+        try:  # Python 3.11's signature (subprocess._fork_exec); a new session each
+            _posixsubprocess.fork_exec([b"/bin/sleep", b"1"], [b"/bin/sleep"], True, (w,), None, None,
+                                       -1, -1, -1, -1, -1, -1, r, w, True, True, -1, None, None, None,
+                                       -1, None, False)
+            made += 1
+        except (OSError, TypeError):
+            break
+    for _ in range(1000):
+        try:
+            _thread.start_new_thread(time.sleep, (1,))
+            threads += 1
+        except RuntimeError:
+            break
+    for _ in range(100):  # all of them end: what is counted is how many could start at once
+        time.sleep(0.1)
+        if len(os.listdir("/proc/self/task")) <= base:
+            break
+    print(f"BOMB made {made} processes and {threads} threads", flush=True)
+    raise AssertionError(f"BOMB made {made} processes and {threads} threads")
+for _name in GRADED:
+    globals()[_name] = _bomb
+"""
+
 HANG_CELL = """def _hang(*args, **kwargs):
     while True:
         pass
@@ -1026,6 +1211,9 @@ def attack_class(name: str, built: Path, dest: Path) -> Path:
     write("hang.ipynb", student, header + HANG_CELL)
     write("flood.ipynb", solution, FLOOD_CELL)
     write("results.ipynb", student, RESULTS_CELL)
+    write("leak.ipynb", student, header + LEAK_CELL)
+    write("bomb.ipynb", student, header + BOMB_CELL)
+    write("disk.ipynb", solution, DISK_CELL)
     return dest
 
 

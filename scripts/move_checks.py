@@ -8,13 +8,15 @@ nothing else) run in a cell tagged ``remove-cell`` right after it, which the HTM
 show and nbval still runs. ``# NBVAL_IGNORE_OUTPUT`` comment lines become the cell tag
 ``nbval-ignore-output``. A check is only moved when that cannot change what it checks:
 no statement that stays visible after it assigns a name the check reads. Cells that
-cannot be parsed (IPython magics) are left alone. Idempotent: a second run changes
-nothing. Re-execute the notebook afterwards (scripts/execute_notebooks.py).
+cannot be parsed (IPython magics) are left alone, but for ``%%solution`` cells, which
+fold: Colab's ``#@title`` line first, the magic second (the layout before, magic first
+and title second, is migrated). Idempotent: a second run changes nothing. Re-execute the notebook afterwards (scripts/execute_notebooks.py).
 """
 from __future__ import annotations
 
 import argparse
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -39,16 +41,38 @@ def fold(cell) -> None:
 
 SOLUTION = "%%solution"
 SOLUTION_TITLE = "#@title The book's solution {display-mode: \"form\"}"
+FORM_LINE = re.compile(r"#\s*@(title|markdown)\b")
+"""A Colab form comment line (``#@title``, ``#@markdown``, ``# @title``)."""
+FORM_TITLE = re.compile(r"#\s*@title\b")
+
+
+def solution_parts(source: str) -> tuple[list[str], str, list[str]] | None:
+    """(form lines, magic line, body lines) of a ``%%solution`` cell, its form comments
+    above the magic (the book's layout) or right below it (the layout before), or None
+    for any other cell."""
+    lines = source.split("\n")
+    i = 0
+    while i < len(lines) and FORM_LINE.match(lines[i]):
+        i += 1
+    if i == len(lines) or lines[i].split()[:1] != [SOLUTION]:
+        return None
+    forms, magic, body = lines[:i], lines[i], lines[i + 1:]
+    while body and FORM_LINE.match(body[0]):
+        forms.append(body.pop(0))
+    return forms, magic, body
 
 
 def fold_solution(cell) -> bool:
-    """A ``%%solution`` cell folds too: its form title on the line after the cell magic
-    (which IPython needs first), Colab's form flag (``cellView: form``) and JupyterLab's
-    ``source_hidden``. Returns whether the cell changed."""
-    lines = cell.source.split("\n")
+    """A ``%%solution`` cell folds too: Colab's form title on its first line, where
+    Colab's documentation puts it, the cell magic on the second (``bookkit.yours``'s
+    ``colab_form_first`` moves the magic back to the top before IPython reads the cell),
+    Colab's form flag (``cellView: form``) and JupyterLab's ``source_hidden``. Returns
+    whether the cell changed."""
+    forms, magic, body = solution_parts(cell.source)
     before = (cell.source, dict(cell.metadata))
-    if len(lines) < 2 or not lines[1].startswith("#@title"):
-        cell.source = "\n".join([lines[0], SOLUTION_TITLE] + lines[1:])
+    if not any(FORM_TITLE.match(line) for line in forms):
+        forms = [SOLUTION_TITLE] + forms
+    cell.source = "\n".join(forms + [magic] + body)
     cell.metadata["cellView"] = "form"
     cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
     return (cell.source, dict(cell.metadata)) != before
@@ -134,14 +158,14 @@ def convert(nb) -> int:
     cells, changed = [], 0
     for cell in nb.cells:
         tags = list(cell.metadata.get("tags", []))
+        if cell.cell_type == "code" and solution_parts(cell.source):
+            changed += fold_solution(cell)
+            cells.append(cell)
+            continue
         if cell.cell_type == "code" and REMOVED in tags and cell.source.strip() \
                 and not cell.source.startswith("# @title"):
             fold(cell)  # an earlier removed cell: fold it in Colab too
             changed += 1
-        if cell.cell_type == "code" and cell.source.startswith(SOLUTION):
-            changed += fold_solution(cell)
-            cells.append(cell)
-            continue
         if cell.cell_type != "code" or set(tags) & HIDDEN:
             cells.append(cell)
             continue

@@ -50,6 +50,7 @@ SEED = 20261201
 # scripts/assignments.py, loaded by path.
 sys.path.insert(0, str(MASTERS))
 script = load_module(SCRIPT, "assignments_script")
+GRADESCOPE_PROCESS_LIMIT = load_module(MASTERS / "grading" / "gradescope.py", "grading_gradescope").PROCESS_LIMIT
 
 
 def grade_env(*args, timeout=1200) -> subprocess.CompletedProcess:
@@ -155,16 +156,50 @@ def test_attacks_score_no_more_than_the_blank_notebook(name, attacked):
     rows = read_scores(attacked[name])
     blank = float(rows["blank.ipynb"]["points"])
     full = float(rows["blank.ipynb"]["max_points"])
-    for attack in ("forge", "stack", "numpy", "restore", "equal", "results", "flood", "hang"):
+    for attack in ("forge", "stack", "numpy", "restore", "equal", "results", "flood", "hang", "leak", "bomb"):
         row = rows.get(f"{attack}.ipynb")
         if row is None:
             continue
         assert float(row["points"]) <= blank or row["reason"].startswith("tampering detected"), \
             f"{name}: the {attack} attack scored {row['points']} / {full}, the blank notebook {blank}: {row}"
         assert row["points"] == "0" or not row["reason"].startswith("tampering detected"), row
-    for survivor in ("crash", "segfault"):
+    for survivor in ("crash", "segfault", "disk"):
         row = rows[f"{survivor}.ipynb"]
         assert float(row["points"]) == full, f"{name}: {survivor} after the answers cost points: {row}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_leaking_notebook_reads_nothing_of_the_tests_or_the_reference(name, attacked):
+    """Every graded name tries to read the tests' code and the earlier questions' reference
+    (``inspect.getsource``, ``__code__``, ``dis``) and the process's memory (/proc/self/mem,
+    its task's, the parent's, through a folder's descriptor, through a symbolic link), then
+    raises what it got as its error message, which the feedback shows. Each try is refused."""
+    feedback = (attacked[name] / "feedback" / "leak.ipynb.txt").read_text()
+    assert "LEAK " in feedback, f"{name}: the leaking notebook's code never ran in a test:\n{feedback[:2000]}"
+    got = [ln.strip()[:300] for ln in feedback.splitlines() if "GOT " in ln]
+    assert not got, f"{name}: the feedback carries what the notebook read: {got[:3]}"
+    tried = set(re.findall(r"memory via (\w+): refused", feedback))
+    assert tried == {"mem", "task", "parent", "dir_fd", "symlink"}, f"{name}: {tried}"
+
+
+def bomb_counts(text: str) -> list[tuple[int, int]]:
+    """(processes, threads) each test of the bomb notebook made, from its messages."""
+    return [(int(p), int(t)) for p, t in re.findall(r"BOMB made (\d+) processes and (\d+) threads", text)]
+
+
+def test_a_process_bomb_stops_at_the_process_limit(attacked):
+    """Processes started from C (no audit hook sees them) and threads: the kernel's limit
+    stops them at ``PROCESS_LIMIT`` more than the sandbox's user had (run as root, each
+    sandbox has a host user of its own, so a bomb starves no other submission), and the
+    runner ends what a test left running before the next test."""
+    for name in NAMES:
+        counts = bomb_counts((attacked[name] / "feedback" / "bomb.ipynb.txt").read_text())
+        assert counts, f"{name}: the bomb notebook's code never ran in a test"
+        made = max(p + t for p, t in counts)
+        assert 0 < made <= script.PROCESS_LIMIT, \
+            f"{name}: a bomb made {made} processes and threads (limit {script.PROCESS_LIMIT})"
+        assert len(set(counts)) == 1 or min(p + t for p, t in counts) > 0, \
+            f"{name}: a later test could start nothing (what an earlier one left holds the limit): {counts}"
 
 
 def test_a_hanging_notebook_costs_its_time_limits_only(attacked):
@@ -352,8 +387,14 @@ def test_library_shortcuts_are_refused(built, tmp_path):
         assert all(t["passed"] for t in others), f"{kind}: the shortcut cost other questions points"
 
 
-def test_sandbox_sees_no_repository_and_no_submissions(built):
-    cmd = script.sandbox_command(built / DEMO / "autograder" / "grader" / "lib")
+@pytest.mark.parametrize("uid", [None, script.SANDBOX_UIDS.start])
+def test_sandbox_sees_no_repository_and_no_submissions(built, uid):
+    cmd = script.sandbox_command(built / DEMO / "autograder" / "grader" / "lib", uid)
+    if uid is not None and script.root_mode():  # root mounts, then the runner drops every privilege
+        i = cmd.index("setpriv")
+        assert cmd[i:i + 7] == ["setpriv", "--reuid", str(uid), "--regid", str(uid), "--clear-groups",
+                                "--inh-caps=-all"], cmd[i:i + 8]
+        assert "--unshare-net" in cmd and "--unshare-pid" in cmd
     binds = [cmd[i + 1] for i, arg in enumerate(cmd) if arg in ("--ro-bind", "--bind", "--ro-bind-try")]
     assert str(built / DEMO / "autograder" / "grader" / "lib") in binds
     assert "--bind" not in cmd, "nothing of the host may be writable in the sandbox"
@@ -367,7 +408,7 @@ def test_sandbox_sees_no_repository_and_no_submissions(built):
     for i, arg in enumerate(cmd):
         if arg == "--tmpfs":
             assert cmd[i - 2] == "--size" and int(cmd[i - 1]) <= 64 << 20, f"{cmd[i + 1]} has no size limit"
-    assert "--unshare-all" in cmd and "--die-with-parent" in cmd
+    assert ("--unshare-all" in cmd or "setpriv" in cmd) and "--die-with-parent" in cmd
     assert script.check_sandbox() is None, "bubblewrap does not work here: run scripts/ensure_bwrap.sh"
 
 
@@ -415,7 +456,9 @@ def test_gradescope_as_gradescope_runs_it(built, tmp_path):
     attacks = tmp_path / "attacks"
     grade_env("attack-class", name, attacks, "--out", built)
     submissions = {"solution": built / name / "autograder" / f"{name}.ipynb", "blank": attacks / "blank.ipynb",
-                   "forge": attacks / "forge.ipynb", "results": attacks / "results.ipynb"}
+                   "forge": attacks / "forge.ipynb", "results": attacks / "results.ipynb",
+                   "bomb": attacks / "bomb.ipynb", "leak": attacks / "leak.ipynb",
+                   "disk": attacks / "disk.ipynb"}
     scores = {}
     for who, notebook in submissions.items():
         fresh_source()
@@ -430,11 +473,20 @@ def test_gradescope_as_gradescope_runs_it(built, tmp_path):
         time.sleep(6 if who == "results" else 0)  # what the attack left behind had its chance
         result = json.loads((root / "results" / "results.json").read_text())
         scores[who] = result["score"]
-        if who == "solution":
+        outputs = "\n".join(t["output"] for t in result["tests"])
+        if who == "bomb":  # nobody, limited to PROCESS_LIMIT processes and threads
+            counts = bomb_counts(outputs)
+            assert counts and max(p + t for p, t in counts) <= GRADESCOPE_PROCESS_LIMIT, counts
+        if who == "leak":
+            assert "LEAK " in outputs and "GOT " not in outputs, outputs[:3000]
+        if who in ("solution", "disk"):  # disk: the answers, then 2 GiB written to /tmp and the like
             full = sum(t["max_score"] for t in result["tests"])
-            assert full > 0 and result["score"] == full, f"the solution scored {result['score']} / {full}"
+            assert full > 0 and result["score"] == full, f"{who} scored {result['score']} / {full}"
+        left = [p for folder in ("/tmp", "/var/tmp", "/dev/shm") if os.path.isdir(folder)
+                for p in Path(folder).iterdir() if p.name.startswith("fill-") and p.owner() == "nobody"]
+        assert not left, f"{who}: files nobody wrote were left behind: {left[:3]}"
     assert scores["blank"] == 0, scores
-    assert scores["forge"] <= scores["blank"] and scores["results"] <= scores["blank"], scores
+    assert all(scores[who] <= scores["blank"] for who in ("forge", "results", "bomb", "leak")), scores
 
 
 @pytest.mark.parametrize("name", NAMES)

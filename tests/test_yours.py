@@ -1,6 +1,7 @@
 """bookkit.yours: a %%yours cell whose check passes is saved to yours.py and loaded by
 later chapters; a stub or the book's solution is never saved; %%solution keeps the
-reader's definitions."""
+reader's definitions; a solution cell that opens with Colab's ``#@title`` line, its
+magic on the next line, runs the magic (and no other cell is rewritten)."""
 from __future__ import annotations
 
 import pytest
@@ -87,3 +88,65 @@ def test_pieces_compose(ip, tmp_path, capsys):
 def test_unknown_piece():
     with pytest.raises(KeyError, match="no piece named"):
         yours.load("my_nothing", path="/nonexistent/yours.py")
+
+
+TITLE = "#@title The book's solution {display-mode: \"form\"}"
+
+
+@pytest.mark.parametrize("head", [
+    TITLE + "\n%%solution\n",
+    "# @title The book's solution\n%%solution\n",  # the spacing Colab writes now
+    "\n#@title The book's solution\n#@markdown Run it to compare.\n%%solution\n",
+])
+def test_form_title_above_the_magic_runs_the_magic(ip, capsys, head):
+    ip.run_cell_magic("yours", "", "def my_sqrt_starts(n):\n    raise NotImplementedError\n")
+    result = ip.run_cell(head + SQRT)
+    assert result.success, result.error_in_exec or result.error_before_exec
+    assert "agree" in capsys.readouterr().out
+    assert yours._SOLUTIONS["my_sqrt_starts"](10) == [0, 3, 6, 8]
+    with pytest.raises(NotImplementedError):  # %%solution ran, not a plain cell
+        ip.user_ns["my_sqrt_starts"](4)
+
+
+def test_the_magic_line_moves_first_and_the_title_stays_in_its_body():
+    lines = [TITLE + "\n", "%%solution\n", "x = 1\n"]
+    assert yours.colab_form_first(lines) == ["%%solution\n", TITLE + "\n", "x = 1\n"]
+    assert yours.colab_form_first(["#@title t\n", "%%solution"]) == \
+        ["%%solution\n", "#@title t\n"]
+    moved = yours.colab_form_first(lines)
+    assert yours.colab_form_first(moved) == moved  # already first: nothing to do
+
+
+@pytest.mark.parametrize("cell", [
+    "#@title Setup\nx = 1\n",                        # a form with no magic
+    "%%solution\n#@title t\nx = 1\n",                # the magic already first
+    "# a plain comment\n%%solution\nx = 1\n",        # not a form comment
+    "x = 1\n#@title t\n%%solution\nx = 2\n",         # code before the title
+    "#@title t\n\n%%solution\nx = 1\n",              # not directly followed
+    "#@title t\n%solution x\n",                      # a line magic
+    "#@param t\n%%solution\nx = 1\n",               # not a title or markdown line
+    "",
+])
+def test_other_cells_are_left_alone(cell):
+    lines = cell.splitlines(keepends=True)
+    assert yours.colab_form_first(lines) == lines
+
+
+def test_a_title_cell_without_a_magic_runs_as_written(ip):
+    result = ip.run_cell("#@title Setup\nform_x = 41\nform_x += 1\n")
+    assert result.success and ip.user_ns["form_x"] == 42
+    assert ip.transform_cell("#@title Setup\nform_x = 1\n") == "#@title Setup\nform_x = 1\n"
+
+
+def test_registering_twice_installs_the_transform_once(ip):
+    def colab_form_first(lines):  # a copy from a reloaded bookkit.yours
+        return lines
+    colab_form_first.__module__ = yours.__name__
+    colab_form_first.__qualname__ = "colab_form_first"
+    ip.input_transformers_cleanup.append(colab_form_first)
+    yours.register_magics(ip)
+    yours.register_magics(ip)
+    mine = [t for t in ip.input_transformers_cleanup
+            if getattr(t, "__name__", "") == "colab_form_first"]
+    assert mine == [yours.colab_form_first]
+    assert len(ip.input_transformers_cleanup) == len(set(ip.input_transformers_cleanup))

@@ -56,6 +56,11 @@ class Tampering(Exception):
     pass
 
 
+class OverQuota(Exception):
+    """A runner used more of a resource than its quota (``watch`` says which): it is
+    stopped, what it wrote is removed, and the cell or test that ran costs only itself."""
+
+
 LOG_KEEP_BYTES = 1 << 20          # what the notebook printed: the start is kept
 CHANNEL_MAX_BYTES = 64 << 20      # everything a runner may send in one run
 RESTART_SLACK_S = 10.0
@@ -71,7 +76,10 @@ def plan_tests(payload) -> list[dict]:
         fixtures = [payload["solutions"][p] for p in earlier]
         names = [n for p in earlier for n in payload["questions"][p]["graded"]]
         for k, case in enumerate(test_cases(spec["tests"])):
-            plan.append({"kind": "test", "question": q, "test": case["test"], "tests": spec["tests"],
+            # only this test's source: the question's other (hidden) tests never reach the
+            # process that runs this one
+            plan.append({"kind": "test", "question": q, "test": case["test"],
+                         "tests": probes.single_test(spec["tests"], case["test"]),
                          "graded": spec["graded"], "fixtures": fixtures, "fixture_names": names,
                          "seed": payload["seed"], "index": qi * 100 + k,
                          "id": f"{q}/{case['test']}", "points": case["points"], "hidden": case["hidden"]})
@@ -82,8 +90,8 @@ class _Channel:
     """A runner's messages (JSON lines) and its log, read as they come: linear in what it
     sends, with a cap; the log keeps its first ``LOG_KEEP_BYTES``."""
 
-    def __init__(self, proc, log: bytearray):
-        self.proc, self.log = proc, log
+    def __init__(self, proc, log: bytearray, watch=None):
+        self.proc, self.log, self.watch = proc, log, watch
         self.buf, self.scan, self.total = bytearray(), 0, 0
         self.sel = selectors.DefaultSelector()
         self.sel.register(proc.stdout, selectors.EVENT_READ, "out")
@@ -111,7 +119,11 @@ class _Channel:
             left = deadline - time.monotonic()
             if left <= 0:
                 return None
-            for key, _ in self.sel.select(timeout=min(left, 1.0)):
+            if self.watch is not None:
+                over = self.watch()
+                if over:
+                    raise OverQuota(over)
+            for key, _ in self.sel.select(timeout=min(left, 1.0 if self.watch is None else 0.1)):
                 stream = key.fileobj
                 chunk = os.read(stream.fileno(), 1 << 16)
                 if not chunk:
@@ -129,7 +141,7 @@ class _Channel:
 
 
 def run_notebook(command, cells, given, plan, per_test_s: float, env=None, preexec=None,
-                 reference: bool = False) -> dict:
+                 reference: bool = False, watch=None) -> dict:
     """Run ``cells`` once in a runner (``command()``: its argv, inside a sandbox or not) and
     each test of ``plan`` in a process forked from it; returns
     ``{"records": {test id: record}, "cell_errors": [...], "tampered": text, "log": bytes,
@@ -137,7 +149,12 @@ def run_notebook(command, cells, given, plan, per_test_s: float, env=None, preex
 
     A cell that ends or stalls the runner is skipped at the next start (the cells before it
     count); a test that hangs or ends its process costs that test only (the runner kills
-    it); the runner itself is restarted only if it dies, and at most once per cell and test."""
+    it); the runner itself is restarted only if it dies, and at most once per cell and test.
+
+    ``watch`` (optional), called ten times a second while the runner works, returns "" or
+    why the runner is over a quota (disk written where no file system bounds it); then the
+    runner is stopped, ``watch.clean()`` removes what it wrote, and the cell or test that
+    ran is skipped or failed with that reason."""
     records, skip, log = {}, [], bytearray()
     cell_errors, tampered, starts = [], "", 0
     todo = list(plan)
@@ -149,7 +166,7 @@ def run_notebook(command, cells, given, plan, per_test_s: float, env=None, preex
             break
         proc = subprocess.Popen(command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True, env=env, preexec_fn=preexec)
-        channel = _Channel(proc, log)
+        channel = _Channel(proc, log, watch)
         current_cell, current_test, phase = None, None, "load"
         load_s = per_test_s + RESTART_SLACK_S
         deadline = time.monotonic() + 60 + load_s  # imports, then the first cell
@@ -206,12 +223,20 @@ def run_notebook(command, cells, given, plan, per_test_s: float, env=None, preex
         except Tampering as e:
             tampered = str(e) or "tampering detected"
             outcome = "tampered"
+        except OverQuota as e:
+            outcome, over = "over", str(e)
         except (BrokenPipeError, OSError):
             outcome = "eof"
         finally:
             _kill(proc)
         if outcome in ("done", "tampered"):
             break
+        if outcome == "over":
+            watch.clean()
+            if phase == "tests" and current_test is not None:
+                records.setdefault(current_test["id"], {"answers": [], "error": f"Error: {over}"})
+                todo.remove(current_test)
+                continue
         if phase == "load":
             if current_cell is None or current_cell in skip:
                 why = ("the notebook's process did not start" if current_cell is None else

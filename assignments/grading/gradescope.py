@@ -8,7 +8,8 @@ Gradescope grades each submission in a container of its own. In it, this process
 reads the payload and removes its file before any notebook code runs; then it runs the
 reference solution and the submission, one after the other, each in a runner that has
 dropped to ``nobody`` (uid 65534) in a fresh folder of its own, with limits on processes
-and file sizes, and kills every process of ``nobody`` after each. The submission's code
+and file sizes and a quota on what it writes to disk (``DiskQuota``), and kills every
+process of ``nobody`` and removes its files after each. The submission's code
 can write neither the results file (root's) nor anything the grader reads back; its
 answers come back as data and are judged here against the reference's, taken on this
 machine. The tests run exactly as under ``make grade`` (runner.py, driver.py).
@@ -74,20 +75,82 @@ def kill_everything_of_nobody() -> None:
     os.waitpid(pid, 0)
 
 
+DISK_QUOTA_BYTES = 512 << 20
+SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm")  # writable by everyone, nobody included
+
+
+class DiskQuota:
+    """What ``nobody`` may write to disk while one notebook is graded: Gradescope's /tmp
+    has no quota of its own. Called, it returns "" or why the runner is over its quota:
+    the growth of every file system nobody can write to (its folder's and the shared
+    folders'), measured with statvfs. ``clean()`` stops every process of nobody and removes
+    what nobody made in those folders (its own folder stays, emptied)."""
+
+    def __init__(self, home: Path, limit_bytes: int = DISK_QUOTA_BYTES):
+        self.home, self.limit = home, limit_bytes
+        self.devices = {}
+        for folder in (str(home), *SHARED_FOLDERS):
+            try:
+                self.devices.setdefault(os.stat(folder).st_dev, folder)
+            except OSError:
+                continue
+        self.base = self._used()
+
+    def _used(self) -> dict:
+        out = {}
+        for dev, folder in self.devices.items():
+            st = os.statvfs(folder)
+            out[dev] = (st.f_blocks - st.f_bfree) * st.f_frsize
+        return out
+
+    def __call__(self) -> str:
+        grown = sum(max(0, used - self.base.get(dev, used)) for dev, used in self._used().items())
+        if grown > self.limit:
+            return (f"the notebook wrote more than {self.limit >> 20} MiB to disk "
+                    f"({grown >> 20} MiB); what it wrote was removed")
+        return ""
+
+    def clean(self) -> None:
+        kill_everything_of_nobody()
+        for folder in SHARED_FOLDERS:
+            try:
+                entries = list(os.scandir(folder))
+            except OSError:
+                continue
+            for entry in entries:
+                try:
+                    if entry.stat(follow_symlinks=False).st_uid != NOBODY:
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        shutil.rmtree(entry.path, ignore_errors=True)
+                    else:
+                        os.unlink(entry.path)
+                except OSError:
+                    continue
+        self.home.mkdir(exist_ok=True)
+        for entry in self.home.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+
+
 def run_as_nobody(cells, payload, reference: bool = False) -> dict:
-    """One runner as ``nobody`` in a fresh folder (root-made, then given to nobody)."""
+    """One runner as ``nobody`` in a fresh folder (root-made, then given to nobody), its
+    writes to disk under ``DiskQuota``."""
     home = Path(tempfile.mkdtemp(prefix="grade-", dir="/tmp"))
     os.chmod(home, 0o700)
     os.chown(home, NOBODY, NOBODY)
     env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1",
            "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg",
            "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": str(home)}
+    quota = DiskQuota(home)
     try:
         return driver.run_notebook(lambda: [sys.executable, "-I", str(HERE / "runner.py")], cells,
                                    payload["given"], driver.plan_tests(payload), PER_TEST_S, env=env,
-                                   preexec=_as_nobody(str(home)), reference=reference)
+                                   preexec=_as_nobody(str(home)), reference=reference, watch=quota)
     finally:
-        kill_everything_of_nobody()
+        quota.clean()
         shutil.rmtree(home, ignore_errors=True)
 
 

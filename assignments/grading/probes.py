@@ -17,8 +17,10 @@ the verdict is ``minigrad.testing.judge(student, reference)``, taken in another 
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import re
+import threading
 import traceback
 
 QUESTION = re.compile(r"name:\s*(\S+)")
@@ -141,10 +143,15 @@ def test_cases(source: str) -> list[dict]:
     return [{"test": fn, "points": float(p), "hidden": h == "True"} for p, h, fn in found]
 
 
+_PARSING = threading.Lock()  # CPython 3.11's parser is not safe in two threads at once
+
+
+@functools.lru_cache(maxsize=256)
 def single_test(source: str, name: str) -> str:
     """The test file ``source`` reduced to the one test function ``name`` (with its
     decorator): what a process that runs only that test needs."""
-    tree = ast.parse(source)
+    with _PARSING:
+        tree = ast.parse(source)
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == name:
             deco = "".join(f"@{ast.get_source_segment(source, d)}\n" for d in node.decorator_list)

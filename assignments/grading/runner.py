@@ -135,6 +135,38 @@ REFUSED_PREFIXES = ("ctypes.", "os.fork", "os.forkpty", "os.posix_spawn", "os.ex
 # Replacing these on a function would change what the grader's own functions do.
 FUNCTION_INTERNALS = ("__code__", "__defaults__", "__kwdefaults__", "__closure__", "__globals__")
 
+# The attributes that lead from a function or generator to its code (and so to its source:
+# ``dis``, ``inspect.getsource``); audited as "object.__getattr__". Refused on the grader's
+# secret code (the tests and the earlier questions' reference) while a notebook's code runs.
+CODE_ATTRIBUTES = ("__code__", "__defaults__", "gi_code", "cr_code", "ag_code")
+
+# Files of /proc that a notebook may open while it runs: nothing that holds a process's
+# memory (``mem``, ``pagemap``), where the tests and the reference are.
+PROC_FILES_ALLOWED = ("stat", "statm", "status", "cgroup", "limits", "maps", "mountinfo", "mounts",
+                      "cmdline", "comm", "cpuinfo", "meminfo", "loadavg", "uptime", "version")
+
+
+def refused_path(path) -> str:
+    """Why a notebook may not open ``path`` ("" when it may): a process's memory, under any
+    name that leads there (``/proc/self/mem``, ``/proc/<pid>/task/<tid>/mem``, a path
+    relative to a folder of /proc, a symbolic link)."""
+    import os.path as osp
+
+    if isinstance(path, int):
+        return ""
+    try:
+        text = os.fsdecode(path)
+    except (TypeError, ValueError):
+        return ""
+    base = osp.basename(osp.normpath(text))
+    if base in ("mem", "pagemap", "kcore", "kmem"):
+        return f"opening {text!r} (a process's memory)"
+    real = osp.realpath(text)
+    if real.startswith("/proc/") and osp.basename(real) not in PROC_FILES_ALLOWED \
+            and not osp.isdir(real):
+        return f"opening {text!r} (under /proc)"
+    return ""
+
 
 def _codes_of(value, out, depth=0):
     code = getattr(value, "__code__", None) if isinstance(value, types.FunctionType) else None
@@ -203,8 +235,10 @@ def preload(given: list[str]) -> None:
 
 
 def make_guard(trusted: dict, grader: dict):
-    """Install the audit hook; returns (enter, leave, trust): the notebook phase begins and
-    ends, and ``trust(code)`` adds code the grader compiled (tests, handout, fixtures).
+    """Install the audit hook; returns (enter, leave, trust, answers): the notebook phase
+    begins and ends, ``trust(code, secret=False)`` adds code the grader compiled (tests,
+    handout, fixtures; ``secret``: the tests and the fixtures, whose code objects the
+    notebook may call but never read), and ``answers`` collects a test's answers.
 
     In the notebook phase an event of ``REFUSED_PREFIXES`` is refused unless the frame that
     raised it runs the grader's code (``grader``: this package, ``minigrad.testing``, what
@@ -213,6 +247,8 @@ def make_guard(trusted: dict, grader: dict):
     processes or ``ctypes``, directly or through a library."""
     state = [False, False]  # in the notebook phase; inside the hook
     getframe, refused = sys._getframe, REFUSED_PREFIXES
+    secret = {}  # id -> code: the tests' and the fixtures' (the reference of earlier questions)
+    code_attributes, function_type, path_refusal = CODE_ATTRIBUTES, types.FunctionType, refused_path
     frame_events = ("sys._getframe", "object.__getattr__")
     leaky = leaky_codes()
     answer_event, canonical, compare = minigrad.testing.ANSWER_EVENT, minigrad.testing.canonical, minigrad.testing.compare
@@ -244,8 +280,37 @@ def make_guard(trusted: dict, grader: dict):
                 finally:
                     state[1] = False
             return
-        if not state[0] or state[1] or not event.startswith(refused):
+        if not state[0] or state[1]:
             return
+        if event == "open" or event in ("os.symlink", "os.link"):
+            state[1] = True
+            try:
+                if event != "open":
+                    raise RuntimeError(f"{event} is not allowed while a notebook is graded")
+                why = path_refusal(args[0])
+                if why:
+                    raise RuntimeError(f"{why} is not allowed while a notebook is graded")
+            finally:
+                state[1] = False
+            return
+        if not event.startswith(refused):
+            return
+        if event == "object.__getattr__" and len(args) >= 2 and args[1] in code_attributes:
+            state[1] = True
+            try:
+                obj, name = args[0], args[1]
+                code = obj.__code__ if isinstance(obj, function_type) else getattr(obj, name, None)
+                if id(code) not in secret:
+                    return
+                frame = getframe(1)
+                while frame is not None:
+                    if id(frame.f_code) not in trusted:
+                        raise RuntimeError(f"reading {name} of the grader's code is not allowed "
+                                           "while a notebook is graded")
+                    frame = frame.f_back
+                return
+            finally:
+                state[1] = False
         if event == "object.__setattr__":
             if len(args) < 2 or args[1] not in FUNCTION_INTERNALS:
                 return
@@ -278,9 +343,11 @@ def make_guard(trusted: dict, grader: dict):
     def leave():
         state[0] = False
 
-    def trust(code):
+    def trust(code, is_secret=False):
         _nested(code, trusted)
         _nested(code, grader)
+        if is_secret:
+            _nested(code, secret)
 
     def answers(start=None, check_expected=False):
         """start=True: collect the answers of the test about to run; start=None: stop and
@@ -343,8 +410,12 @@ def main() -> None:
     _fork, _waitpid, _kill, _exit, _sleep = os.fork, os.waitpid, os.kill, os._exit, time.sleep
     _setitimer, _format_exc = signal.setitimer, traceback.format_exception_only
     _listdir, _getpid = os.listdir, os.getpid
+    # In a sandbox of its own (a PID namespace: bubblewrap), the runner may end every other
+    # process there after a test: what a test started from C (no audit hook sees it), in a
+    # session of its own, would otherwise hold the process limit for the next tests.
+    own_namespace = os.environ.get("GRADER_OWN_PID_NAMESPACE") == "1" and os.getuid() != 0
     _run_probe, _question_env, _reset_random = probes.run_probe, probes.question_env, probes.reset_random
-    _load_tests, _exec_cells, _single = probes.load_tests, probes.exec_cells, probes.single_test
+    _load_tests, _exec_cells = probes.load_tests, probes.exec_cells
 
     channel = os.dup(1)
     os.dup2(2, 1)  # the notebook's prints go to the log (stderr), never to the channel
@@ -390,6 +461,10 @@ def main() -> None:
     changed = fingerprint.changed
     enter, leave, trust, answers = make_guard(trusted_codes(), grader_codes())
     reference_run = bool(load.get("reference"))
+
+    def trust_secret(code):
+        trust(code, True)
+
     tasks = _len(_listdir("/proc/self/task"))
 
     def tampering() -> str:
@@ -451,16 +526,23 @@ def main() -> None:
         if cmd.get("kind") != "test":
             _exit(0)
         limit = float(cmd["limit"])
-        pid = _fork()
+        pid, retry_until = None, _monotonic() + limit
+        while pid is None:
+            try:
+                pid = _fork()
+            except BlockingIOError:  # the process limit: another sandbox's bomb, or a leftover
+                if _monotonic() > retry_until:
+                    raise
+                _sleep(0.1)
         if pid == 0:  # the test, in a process of its own
             try:
                 os.setpgid(0, 0)
                 fixtures = dict(given)
-                _exec_cells(cmd["fixtures"], fixtures, "reference of an earlier question", trust)
+                _exec_cells(cmd["fixtures"], fixtures, "reference of an earlier question", trust_secret)
                 fixtures = {n: fixtures[n] for n in cmd["fixture_names"] if n in fixtures}
                 env = _question_env(student, given, fixtures, cmd["graded"])
-                # only this test's function: the question's other (hidden) tests are not here
-                test = _load_tests(_single(cmd["tests"], cmd["test"]), cmd["question"], trust)[cmd["test"]]
+                # only this test's function: the question's other (hidden) tests never come here
+                test = _load_tests(cmd["tests"], cmd["question"], trust_secret)[cmd["test"]]
                 _reset_random(cmd["seed"], cmd["index"])
                 signal.signal(signal.SIGALRM, on_alarm)
                 answers(True, reference_run)
@@ -505,6 +587,11 @@ def main() -> None:
             except OSError:
                 pass
             emit(kind="ended", test=cmd["test"], status=status)
+        if own_namespace:
+            try:
+                _kill(-1, signal.SIGKILL)  # every process of this sandbox but the runner (and init)
+            except OSError:
+                pass
 
 
 if __name__ == "__main__":
