@@ -502,9 +502,11 @@
     var copied = rows <= 64n ? rows : minOf(roundUp(rows, 64n), 256n);
     var lda = ceil32(tokens);
     if (lda >= 512n && (lda & (lda - 1n)) === 0n) { lda += 32n; }
-    var scratch = 2n * copied * lda + 2n * 64n * ceil32(tokens) + ONEDNN_BF16_TRANSPOSED_A_SCRATCH_BYTES;
+    var scratch = 2n * copied * lda + 2n * 64n * ceil32(tokens)
+      + ONEDNN_BF16_TRANSPOSED_A_SCRATCH_BYTES;
     if (tokens > 32n && tokens % 32n !== 0n) {
-      scratch += 4n * minOf(rows, 64n) * minOf(cols, 64n) + 128n + 640n * (ceil32(tokens) / 32n - 1n);
+      scratch += 4n * minOf(rows, 64n) * minOf(cols, 64n) + 128n
+        + 640n * (ceil32(tokens) / 32n - 1n);
     }
     return scratch;
   }

@@ -845,12 +845,13 @@ def _round_up(n: int, m: int) -> int:
 
 def _gemm_scratch(rows: int, cols: int, tokens: int, w: _Widths) -> int:
     """The scratchpad of nn.Linear's input gradient ``grad @ weight`` for a weight of
-    ``rows`` x ``cols`` and ``tokens`` rows of gradient: in bfloat16 on a CPU, oneDNN packs the weight, as stored, into
-    a buffer of both sides rounded up to 32 (measured: 2·⌈K/32⌉·32·⌈N/32⌉·32 bytes,
-    plus ``ONEDNN_BF16_SCRATCH_BYTES``). GPT-2's Conv1D multiplies by its weight's
-    transpose, whose packing oneDNN chooses by shape (0.5 to 30 KB measured): left
-    out. Within a few KiB: a vocabulary not a multiple of 32 or a weight narrower
-    than 32 columns moves it by 1 to 3 KiB either way."""
+    ``rows`` x ``cols`` and ``tokens`` rows of gradient: in bfloat16 on a CPU, oneDNN
+    packs the weight, as stored, into a buffer of both sides rounded up to 32
+    (measured: 2·⌈K/32⌉·32·⌈N/32⌉·32 bytes, plus ``ONEDNN_BF16_SCRATCH_BYTES``; none
+    when rows·cols·tokens <= 16³, which torch leaves to its own kernel). GPT-2's
+    Conv1D multiplies by its weight's transpose, whose packing oneDNN chooses by shape
+    (5 to 30 KB measured): left out. Within a few KiB: a vocabulary not a multiple of
+    32 or a weight narrower than 32 columns moves it by 1 to 3 KiB either way."""
     if w.compute != 2 or w.cuda or rows * cols * tokens <= ONEDNN_BF16_MIN_WORK:
         return 0
     return 2 * _round_up(rows, 32) * _round_up(cols, 32) + ONEDNN_BF16_SCRATCH_BYTES
