@@ -27,6 +27,9 @@
   var CPU_RNG_STATE_BYTES = 5056n;
   var SCALAR_BYTES = 8n;
   var CUDA_EFFICIENT_LSE_ALIGN = 32n;
+  var ONEDNN_BF16_SCRATCH_BYTES = 5120n;
+  var ONEDNN_BF16_TRANSPOSED_A_SCRATCH_BYTES = 5248n;
+  var ONEDNN_BF16_MIN_WORK = 4096n;
   var ACTIVATIONS = { "gelu_new": [true, 3n, 3n], "gelu": [true, 0n, 0n], "gelu_pytorch_tanh": [true, 0n, 0n], "silu": [true, 0n, 0n], "relu": [false, 0n, 0n] };
   var CUDA_CONTEXT_BYTES = 1073741824n;
   var MARGIN_PERCENT = 5n;
@@ -485,10 +488,63 @@
 
   function ceil32(n) { return (n + 31n) / 32n * 32n; }
 
+  function roundUp(n, m) { return (n + m - 1n) / m * m; }
+
   /* oneDNN's packed copy of nn.Linear's weight in its input's gradient (_gemm_scratch). */
-  function gemmScratch(rows, cols, w) {
-    if (w.compute !== 2n || w.cuda) { return 0n; }
-    return 2n * ceil32(rows) * ceil32(cols);
+  function gemmScratch(rows, cols, tokens, w) {
+    if (w.compute !== 2n || w.cuda || rows * cols * tokens <= ONEDNN_BF16_MIN_WORK) { return 0n; }
+    return 2n * ceil32(rows) * ceil32(cols) + ONEDNN_BF16_SCRATCH_BYTES;
+  }
+
+  /* oneDNN's copy of x.T and packed grad in a weight's gradient (_weight_grad_scratch). */
+  function weightGradScratch(rows, cols, tokens, w) {
+    if (w.compute !== 2n || w.cuda || rows * cols * tokens <= ONEDNN_BF16_MIN_WORK) { return 0n; }
+    var copied = rows <= 64n ? rows : minOf(roundUp(rows, 64n), 256n);
+    var lda = ceil32(tokens);
+    if (lda >= 512n && (lda & (lda - 1n)) === 0n) { lda += 32n; }
+    var scratch = 2n * copied * lda + 2n * 64n * ceil32(tokens)
+      + ONEDNN_BF16_TRANSPOSED_A_SCRATCH_BYTES;
+    if (tokens > 32n && tokens % 32n !== 0n) {
+      scratch += 4n * minOf(rows, 64n) * minOf(cols, 64n) + 128n
+        + 640n * (ceil32(tokens) / 32n - 1n);
+    }
+    return scratch;
+  }
+
+  /* What the CPU's math path allocates at its highest point (_math_path_peak). */
+  function mathPathPeak(spec, b, s, e) {
+    var a = BigInt(spec.n_heads), k = BigInt(spec.n_kv_heads), d = BigInt(spec.head_dim);
+    var qBytes = 4n * b * s * a * d, probs = a * b * s * s;
+    var copy = b > 1n && a > 1n;
+    var gqa = k < a && d <= SDPA_GQA_MAX_HEAD_DIM;
+    var halves, extra;
+    if (e === FLOAT32_BYTES) {
+      halves = 6n + ((copy || gqa) ? 4n : 0n) + ((copy && gqa) ? 2n : 0n);
+      extra = 0n;
+    } else {
+      halves = 13n + (copy ? 4n : 0n) - ((copy && gqa) ? 2n : 0n);
+      extra = probs * e + (gqa ? 2n * 4n * b * s * k * d : 0n);
+    }
+    return 3n * probs * FLOAT32_BYTES + s * s * FLOAT32_BYTES + halves * qBytes / 2n + extra;
+  }
+
+  /* Float32 probabilities Llama's eager layer holds unsaved (_held_attention_weights). */
+  function heldAttentionWeights(spec, b, s, w) {
+    if (spec.model === "llama" && spec.attn_implementation === "eager" && w.autocast
+        && spec.attention_dropout > 0) {
+      return BigInt(spec.n_heads) * b * s * s * FLOAT32_BYTES;
+    }
+    return 0n;
+  }
+
+  /* The CPU's fused attention backward's per-thread buffers (_flash_backward_buffers). */
+  function flashBackwardBuffers(s, w) {
+    if (w.cuda) { return 0n; }
+    var qBlock = minOf(s >= 768n ? 256n : (s >= 192n ? 64n : 32n), s);
+    var kvBlock = minOf(512n, s);
+    var block = qBlock * kvBlock;
+    var reduced = w.compute !== FLOAT32_BYTES ? 2n * block * w.compute : 0n;
+    return 2n * block * FLOAT32_BYTES + reduced + qBlock * FLOAT32_BYTES;
   }
 
   /* Elements of each parameter tensor, in model.parameters() order (_parameter_sizes). */
@@ -520,6 +576,7 @@
   }
 
   function maxOf(a, b) { return a > b ? a : b; }
+  function minOf(a, b) { return a < b ? a : b; }
 
   /* One decoder layer's backward, walked node by node (_layer_backward_peak):
      [highest bytes above the layer's base, the core's forward bytes (math path) or 0]. */
@@ -544,10 +601,10 @@
     var math = spec.attn_implementation === "sdpa" && spec.attention_dropout > 0 && !w.cuda;
     var qd = BigInt(spec.n_heads * spec.head_dim), kd = BigInt(spec.n_kv_heads * spec.head_dim);
     var r = w.residual, f = FLOAT32_BYTES;
-    var internal = (e === f ? 1n : 7n) * t * qd * f;
+    var mathPeak = math ? mathPathPeak(spec, b, s, e) : 0n;
     var caller, casts;
     if (spec.model === "gpt2") {
-      caller = (e === f && (b === 1n || spec.n_heads === 1)) ? 0n : 3n * t * qd * e;
+      caller = 3n * t * qd * e;
       casts = 0n;
     } else {
       caller = t * (qd + kd) * r + t * kd * e;
@@ -578,15 +635,17 @@
         alive += recomputed + (node.core && aliased ? 0n : coreHeld);
       }
       if (node.core && fused) {
-        peak = maxOf(peak, alive + t * qd * e + sumSaved(coreFirst, j, true));
+        peak = maxOf(peak, alive + 2n * t * qd * e + sumSaved(coreFirst, j, true)
+                     + flashBackwardBuffers(s, w));
         j = coreFirst - 1;
         continue;
       }
       if (node.core && math && recompute !== "none" && j === coreLast) {
         if (recompute === "full") {
-          peak = maxOf(peak, before[j + 1] + caller + casts + internal);
+          peak = maxOf(peak, before[coreFirst] + caller + casts + mathPeak);
         } else {
-          peak = maxOf(peak, alive + casts + internal);
+          var unmade = e === f ? 0n : t * qd * f / 2n;
+          peak = maxOf(peak, alive - sumSaved(coreFirst, j, false) + casts + mathPeak - unmade);
         }
       }
       if (node.cons.length === 0) {
@@ -605,7 +664,9 @@
         var shape = shapes[node.cons[k]];
         var out = shape[0], weight = shape[1];
         var gOut = shape[2] ? 0n : t * out * e;
-        var scratch = spec.model === "llama" ? gemmScratch(out, weight / out, w) : 0n;
+        var rows = spec.model === "llama" ? out : weight / out;
+        var scratch = maxOf(spec.model === "llama" ? gemmScratch(out, weight / out, t, w) : 0n,
+                            weightGradScratch(rows, weight / rows, t, w));
         if (w.autocast) {
           peak = maxOf(peak, alive + gOut + one + summed + weight * e + scratch);
           alive -= weight * e + (node.n > 1n ? one : 0n);
@@ -619,7 +680,7 @@
       }
       j -= 1;
     }
-    var forward = math ? before[coreLast + 1] + caller + casts + internal : 0n;
+    var forward = math ? before[coreFirst] + caller + casts + mathPeak : 0n;
     return [peak, forward];
   }
 
@@ -658,11 +719,18 @@
       fwdPeak = maxOf(fwdPeak, statik + group("embedding") + group("shared")
                       + (L - 1n) * perLayer + coreForward);
     }
+    var held = heldAttentionWeights(spec, b, s, w);
+    if (held > 0n && recompute !== "full") {
+      var outside = group("embedding") + group("shared");
+      if (recompute === "none") { outside += b * s * s * r + s * INDEX_BYTES; }
+      fwdPeak = maxOf(fwdPeak, statik + outside + L * perLayer + held + t * h * (e + 2n * r));
+    }
     var peaks = [["forward", fwdPeak]];
     var bwdPeak = fwdEnd + 2n * t * v * f;
     var logitsLeft = est.logits - returned - t * v * f;
     var cur = fwdEnd - logitsLeft - t * v * f + v * h * p + t * h * r;
-    bwdPeak = maxOf(bwdPeak, cur + t * v * e + gemmScratch(v, h, w));
+    bwdPeak = maxOf(bwdPeak, cur + t * v * e + maxOf(gemmScratch(v, h, t, w),
+                                                     weightGradScratch(v, h, t, w)));
     cur -= group("final");
     var alias = (recompute === "full" && (spec.model === "gpt2" || r === f)) ? t * h * r : 0n;
     for (var layer = L; layer > 0n; layer -= 1n) {

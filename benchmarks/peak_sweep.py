@@ -10,7 +10,7 @@ many are within 3 %.
 
 Usage::
 
-    .venv/bin/python benchmarks/peak_sweep.py [--n 40] [--seed 0] [--first 0]
+    .venv/bin/python benchmarks/peak_sweep.py [--n 40] [--seed 0] [--first 0] [--large]
 
 ``tests/test_calculator_peak.py`` draws its random cases with ``draw_case`` too.
 """
@@ -72,6 +72,37 @@ def draw_case(rng: random.Random) -> dict:
                 recompute=rng.choice(RECOMPUTE), optimizer=rng.choice(OPTIMIZERS))
 
 
+def draw_large_case(rng: random.Random) -> dict:
+    """A larger configuration (``--large``): widths 128-768, vocabularies 8000-32000,
+    up to 2048 tokens, where oneDNN's scratch and the attention kernels' buffers are a
+    small part of the step. Same keys as ``draw_case``."""
+    from transformers import GPT2Config, LlamaConfig
+
+    b = rng.choice((1, 2, 4))
+    s = rng.choice((128, 256, 512))
+    heads = rng.choice((2, 4, 8))
+    head_dim = rng.choice((32, 64, 96))
+    hidden = heads * head_dim
+    vocab = rng.choice((8000, 16000, 32000))
+    layers = rng.randint(1, 3)
+    dropout = rng.choice((0.0, 0.0, 0.1))
+    impl = rng.choice(("eager", "sdpa"))
+    if rng.random() < 0.5:
+        config = GPT2Config(
+            n_layer=layers, n_embd=hidden, n_head=heads, vocab_size=vocab, n_positions=s,
+            attn_pdrop=dropout, resid_pdrop=dropout, embd_pdrop=dropout,
+            tie_word_embeddings=rng.random() < 0.8, attn_implementation=impl)
+    else:
+        kv = heads // rng.choice((1, 2))
+        config = LlamaConfig(
+            hidden_size=hidden, intermediate_size=rng.choice((2, 3, 4)) * hidden,
+            num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv,
+            head_dim=head_dim, vocab_size=vocab, tie_word_embeddings=rng.random() < 0.3,
+            attention_dropout=dropout, attn_implementation=impl)
+    return dict(config=config, batch_size=b, seq_len=s, precision=rng.choice(PRECISIONS),
+                recompute=rng.choice(RECOMPUTE), optimizer=rng.choice(OPTIMIZERS))
+
+
 def describe(case: dict) -> str:
     """A one-line name of a case."""
     c = case["config"]
@@ -106,11 +137,14 @@ def main(argv=None) -> int:
     ap.add_argument("--first", type=int, default=0, help="skip the first cases drawn")
     ap.add_argument("--tolerance", type=float, default=0.03)
     ap.add_argument("--only", help="comma-separated case numbers to run")
+    ap.add_argument("--large", action="store_true",
+                    help="draw larger models (draw_large_case)")
     args = ap.parse_args(argv)
     import transformers
     transformers.logging.set_verbosity_error()     # configs with small vocabularies
     rng = random.Random(args.seed)
-    cases = list(enumerate([draw_case(rng) for _ in range(args.first + args.n)]))[args.first:]
+    draw = draw_large_case if args.large else draw_case
+    cases = list(enumerate([draw(rng) for _ in range(args.first + args.n)]))[args.first:]
     if args.only:
         cases = [cases[int(i) - args.first] for i in args.only.split(",")]
     errors = []

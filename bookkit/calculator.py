@@ -829,15 +829,114 @@ def _tensors(formula: str) -> int:
     return 1
 
 
-def _gemm_scratch(rows: int, cols: int, w: _Widths) -> int:
-    """The scratch buffer of nn.Linear's input gradient ``grad @ weight`` for a weight of
-    ``rows`` x ``cols``: in bfloat16 on a CPU, oneDNN packs the weight, as stored, into a
-    buffer of both sides rounded up to 32 (measured: 2·⌈K/32⌉·32·⌈N/32⌉·32 bytes and a
-    few KiB, which are left out). GPT-2's Conv1D multiplies by its weight's transpose,
-    which is not packed (measured)."""
-    if w.compute != 2 or w.cuda:
+# oneDNN's scratchpad for a bfloat16 matrix product on a CPU (torch's mm/addmm in
+# bfloat16 run oneDNN's brgemm matmul when m·n·k > 16³; measured with one thread on an
+# AMX CPU, oneDNN 3.12): the buffers it books (each with 128 bytes of alignment, the
+# brgemm batch and the AMX tile workspace) come to these bytes besides the packed
+# operands.
+ONEDNN_BF16_SCRATCH_BYTES = 5120
+ONEDNN_BF16_TRANSPOSED_A_SCRATCH_BYTES = 5248
+ONEDNN_BF16_MIN_WORK = 16 ** 3
+
+
+def _round_up(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
+def _gemm_scratch(rows: int, cols: int, tokens: int, w: _Widths) -> int:
+    """The scratchpad of nn.Linear's input gradient ``grad @ weight`` for a weight of
+    ``rows`` x ``cols`` and ``tokens`` rows of gradient: in bfloat16 on a CPU, oneDNN
+    packs the weight, as stored, into a buffer of both sides rounded up to 32
+    (measured: 2·⌈K/32⌉·32·⌈N/32⌉·32 bytes, plus ``ONEDNN_BF16_SCRATCH_BYTES``; none
+    when rows·cols·tokens <= 16³, which torch leaves to its own kernel). GPT-2's
+    Conv1D multiplies by its weight's transpose, whose packing oneDNN chooses by shape
+    (5 to 30 KB measured): left out. Within a few KiB: a vocabulary not a multiple of
+    32 or a weight narrower than 32 columns moves it by 1 to 3 KiB either way."""
+    if w.compute != 2 or w.cuda or rows * cols * tokens <= ONEDNN_BF16_MIN_WORK:
         return 0
-    return 2 * (-(-rows // 32) * 32) * (-(-cols // 32) * 32)
+    return 2 * _round_up(rows, 32) * _round_up(cols, 32) + ONEDNN_BF16_SCRATCH_BYTES
+
+
+def _flash_backward_buffers(s: int, w: _Widths) -> int:
+    """What the CPU's fused attention backward allocates besides the gradients, on one
+    thread (torch's cpu_flash_attention_backward): per thread a float32 buffer of two
+    q-block x kv-block matrices (the probabilities and their gradient), in bfloat16 a
+    second one of the same elements in bfloat16, and a float32 row sum per query of
+    the block. Blocks: 32 queries (64 from 192 tokens, 256 from 768) by up to 512
+    keys, neither above ``s``. Measured to the byte (s = 128, bfloat16: 32768 + 16384
+    + 128). The bfloat16 products inside it add oneDNN's scratchpad (13 to 18 KB
+    measured), left out. On CUDA: 0 (the GPU kernels keep their blocks on chip)."""
+    if w.cuda:
+        return 0
+    q_block = min(256 if s >= 768 else 64 if s >= 192 else 32, s)
+    kv_block = min(512, s)
+    block = q_block * kv_block
+    reduced = 2 * block * w.compute if w.compute != FLOAT32_BYTES else 0
+    return 2 * block * FLOAT32_BYTES + reduced + q_block * FLOAT32_BYTES
+
+
+def _math_path_peak(spec: ModelSpec, b: int, s: int, e: int) -> int:
+    """The bytes the CPU's math path of scaled_dot_product_attention (with dropout and
+    is_causal) allocates at its highest point above its inputs, Q, K and V of e bytes
+    per element in the models' layout ((b, s, a, d) memory viewed as (b, a, s, d)).
+    See ``_layer_backward_peak``. In halves of Q = 4·b·s·a·d: float32 inputs 6, +4
+    when the views need a copy to be batched (b > 1 and a > 1) or K and V are grouped,
+    +2 more when both; bfloat16 inputs 13, +4 for the copy, -2 when also grouped, and
+    grouped K and V add their two float32 casts (2·4·b·s·k·d)."""
+    a, k, d = spec.n_heads, spec.n_kv_heads, spec.head_dim
+    q_bytes = 4 * b * s * a * d
+    probs = a * b * s * s
+    copy = b > 1 and a > 1
+    gqa = k < a and d <= SDPA_GQA_MAX_HEAD_DIM
+    if e == FLOAT32_BYTES:
+        halves = 6 + 4 * (copy or gqa) + 2 * (copy and gqa)
+        extra = 0
+    else:
+        halves = 13 + 4 * copy - 2 * (copy and gqa)
+        extra = probs * e + (2 * 4 * b * s * k * d if gqa else 0)
+    return 3 * probs * FLOAT32_BYTES + s * s * FLOAT32_BYTES + halves * q_bytes // 2 + extra
+
+
+def _held_attention_weights(spec: ModelSpec, b: int, s: int, w: _Widths) -> int:
+    """Bytes of attention probabilities no one saves but the decoder layer holds until it
+    returns: Llama's eager attention returns its weights, which the layer binds to a
+    name (``hidden_states, _ = self.self_attn(...)``). They are what the product with V
+    reads, saved by it, except under autocast with attention dropout: the dropped-out
+    probabilities are float32 (softmax in float32, ``.to(query.dtype)`` a no-op for the
+    float32 query after RoPE) and the product saves its bfloat16 cast. Measured: a
+    4-layer Llama, b = 1, s = 256, 2 heads: 524,288 bytes freed as layer 4 returns."""
+    if (spec.model == "llama" and spec.attn_implementation == "eager" and w.autocast
+            and spec.attention_dropout > 0):
+        return spec.n_heads * b * s * s * FLOAT32_BYTES
+    return 0
+
+
+def _weight_grad_scratch(rows: int, cols: int, tokens: int, w: _Widths) -> int:
+    """The scratchpad of a weight's gradient ``x.T @ grad`` (``rows`` x ``cols``, summed
+    over ``tokens``) in bfloat16 on a CPU: oneDNN copies the transposed operand, up to
+    256 of its rows (64-row blocks, up to four; fewer than 64 rows as they are) by the
+    tokens (rounded up to 32, a power of two from 512 on padded by 32), and packs the
+    other in 64-column blocks, 2·64·⌈tokens/32⌉·32 bytes, plus
+    ``ONEDNN_BF16_TRANSPOSED_A_SCRATCH_BYTES``; tokens not a multiple of 32 add a
+    float32 accumulation block. Measured on (rows, tokens, cols) grids
+    (tests/test_calculator_peak.py): exact for 64 columns or more and up to 1024
+    tokens (the buffers stay under oneDNN's L2 blocking), 1 to 3 KiB high for
+    narrower gradients; 160 rows take 256, not the 192 counted here."""
+    if w.compute != 2 or w.cuda or rows * cols * tokens <= ONEDNN_BF16_MIN_WORK:
+        return 0
+    copied = rows if rows <= 64 else min(_round_up(rows, 64), 256)
+    lda = _round_up(tokens, 32)
+    if lda >= 512 and lda & (lda - 1) == 0:
+        lda += 32
+    scratch = (2 * copied * lda + 2 * 64 * _round_up(tokens, 32)
+               + ONEDNN_BF16_TRANSPOSED_A_SCRATCH_BYTES)
+    if tokens > 32 and tokens % 32:
+        # A tail of tokens: the sum runs in blocks of 32 into a float32 buffer of one
+        # 64 x 64 block (128 bytes of alignment), with 640 more bytes of batch per
+        # further block.
+        scratch += (4 * min(rows, 64) * min(cols, 64) + 128
+                    + 640 * (_round_up(tokens, 32) // 32 - 1))
+    return scratch
 
 
 def _parameter_sizes(spec: ModelSpec) -> list[int]:
@@ -896,19 +995,26 @@ def _layer_backward_peak(spec: ModelSpec, terms: list[Term], core_held: int, b: 
     selective = recompute == "selective"
     core_first = next((j for j, node in enumerate(nodes) if node[2]), len(nodes))
     core_last = max((j for j, node in enumerate(nodes) if node[2]), default=-1)
-    # The CPU's math path (sdpa with dropout): its forward holds, beyond what it saves,
-    # float32 Q-sized temporaries: one for float32 inputs, seven for bfloat16 ones
-    # (the float32 casts of Q, K and V, the scaled copies, the float32 output;
-    # measured). The caller holds Q, K and V as it passed them (Llama's Q and K after
-    # RoPE, under autocast also their bfloat16 casts), which the math path copies;
-    # GPT-2's c_attn output is the V it keeps when that needs no copy.
+    # The CPU's math path (sdpa with dropout): the bytes it allocates, at its highest
+    # point, above the Q, K and V it is given (the caller holds those: GPT-2's c_attn
+    # output, Llama's Q and K after RoPE and V, under autocast also their bfloat16
+    # casts). That point is its float32 output's allocation: alive are the s x s
+    # softmax, dropout mask and dropped-out probabilities (3·4·a·b·s², float32), the
+    # float32 causal mask it builds from is_causal (4·s², one for all heads and
+    # sequences), for bfloat16 inputs the probabilities cast back (2·a·b·s²), and
+    # Q-sized copies (Q = 4·b·s·a·d): the scaled Q and K, the output, V when it is
+    # copied, for bfloat16 inputs their float32 casts and the bfloat16 output. How
+    # many depends on whether the (b, a, s, d) views are batched matrices without a
+    # copy (b = 1 or a = 1) and on grouped K/V heads (enable_gqa repeats them, in
+    # float32); measured on scaled_dot_product_attention alone with the models'
+    # layouts, to the byte (tests/test_calculator_peak.py). Recomputed under a
+    # checkpoint it stops before the output.
     math = (spec.attn_implementation == "sdpa" and spec.attention_dropout > 0
             and not w.cuda)
     qd, kd, r = spec.n_heads * spec.head_dim, spec.n_kv_heads * spec.head_dim, w.residual
-    internal = (1 if e == FLOAT32_BYTES else 7) * t * qd * FLOAT32_BYTES
+    math_peak = _math_path_peak(spec, b, s, e) if math else 0
     if spec.model == "gpt2":
-        caller, casts = (0 if e == FLOAT32_BYTES and (b == 1 or spec.n_heads == 1)
-                         else 3 * t * qd * e), 0
+        caller, casts = 3 * t * qd * e, 0
     else:
         caller = t * (qd + kd) * r + t * kd * e
         casts = t * (qd + kd) * e if w.autocast else 0
@@ -929,7 +1035,11 @@ def _layer_backward_peak(spec: ModelSpec, terms: list[Term], core_held: int, b: 
         if core and fused:
             qkv = sum(node[1] for node in nodes[core_first:j + 1]
                       if not node[0].startswith("log-sum-exp"))
-            peak = max(peak, alive + t * spec.n_heads * spec.head_dim * e + qkv)
+            # Alive: its output too (saved by the kernel, the output projection's
+            # input, whose backward has passed), the output's gradient, and the
+            # gradients of Q, K and V with the kernel's own buffers.
+            out_bytes = t * spec.n_heads * spec.head_dim * e
+            peak = max(peak, alive + 2 * out_bytes + qkv + _flash_backward_buffers(s, w))
             j = core_first - 1
             continue
         if core and math and recompute != "none" and j == core_last:
@@ -937,9 +1047,14 @@ def _layer_backward_peak(spec: ModelSpec, terms: list[Term], core_held: int, b: 
             # recomputation the whole layer is recomputed before any of its gradients
             # exist; under selective the checkpoint holds the caller's tensors).
             if recompute == "full":
-                peak = max(peak, before[j + 1] + caller + casts + internal)
+                peak = max(peak, before[core_first] + caller + casts + math_peak)
             else:
-                peak = max(peak, alive + casts + internal)
+                # The checkpoint stops recomputing once the core's last saved tensor
+                # exists: its output (float32, and bfloat16 for bfloat16 inputs) is
+                # not made again, while the output's gradient, float32, is alive.
+                recomputed = sum(node[1] for node in nodes[core_first:j + 1])
+                unmade = 0 if e == FLOAT32_BYTES else t * qd * FLOAT32_BYTES // 2
+                peak = max(peak, alive - recomputed + casts + math_peak - unmade)
         if not cons:
             # A product of two saved tensors (the gate times up_proj's output, gelu_new's
             # 0.5·x times 1 + tanh) returns two gradients for the one it receives. The
@@ -959,7 +1074,11 @@ def _layer_backward_peak(spec: ModelSpec, terms: list[Term], core_held: int, b: 
         for c in reversed(cons):
             out, weight, block_out = shapes[c]
             g_out = 0 if block_out else t * out * e
-            scratch = _gemm_scratch(out, weight // out, w) if spec.model == "llama" else 0
+            # GPT-2's Conv1D stores its weight (in, out): the weight's gradient
+            # x.T @ grad has the input's features as rows.
+            rows, cols = (out, weight // out) if spec.model == "llama" else (weight // out, out)
+            scratch = max(_gemm_scratch(out, weight // out, t, w) if spec.model == "llama" else 0,
+                          _weight_grad_scratch(rows, cols, t, w))
             if w.autocast:
                 peak = max(peak, alive + g_out + one + summed + weight * e + scratch)
                 # the copy and (its consumer's own) input are freed; the bfloat16
@@ -972,7 +1091,7 @@ def _layer_backward_peak(spec: ModelSpec, terms: list[Term], core_held: int, b: 
             grads += weight * p
             summed = t * spec.hidden * w.residual
         j -= 1
-    forward = before[core_last + 1] + caller + casts + internal if math else 0
+    forward = before[core_first] + caller + casts + math_peak if math else 0
     return peak, forward
 
 
@@ -1024,6 +1143,17 @@ def _step_timeline(spec: ModelSpec, b: int, s: int, precision: str, optimizer: s
         outside = by_group.get("embedding", 0) + by_group.get("shared", 0)
         peaks["forward"] = max(peaks["forward"],
                                static + outside + (L - 1) * per_layer + core_forward)
+    held = _held_attention_weights(spec, b, s, w)
+    if held and recompute != "full":
+        # The last layer's MLP ends with the float32 probabilities still held by the
+        # layer: at the residual add, down_proj's bfloat16 output, its float32 cast and
+        # the sum. The model's forward also holds the causal mask and the position ids
+        # (without recomputation no checkpoint keeps them: not activations).
+        outside = by_group.get("embedding", 0) + by_group.get("shared", 0)
+        if recompute == "none":
+            outside += b * s * s * r + s * INDEX_BYTES
+        peaks["forward"] = max(peaks["forward"], static + outside + L * per_layer + held
+                               + t * h * (e + 2 * r))
     # The loss's backward: the gradient of the log-softmax and its input's gradient,
     # both float32 logit-sized, next to the saved log-softmax.
     loss_peak = fwd_end + 2 * t * v * f
@@ -1033,7 +1163,8 @@ def _step_timeline(spec: ModelSpec, b: int, s: int, precision: str, optimizer: s
     # norm's output gradient (the residual stream's, alive through every layer).
     logits_left = breakdown["logits"] - returned - t * v * f
     cur = fwd_end - logits_left - t * v * f + v * h * p + t * h * r
-    bwd_peak = max(loss_peak, cur + t * v * e + _gemm_scratch(v, h, w))
+    bwd_peak = max(loss_peak, cur + t * v * e + max(_gemm_scratch(v, h, t, w),
+                                                     _weight_grad_scratch(v, h, t, w)))
     cur -= by_group.get("final", 0)
     # Full recomputation: the recomputed first norm reads the checkpoint's input itself
     # (Llama's float32 upcast copies a bfloat16 residual), counted in the layer's share.
@@ -1129,12 +1260,20 @@ def estimate_training_memory(config, *, batch_size: int, seq_len: int, precision
         ``peak_phase`` (``"forward"``, ``"backward"`` or ``"optimizer"``) and
         ``timeline`` (bytes at the end of each phase and of each layer's backward).
         ``measure_step_peak`` measures the same on a CPU; ``benchmarks/peak_sweep.py``
-        compares the two on random configurations. Left out: the scratch buffers of
-        oneDNN's bfloat16 matrix products on a CPU other than nn.Linear's packed
-        weight (tens of KB for small shapes; for GPT-2's Conv1D weight gradient up to
-        about its input's size) and the CPU flash-attention backward's block buffers
-        (tens of KB), which make steps whose peak is under about 1 MB, or GPT-2
-        bfloat16 steps dominated by the MLP's backward, read a few % low.
+        compares the two on random configurations. Counted on a CPU, as measured
+        with one thread: oneDNN's scratchpad of the bfloat16 weight gradients (its
+        copy of x.T and its packed gradient, ``_weight_grad_scratch``) and of
+        nn.Linear's input gradient (``_gemm_scratch``), the fused attention
+        backward's block buffers and the output it saved (``_flash_backward_buffers``),
+        the math path's causal mask and casts, and the float32 probabilities Llama's
+        eager layer holds under autocast with dropout (``_held_attention_weights``).
+        Left out, as allocator-internal and specific to oneDNN's version, to the
+        CPU's ISA and L2 size and to the thread count: the scratchpad of the
+        products by a transposed weight (nn.Linear's forward, GPT-2's Conv1D input
+        gradient: 5 to 30 KB measured) and of the bfloat16 products inside the
+        fused attention backward (13 to 18 KB), and oneDNN's L2 blocking of the
+        weight-gradient copy beyond about 1024 tokens (the count is then an upper
+        bound). They matter only for steps under about 1 MB.
 
     Example:
         >>> from transformers import GPT2Config

@@ -83,7 +83,7 @@ def canonical(value, _depth=0, _budget=None):
         return float(value)
     if kind is np.bool_:
         return bool(value)
-    if isinstance(value, np.generic) and kind.__module__ == "numpy":
+    if issubclass(kind, np.generic) and kind.__module__ == "numpy":  # (never value.__class__)
         if np.issubdtype(kind, np.integer):
             return int(value)
         if np.issubdtype(kind, np.floating):

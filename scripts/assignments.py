@@ -936,6 +936,12 @@ ATTACK_CLASS = {
                      "from a process meant to outlive the grader",
     "disk.ipynb": "the solution, then a cell that writes 64 MiB files to every writable folder until "
                   "refused (2 GiB at most)",
+    "spy.ipynb": "nothing answered; observers left registered in minigrad (a ledger tracker, a hook of "
+                 "every kind, an instance patch of the ledger) watch the grader's own measurements, and "
+                 "every graded name answers with the last peak they saw",
+    "planted.ipynb": "nothing answered; objects planted where the grader looks outside the cells (a module "
+                     "attribute with a __class__ property, a ledger tracker) try to add an audit hook of "
+                     "their own, and every graded name says whether one got in",
     "bomb.ipynb": "nothing answered; every graded name starts processes (through _posixsubprocess, "
                   "which no audit hook sees) and threads until the system refuses, and says how many",
     "leak.ipynb": "nothing answered; every graded name reads what it can of the tests and of the "
@@ -1116,6 +1122,56 @@ for _i in range(32):
             pass
 """
 
+SPY_CELL = """import minigrad
+from minigrad import hooks, memory
+_SEEN = {"peak": 0, "live": 0}
+class _Spy:
+    def _observe(self, live):
+        _SEEN["live"] = live.get("activations", 0)
+        _SEEN["peak"] = max(_SEEN["peak"], _SEEN["live"])
+    def _event(self, *args):
+        pass
+memory._LEDGER.trackers.append(_Spy())
+hooks.register_hooks(hold=lambda *a: _SEEN.__setitem__("peak", _SEEN["peak"] + 1))
+try:
+    memory._LEDGER.note = _SEEN
+except Exception:
+    pass
+def _spy(*args, **kwargs):
+    return _SEEN["peak"]
+for _name in GRADED:
+    globals()[_name] = _spy
+"""
+
+PLANTED_CELL = """import os, sys, minigrad
+from minigrad import memory
+_GOT = {"hook": False}
+def _hook(event, args):
+    _GOT["hook"] = True
+def _try():
+    try:
+        sys.addaudithook(_hook)
+    except BaseException:
+        pass
+class _Evil:
+    @property
+    def __class__(self):
+        _try()
+        return object
+class _Tracker:
+    def _observe(self, live):
+        _try()
+    def _event(self, *args):
+        _try()
+minigrad._planted = _Evil()
+memory._LEDGER.trackers.append(_Tracker())
+def _planted(*args, **kwargs):
+    os.listdir(".")  # an audited event: a hook of the notebook's would hear it
+    raise AssertionError(f"PLANTED hook={'in' if _GOT['hook'] else 'out'}")
+for _name in GRADED:
+    globals()[_name] = _planted
+"""
+
 BOMB_CELL = """import _posixsubprocess, _thread, os, time
 def _bomb(*args, **kwargs):
     r, w = os.pipe()
@@ -1213,6 +1269,8 @@ def attack_class(name: str, built: Path, dest: Path) -> Path:
     write("results.ipynb", student, RESULTS_CELL)
     write("leak.ipynb", student, header + LEAK_CELL)
     write("bomb.ipynb", student, header + BOMB_CELL)
+    write("spy.ipynb", student, header + SPY_CELL)
+    write("planted.ipynb", student, header + PLANTED_CELL)
     write("disk.ipynb", solution, DISK_CELL)
     return dest
 

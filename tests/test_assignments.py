@@ -156,13 +156,16 @@ def test_attacks_score_no_more_than_the_blank_notebook(name, attacked):
     rows = read_scores(attacked[name])
     blank = float(rows["blank.ipynb"]["points"])
     full = float(rows["blank.ipynb"]["max_points"])
-    for attack in ("forge", "stack", "numpy", "restore", "equal", "results", "flood", "hang", "leak", "bomb"):
+    for attack in ("forge", "stack", "numpy", "restore", "equal", "results", "flood", "hang", "leak", "bomb",
+                   "spy", "planted"):
         row = rows.get(f"{attack}.ipynb")
         if row is None:
             continue
         assert float(row["points"]) <= blank or row["reason"].startswith("tampering detected"), \
             f"{name}: the {attack} attack scored {row['points']} / {full}, the blank notebook {blank}: {row}"
         assert row["points"] == "0" or not row["reason"].startswith("tampering detected"), row
+    planted = (attacked[name] / "feedback" / "planted.ipynb.txt").read_text()
+    assert "PLANTED hook=in" not in planted, f"{name}: a planted object added an audit hook of its own"
     for survivor in ("crash", "segfault", "disk"):
         row = rows[f"{survivor}.ipynb"]
         assert float(row["points"]) == full, f"{name}: {survivor} after the answers cost points: {row}"

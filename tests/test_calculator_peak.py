@@ -132,3 +132,97 @@ def test_cli_prints_the_peak_and_fits_from_it(capsys):
     out = capsys.readouterr().out
     assert "step peak" in out and "1 GiB CUDA context" in out
     assert "fits on: 24 GB yes · 40 GB yes · 80 GB yes" in out
+
+
+# The CPU kernels' own allocations that the peak counts, each against a run of the
+# kernel alone (the measurements behind _math_path_peak, _flash_backward_buffers and
+# _weight_grad_scratch). oneDNN's choices depend on the CPU: the scratchpad sizes were
+# measured on an AMX CPU (what the book's CPU runs have).
+def _amx_cpu() -> bool:
+    try:
+        with open("/proc/cpuinfo") as info:
+            return "amx_bf16" in info.read()
+    except OSError:
+        return False
+
+
+def _allocations(fn):
+    """(peak bytes above the start, sizes of the allocations) of fn() on one thread."""
+    from bookkit.torchmem import AllocatorTrace
+
+    fn()                                            # warm-up: kernels, caches
+    with AllocatorTrace("cpu") as trace:
+        fn()
+    steps = [b - a for a, b in zip(trace.series, trace.series[1:])]
+    return trace.peak_bytes, [n for n in steps if n > 0]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("b,a,k,s,d", [(1, 2, 2, 64, 16), (2, 2, 2, 64, 16),
+                                       (1, 4, 2, 64, 16), (2, 4, 1, 64, 16),
+                                       (3, 8, 2, 32, 8), (2, 1, 1, 48, 8)])
+def test_math_path_peak_is_what_sdpa_with_dropout_allocates(dtype, b, a, k, s, d):
+    import torch
+    import torch.nn.functional as F
+
+    from bookkit.calculator import ModelSpec, _math_path_peak
+
+    torch.manual_seed(0)
+    dt = getattr(torch, dtype)
+    # The models' layout: (b, s, heads, d) memory seen as (b, heads, s, d).
+    q, kk, v = (torch.randn(b, s, n, d, dtype=dt, requires_grad=True) for n in (a, k, k))
+
+    def call():
+        return F.scaled_dot_product_attention(
+            q.transpose(1, 2), kk.transpose(1, 2), v.transpose(1, 2), dropout_p=0.1,
+            is_causal=True, enable_gqa=k < a)
+
+    spec = ModelSpec(model="llama", n_layers=1, hidden=a * d, n_heads=a, n_kv_heads=k,
+                     head_dim=d, intermediate=a * d, vocab=8)
+    peak, _ = _allocations(call)
+    assert peak == _math_path_peak(spec, b, s, 4 if dtype == "float32" else 2)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("s", [40, 128, 200])
+def test_fused_attention_backward_allocates_its_block_buffers(dtype, s):
+    import torch
+    import torch.nn.functional as F
+
+    from bookkit.calculator import _flash_backward_buffers, _widths
+
+    torch.manual_seed(0)
+    dt = getattr(torch, dtype)
+    q, k, v = (torch.randn(1, s, 2, 16, dtype=dt, requires_grad=True) for _ in range(3))
+    out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                         v.transpose(1, 2), is_causal=True)
+    grad = torch.ones_like(out)
+    _, sizes = _allocations(
+        lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True))
+    w = _widths("fp32" if dtype == "float32" else "bf16", "cpu")
+    q_block, kv_block = (32 if s < 192 else 64), min(512, s)
+    buffers = [2 * q_block * kv_block * 4, q_block * 4]
+    if dtype == "bfloat16":
+        buffers.append(2 * q_block * kv_block * 2)
+    for nbytes in buffers:
+        assert nbytes in sizes, (nbytes, sizes)
+    assert _flash_backward_buffers(s, w) == sum(buffers)
+
+
+@pytest.mark.skipif(not _amx_cpu(), reason="oneDNN's scratchpad measured on an AMX CPU")
+@pytest.mark.parametrize("rows,tokens,cols", [(8, 256, 96), (32, 64, 64), (64, 768, 16),
+                                              (96, 1024, 384), (128, 97, 64),
+                                              (32, 48, 256), (256, 72, 64),
+                                              (384, 768, 96), (1000, 8, 16)])
+def test_weight_gradient_scratch_is_onednns(rows, tokens, cols):
+    import torch
+
+    from bookkit.calculator import _weight_grad_scratch, _widths
+
+    torch.manual_seed(0)
+    x = torch.randn(tokens, rows, dtype=torch.bfloat16)
+    g = torch.randn(tokens, cols, dtype=torch.bfloat16)
+    _, sizes = _allocations(lambda: torch.mm(x.t(), g))
+    sizes.remove(rows * cols * 2)                   # the product itself
+    assert sum(sizes) == _weight_grad_scratch(rows, cols, tokens, _widths("bf16", "cpu"))
+    assert _weight_grad_scratch(rows, cols, tokens, _widths("fp32", "cpu")) == 0

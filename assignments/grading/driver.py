@@ -197,7 +197,7 @@ def run_notebook(command, cells, given, plan, per_test_s: float, env=None, preex
                             raise Tampering(str(msg["tampered"])[:500])
                         rec = msg.get("record")
                         if tid not in records:
-                            records[tid] = rec if _is_record(rec) else {"answers": [], "error": "malformed answers"}
+                            records[tid] = _bounded(rec) if _is_record(rec) else {"answers": [], "error": "malformed answers"}
                         continue  # "ended" follows
                     if kind == "stopped":
                         records[tid] = {"answers": [], "error": f"TimeoutError: the test did not finish within "
@@ -252,6 +252,26 @@ def run_notebook(command, cells, given, plan, per_test_s: float, env=None, preex
             todo.remove(current_test)
     return {"records": records, "cell_errors": cell_errors, "tampered": tampered,
             "log": bytes(log), "starts": starts}
+
+
+RECORD_MAX_BYTES = 4 << 20   # one test's answers as they came
+ERROR_MAX_CHARS = 2000       # one test's error text
+
+
+def _bounded(rec: dict) -> dict:
+    """A test's record cut to what a grade and its feedback need: whatever the notebook's
+    process sent (its messages can be forged), the feedback stays small."""
+    if len(json.dumps(rec)) > RECORD_MAX_BYTES:
+        return {"answers": [], "error": f"the answers are larger than {RECORD_MAX_BYTES >> 20} MiB"}
+    out = {"answers": rec["answers"], "error": rec.get("error")}
+    if out["error"] is not None:
+        out["error"] = out["error"][:ERROR_MAX_CHARS]
+    for a in out["answers"]:
+        if type(a) is dict:
+            for field in ("msg", "error", "key"):
+                if type(a.get(field)) is str:
+                    a[field] = a[field][:ERROR_MAX_CHARS]
+    return out
 
 
 def _is_record(rec) -> bool:

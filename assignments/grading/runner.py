@@ -59,15 +59,25 @@ class TimeLimit(BaseException):
     """Raised in the main thread when a cell or a test runs past its time limit."""
 
 
+# Exact types only, and attributes read through the C descriptors: a value a notebook planted
+# runs no code of its own when the fingerprint looks at it (``isinstance`` would read its
+# ``__class__``, ``getattr`` and ``vars`` its own properties).
+_PLAIN_TYPES = (int, float, str, bytes, bool, type(None))
+_CLASS_DICT = type.__dict__["__dict__"].__get__
+_MODULE_DICT = types.ModuleType.__dict__["__dict__"].__get__
+
+
 def _code_entries(key, value):
     """(key, identity) pairs for a value and, for functions, what running it depends on."""
     yield key, id(value)
     fn = value
-    for attr in ("__func__", "fget", "fset"):
-        inner = getattr(value, attr, None) if isinstance(value, (staticmethod, classmethod, property)) else None
-        if inner is not None:
-            yield from _code_entries(f"{key}.{attr}", inner)
-    if isinstance(fn, types.FunctionType):
+    kind = type(value)
+    if kind in (staticmethod, classmethod, property):
+        for attr in ("__func__", "fget", "fset"):
+            inner = getattr(value, attr, None)
+            if inner is not None:
+                yield from _code_entries(f"{key}.{attr}", inner)
+    if type(fn) is types.FunctionType:
         yield f"{key}.__code__", id(fn.__code__)
         yield f"{key}.__defaults__", id(fn.__defaults__)
         yield f"{key}.__kwdefaults__", id(fn.__kwdefaults__)
@@ -92,24 +102,29 @@ class Fingerprint:
     def _take(self):
         state = {}
         for mod in self.modules:
-            name = getattr(mod, "__name__", "?")
+            namespace = _MODULE_DICT(mod)
+            name = namespace.get("__name__", "?")
             state[f"sys.modules[{name!r}]"] = id(sys.modules.get(name))
-            for attr, value in list(vars(mod).items()):
-                if isinstance(value, (int, float, str, bytes, bool, type(None))):
+            if name.split(".")[0] in ("minigrad", "grading"):
+                state[f"{name}.<names>"] = frozenset(
+                    k for k, v in namespace.items() if type(v) is not types.ModuleType)
+            for attr, value in list(namespace.items()):
+                if type(value) in _PLAIN_TYPES:
                     continue
                 key = f"{name}.{attr}"
                 state.update(_code_entries(key, value))
-                if isinstance(value, type) and getattr(value, "__module__", None) == name:
-                    for k, v in list(vars(value).items()):
+                if issubclass(type(value), type) and _CLASS_DICT(value).get("__module__") == name:
+                    for k, v in list(_CLASS_DICT(value).items()):
                         if k in ("__dict__", "__weakref__", "__doc__", "__module__"):
                             continue
-                        if isinstance(v, (int, float, str, bytes, bool, type(None))):
+                        if type(v) in _PLAIN_TYPES:
                             continue
                         state.update(_code_entries(f"{key}.{k}", v))
         return state
 
     def changed(self) -> list[str]:
-        now = self._take()  # attributes added since (NumPy's lazy submodules) are no threat
+        # NumPy's lazy submodules may add names; minigrad and the grader gain none but modules
+        now = self._take()
         return sorted(k for k in self.state if self.state[k] != now.get(k))
 
 
@@ -234,7 +249,76 @@ def preload(given: list[str]) -> None:
         import torch.utils.checkpoint  # noqa: F401
 
 
-def make_guard(trusted: dict, grader: dict):
+class Registries:
+    """minigrad's hook lists and the ledger's trackers and fields, as they were before the
+    notebook ran. ``restore()`` puts them back (what a notebook registered and left, an
+    observer that would watch the grader's own measurements, is dropped before every
+    test); ``problem()`` names an entry that notebook code made and that is live now
+    (checked after the cells, at each answer and after each test)."""
+
+    def __init__(self, trusted: dict):
+        from minigrad import hooks, memory
+
+        self.trusted, self.hooks, self.memory = trusted, hooks, memory
+        self.ledger = memory._LEDGER
+        self.lists = {f"hooks.{k}": v for k, v in hooks._HOOKS.items()}
+        self.lists.update({"SAVED_HOOKS": hooks.SAVED_HOOKS, "BACKWARD_TASKS": hooks.BACKWARD_TASKS,
+                           "_DRY_RUNS": hooks._DRY_RUNS, "ledger.trackers": self.ledger.trackers})
+        self.saved = {k: list(v) for k, v in self.lists.items()}
+        self.fields = dict(_OBJECT_DICT(self.ledger))
+
+    def restore(self) -> None:
+        for k, lst in self.lists.items():
+            list.__setitem__(lst, slice(None), self.saved[k])
+        fields = _OBJECT_DICT(self.ledger)
+        for k in [k for k in fields if k not in self.fields]:
+            del fields[k]
+        for k, v in self.fields.items():
+            if k != "phase":
+                fields[k] = v
+        fields["phase"] = None
+
+    def _trusted_callable(self, entry) -> bool:
+        kind, code = type(entry), None
+        if kind is types.FunctionType:
+            code = entry.__code__
+        elif kind is types.MethodType and type(entry.__func__) is types.FunctionType:
+            code = entry.__func__.__code__
+        else:
+            for klass in kind.__mro__:
+                call = _CLASS_DICT(klass).get("__call__")
+                if call is not None:
+                    code = call.__code__ if type(call) is types.FunctionType else None
+                    break
+        return code is not None and id(code) in self.trusted
+
+    def problem(self) -> str:
+        table = self.hooks._HOOKS
+        if type(table) is not dict or set(dict.keys(table)) != {k[6:] for k in self.lists if k.startswith("hooks.")} \
+                or any(dict.get(table, k[6:]) is not v for k, v in self.lists.items() if k.startswith("hooks.")):
+            return "minigrad's hook table was changed (a list replaced or added)"
+        fields = _OBJECT_DICT(self.ledger)
+        if set(fields) != set(self.fields) or any(fields[k] is not v for k, v in self.fields.items()
+                                                   if k != "phase"):
+            return "minigrad's ledger was changed (a field replaced or added)"
+        for k, lst in self.lists.items():
+            if k == "_DRY_RUNS":
+                continue
+            for entry in list.__iter__(lst):
+                if any(entry is e for e in self.saved[k]):
+                    continue
+                if k == "ledger.trackers" and type(entry) is self.memory.Tracker:
+                    continue
+                if k != "ledger.trackers" and self._trusted_callable(entry):
+                    continue
+                return f"an observer the notebook made was registered in minigrad ({k})"
+        return ""
+
+
+_OBJECT_DICT = lambda obj: object.__getattribute__(obj, "__dict__")  # noqa: E731 - never a property
+
+
+def make_guard(trusted: dict, grader: dict, on_answer=None):
     """Install the audit hook; returns (enter, leave, trust, answers): the notebook phase
     begins and ends, ``trust(code, secret=False)`` adds code the grader compiled (tests,
     handout, fixtures; ``secret``: the tests and the fixtures, whose code objects the
@@ -271,20 +355,35 @@ def make_guard(trusted: dict, grader: dict):
                 entry["ok"] = False
         collect[0].append(entry)
 
+    def untrusted_on_stack(frame):
+        while frame is not None:
+            if id(frame.f_code) not in trusted:
+                return True
+            frame = frame.f_back
+        return False
+
     def hook(event, args):
         if event == answer_event:
             if collect[0] is not None and not state[1]:
                 state[1] = True
                 try:
                     record(args)
+                    if on_answer is not None:
+                        on_answer()
                 finally:
                     state[1] = False
             return
-        if not state[0] or state[1]:
+        if state[1]:
             return
+        if event == "sys.addaudithook":  # never another hook: it would see what this one hides
+            raise RuntimeError("sys.addaudithook is not allowed while a notebook is graded")
         if event == "open" or event in ("os.symlink", "os.link"):
             state[1] = True
             try:
+                # in a cell or a test; or anywhere notebook code is on the stack (an object of
+                # its own that grader code calls: an observer, a __class__ property ...)
+                if not state[0] and not untrusted_on_stack(getframe(1)):
+                    return
                 if event != "open":
                     raise RuntimeError(f"{event} is not allowed while a notebook is graded")
                 why = path_refusal(args[0])
@@ -299,7 +398,7 @@ def make_guard(trusted: dict, grader: dict):
             state[1] = True
             try:
                 obj, name = args[0], args[1]
-                code = obj.__code__ if isinstance(obj, function_type) else getattr(obj, name, None)
+                code = obj.__code__ if type(obj) is function_type else getattr(obj, name, None)
                 if id(code) not in secret:
                     return
                 frame = getframe(1)
@@ -311,6 +410,19 @@ def make_guard(trusted: dict, grader: dict):
                 return
             finally:
                 state[1] = False
+        if event == "object.__setattr__" and len(args) >= 2 and issubclass(type(args[0]), type):
+            # a class of minigrad, NumPy or the grader patched (even if put back before the
+            # test ends) by notebook code itself
+            owner = _CLASS_DICT(args[0]).get("__module__")
+            if type(owner) is str and owner.split(".")[0] in ("minigrad", "numpy", "grading"):
+                state[1] = True
+                try:
+                    if id(getframe(1).f_code) not in trusted:
+                        raise RuntimeError(f"changing {owner}.{_CLASS_DICT(args[0]).get('__qualname__', '?')}"
+                                           f".{args[1]} is not allowed while a notebook is graded")
+                finally:
+                    state[1] = False
+            return
         if event == "object.__setattr__":
             if len(args) < 2 or args[1] not in FUNCTION_INTERNALS:
                 return
@@ -459,7 +571,12 @@ def main() -> None:
     gc.collect()
     fingerprint = Fingerprint(guarded_modules())
     changed = fingerprint.changed
-    enter, leave, trust, answers = make_guard(trusted_codes(), grader_codes())
+    trusted_map = trusted_codes()
+    registries = Registries(trusted_map)
+    live_problem = [""]  # an observer of the notebook's found live when an answer was recorded
+    enter, leave, trust, answers = make_guard(trusted_map, grader_codes(),
+                                              on_answer=lambda: live_problem.__setitem__(
+                                                  0, live_problem[0] or registries.problem()))
     reference_run = bool(load.get("reference"))
 
     def trust_secret(code):
@@ -469,6 +586,9 @@ def main() -> None:
 
     def tampering() -> str:
         found = changed()[:3]
+        for problem in (registries.problem(), live_problem[0]):
+            if problem and problem not in found:
+                found.append(problem)
         if sys.gettrace() is not None or sys.getprofile() is not None:
             found.append("a trace or profile function was left installed")
         if _len(_listdir("/proc/self/task")) > tasks:
@@ -543,6 +663,7 @@ def main() -> None:
                 env = _question_env(student, given, fixtures, cmd["graded"])
                 # only this test's function: the question's other (hidden) tests never come here
                 test = _load_tests(cmd["tests"], cmd["question"], trust_secret)[cmd["test"]]
+                registries.restore()  # nothing the notebook registered watches this test
                 _reset_random(cmd["seed"], cmd["index"])
                 signal.signal(signal.SIGALRM, on_alarm)
                 answers(True, reference_run)

@@ -22,7 +22,7 @@ class Checkpoint(Function):
 '''
 
 MUTANTS = [
-    dict(question="q1", name="plain_pass_through", points=6,
+    dict(question="q1", name="plain_pass_through", points=7,
          idea="a Checkpoint that just runs the segment (nothing dropped, nothing recomputed)",
          source="""
 class Checkpoint:
@@ -259,7 +259,7 @@ def my_checkpoint_sequential(layers, starts, x):
         h = Checkpoint.apply(h, lambda t, a=a, b=b: run_plain(layers[a:b], t))
     return h
 '''},
-    {"question": "q2", "name": "no_checkpoint_at_all", "points": 4, "idea": "runs the chain plainly",
+    {"question": "q2", "name": "no_checkpoint_at_all", "points": 5, "idea": "runs the chain plainly",
      "source": '''
 def my_checkpoint_sequential(layers, starts, x):
     n = len(layers)
