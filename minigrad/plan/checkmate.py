@@ -92,7 +92,9 @@ class GraphSchedule:
             solver found a schedule: the cheaper of store-all and keeping nothing
             recomputable, with the gap to the solver's proven bound), or ``"start"``
             (the feasible start passed in, e.g. a tighter budget's plan, was cheaper than
-            anything the solver found in time).
+            anything the solver found in time). With CP-SAT, ``"greedy"``,
+            ``"fallback"`` or ``"lp-rounded"`` also name a simple schedule it started
+            from that was cheaper than what it found in time (``note`` says so).
         solver: which solver produced it: ``"highs"`` (SciPy's ``milp``), ``"cp-sat"``
             (OR-Tools' CP-SAT), or ``""`` (no solve).
         note: what the caller should know about how it was found (empty when proven
