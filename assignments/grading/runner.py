@@ -526,6 +526,7 @@ def main() -> None:
     # process there after a test: what a test started from C (no audit hook sees it), in a
     # session of its own, would otherwise hold the process limit for the next tests.
     own_namespace = os.environ.get("GRADER_OWN_PID_NAMESPACE") == "1" and os.getuid() != 0
+    processes_at_start = len([p for p in os.listdir("/proc") if p.isdigit()])
     _run_probe, _question_env, _reset_random = probes.run_probe, probes.question_env, probes.reset_random
     _load_tests, _exec_cells = probes.load_tests, probes.exec_cells
 
@@ -713,6 +714,10 @@ def main() -> None:
                 _kill(-1, signal.SIGKILL)  # every process of this sandbox but the runner (and init)
             except OSError:
                 pass
+            for _ in range(100):  # until the sandbox's init has reaped them: they count till then
+                if _len([p for p in _listdir("/proc") if p.isdigit()]) <= processes_at_start:
+                    break
+                _sleep(0.02)
 
 
 if __name__ == "__main__":
