@@ -31,6 +31,35 @@ class Checkpoint:
         return fn(x)
 """),
     # q1: Checkpoint
+    {"question": "q1", "name": "stashes_copies_off_the_ledger", "points": 2,
+     "idea": "recomputes correctly, but keeps a copy of every block's output in a closure: held, "
+             "though the ledger never hears of it",
+     "source": '''
+class Checkpoint(Function):
+    @staticmethod
+    def forward(ctx, x, fn):
+        ctx.rng_state = minigrad.random.get_rng_state()
+        with no_grad():
+            out = fn(Tensor(x)).data
+        ctx.save_for_backward(x)
+        ctx.run = fn
+        ctx.stash = [out.copy(), (out * 2).copy()]
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        now = minigrad.random.get_rng_state()
+        minigrad.random.set_rng_state(ctx.rng_state)
+        try:
+            xr = Tensor(x, requires_grad=True)
+            with enable_grad():
+                y = ctx.run(xr)
+            y.backward(grad)
+        finally:
+            minigrad.random.set_rng_state(now)
+        return xr.grad, None
+'''},
     {"question": "q1", "name": "no_rng_replay", "points": 4,
      "idea": "recomputes with whatever random state is current (gradients wrong wherever there is dropout)",
      "source": CHECKPOINT_WITHOUT_RNG},
