@@ -549,7 +549,9 @@ def test_older_objects_frozen_leaves_a_callers_freeze_alone():
     try:
         frozen = gc.get_freeze_count()
         with older_objects_frozen():
-            pass
-        assert gc.get_freeze_count() == frozen
+            assert 0 < gc.get_freeze_count() <= frozen, "the block froze more than its caller did"
+        # Not unfrozen (0) and nothing more frozen; frozen objects that die meanwhile (a
+        # weak reference's callback, a frame) leave the count, so it may only go down.
+        assert 0 < gc.get_freeze_count() <= frozen
     finally:
         gc.unfreeze()
