@@ -33,9 +33,9 @@ from minigrad.plan.graph import GraphProfile
 from minigrad.plan.nested import Checkpointed, NestedSchedule
 from minigrad.plan.segments import SegmentPlan
 
-__all__ = ["profile_blocks", "run_plan", "saved_after_forward", "forward_flops",
-           "op_flops", "FlopCount", "TorchGraphProfile", "trace_torch_graph",
-           "SelectivePolicy", "selective_policy", "run_selective"]
+__all__ = ["FlopCount", "SelectivePolicy", "TorchGraphProfile", "forward_flops", "op_flops",
+           "profile_blocks", "run_plan", "run_selective", "saved_after_forward",
+           "selective_policy", "trace_torch_graph"]
 
 
 def forward_flops(fn, *args) -> int:
@@ -214,10 +214,11 @@ class FlopCount:
 
     Example:
         >>> import torch
+        >>> a, b = torch.ones(4, 8), torch.ones(8, 2)
         >>> with FlopCount() as c:
-        ...     _ = torch.ones(4, 8) @ torch.ones(8, 2) + 1.0
-        >>> c.total, c.by_op["mm"], c.by_op["add"]
-        (136, 128, 8)
+        ...     _ = (a @ b + 1.0).t()
+        >>> c.total, c.by_op
+        (136, {'mm': 128, 'add': 8, 't': 0})
     """
 
     def __init__(self):
@@ -264,8 +265,9 @@ class TorchGraphProfile(GraphProfile):
             block's recomputation.
         saves_output: for each forward node, whether its backward saves one of its
             own outputs (then a recomputation that stops at it still runs it).
-        region_calls: for each block, the ATen ops a policy sees there, in call order
-            (views included: they are not nodes, and are always recomputed).
+        region_calls: for each block, ``(op, output shape)`` of each ATen op a policy
+            sees there, in call order (views included: they are not nodes, and are
+            always recomputed); the policy checks them as it runs.
     """
 
     ops: tuple = ()
@@ -326,8 +328,8 @@ def trace_torch_graph(blocks, x: torch.Tensor, loss=None) -> TorchGraphProfile:
         >>> import torch
         >>> from bookkit.torchmodels import GPTBlock
         >>> g = trace_torch_graph([GPTBlock(16, 2, dropout=0.0)], torch.randn(2, 8, 16))
-        >>> g.names[:4], g.n_forward, g.n_regions
-        (('native_layer_norm', 'view', 't', 'addmm'), 30, 1)
+        >>> g.names[:2], g.n_forward, g.n_regions
+        (('native_layer_norm', 'addmm'), 12, 1)
     """
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils.checkpoint import SAC_IGNORED_OPS
@@ -471,7 +473,8 @@ def _build_torch_graph(ops, value, n_regions, param_keys, x_key, x):
     pinned = {i for i in range(nf) if regions[i] == -1}
     for r in range(n_regions):     # a block's output: the last op of the block made it
         pinned.add(max(i for i in range(nf) if regions[i] == r))
-    calls = tuple(tuple(f for f, rr, *_ in ops if rr == r) for r in range(n_regions))
+    calls = tuple(tuple((f, tuple(outs[0].shape) if outs else None)
+                        for f, rr, _, _, outs, _ in ops if rr == r) for r in range(n_regions))
     return TorchGraphProfile(
         names=tuple(names), n_forward=nf, deps=tuple(deps), value_bytes=tuple(value_bytes),
         flops=tuple(int(f) for f in flops),
@@ -493,7 +496,7 @@ def _sac_schedule(g: TorchGraphProfile, save) -> tuple:
     nf, N = g.n_forward, g.n_nodes
     regions = [r for _, r, _ in g.ops]
     present = set(save) | set(g.pinned)
-    recompute = [()] * N
+    recompute, starts = [()] * N, {}
     for r in range(g.n_regions):
         nodes = [i for i in range(nf) if regions[i] == r]
         saving = [i for i in nodes if g.saves[_stage_of(g, i) - nf] > 0]
@@ -504,8 +507,11 @@ def _sac_schedule(g: TorchGraphProfile, save) -> tuple:
         rerun = [i for i in nodes if i not in present
                  and (i < last or (i == last and g.saves_output[last]))]
         recompute[t_r] = tuple(rerun)
+        starts[t_r] = {i for i in nodes if i in save}
+    # a value is needed where a node or a recomputation reads it; a saved output is
+    # held by the checkpoint until its block's recomputation takes it
     need = [set(g.deps[t]) | {d for k in recompute[t] for d in g.deps[k]} - set(recompute[t])
-            for t in range(N)]
+            | starts.get(t, set()) for t in range(N)]
     keep, avail = [], set()
     for t in range(N):
         later = set().union(*need[t:]) if t < N else set()
@@ -562,12 +568,14 @@ class SelectivePolicy:
         def policy(ctx, func, *args, **kwargs):
             k = count[0]
             count[0] += 1
-            if k >= len(expected) or expected[k] != func:
-                got = f"{func}" + ("" if k < len(expected) else " (more ops than traced)")
+            outs = _tensors_in(ctx.op_output)
+            got = (func, tuple(outs[0].shape) if outs else None)
+            if k >= len(expected) or expected[k] != got:
+                want = expected[k] if k < len(expected) else "no such call"
                 raise RuntimeError(
-                    f"selective policy: block {region} call {k} is {got}, but the plan was "
-                    f"traced with {expected[k] if k < len(expected) else 'no such call'}; "
-                    f"trace the graph again for this model and input")
+                    f"selective policy: block {region} call {k} is {got[0]} with output "
+                    f"shape {got[1]}, but the plan was traced with {want}; trace the graph "
+                    f"again for this model and input")
             return (CheckpointPolicy.MUST_SAVE if k in save_calls
                     else CheckpointPolicy.PREFER_RECOMPUTE)
         return policy
@@ -613,8 +621,10 @@ def selective_policy(graph: TorchGraphProfile, schedule) -> SelectivePolicy:
         >>> x = torch.randn(2, 8, 16, requires_grad=True)
         >>> g = trace_torch_graph([GPTBlock(16, 2, dropout=0.0)], x)
         >>> p = selective_policy(g, plan.store_all(g))
-        >>> p.recompute_flops, p.held_bytes == plan.store_all(g).predicted_activation_bytes
-        (0, True)
+        >>> p.held_bytes == plan.store_all(g).predicted_activation_bytes
+        True
+        >>> p.recompute_flops    # the attention's output projection: nothing saves it
+        8192
     """
     from minigrad.plan.checkmate import simulate
 
