@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch.utils.checkpoint import checkpoint, set_checkpoint_early_stop
@@ -33,8 +34,8 @@ from minigrad.plan.graph import GraphProfile
 from minigrad.plan.nested import Checkpointed, NestedSchedule
 from minigrad.plan.segments import SegmentPlan
 
-__all__ = ["FlopCount", "SelectivePolicy", "TorchGraphProfile", "forward_flops", "op_flops",
-           "profile_blocks", "run_plan", "run_selective", "saved_after_forward",
+__all__ = ["FlopCount", "SelectivePolicy", "StepMeasure", "TorchGraphProfile",
+           "forward_flops", "measure_step", "op_flops", "profile_blocks", "run_plan", "run_selective", "saved_after_forward",
            "selective_policy", "trace_torch_graph"]
 
 
@@ -663,3 +664,61 @@ def run_selective(blocks, policy: SelectivePolicy, x: torch.Tensor) -> torch.Ten
     for r, block in enumerate(blocks):
         x = checkpoint(block, x, use_reentrant=False, context_fn=policy.context_fn(r))
     return x
+
+
+class StepMeasure(NamedTuple):
+    """What `measure_step` measured (bytes and FLOPs)."""
+
+    held_bytes: int
+    backward_flops: int
+    peak_bytes: int
+    grads: list
+
+
+def measure_step(blocks, x: torch.Tensor, loss, run=None) -> StepMeasure:
+    """Measure one training step of ``blocks`` on CPU, as its plans predict it.
+
+    ``held_bytes``: the storages ATen ops made in the forward pass (and the loss)
+    that are still alive when it ends, the loss's own excepted
+    (`bookkit.torchmem.ForwardMemoryMeter`; it sees what a checkpoint caches).
+    ``backward_flops``: the backward pass's FLOPs under `op_flops` (`FlopCount`),
+    recomputation included. ``peak_bytes``: the CPU allocator's peak over a whole
+    step, forward and backward (`bookkit.torchmem.AllocatorTrace`, one thread), with
+    the gradients already allocated (they accumulate in place). ``grads``: the
+    gradients of the parameters, then of ``x``.
+
+    Args:
+        blocks: an ``nn.Module`` (its parameters are not counted).
+        x: the input; it must require grad.
+        loss: callable on the output returning a scalar.
+        run: callable ``x -> output`` (default ``blocks``), e.g. `run_selective`.
+
+    Returns:
+        A `StepMeasure`.
+
+    Example (the backward's FLOPs: the seed gradient, 1, and tanh's, 32):
+        >>> import torch
+        >>> x = torch.randn(4, 8, requires_grad=True)
+        >>> m = measure_step(torch.nn.Tanh(), x, lambda y: y.sum())
+        >>> m.held_bytes, m.backward_flops      # tanh keeps its output
+        (128, 33)
+    """
+    from bookkit.torchmem import AllocatorTrace, ForwardMemoryMeter
+
+    if not isinstance(x, torch.Tensor) or not x.requires_grad:
+        raise ValueError("measure_step: x must be a tensor that requires grad")
+    run = blocks if run is None else run
+    params = list(blocks.parameters()) + [x]
+    for p in params:
+        p.grad = torch.zeros_like(p)
+    with ForwardMemoryMeter(exclude=[blocks], inputs=[x], allocations=False) as meter:
+        value = loss(run(x))
+    held = meter.alive_bytes() - value.untyped_storage().nbytes()
+    with FlopCount() as count:
+        value.backward()
+    grads = [p.grad.clone() for p in params]
+    for p in params:
+        p.grad.zero_()
+    with AllocatorTrace("cpu") as trace:
+        loss(run(x)).backward()
+    return StepMeasure(int(held), int(count.total), int(trace.peak_bytes), grads)

@@ -14,6 +14,15 @@ blocks (`bookkit.torchplan.run_plan`), the cheapest one that holds no more at th
 forward than torch.compile does at each budget. Bytes: what autograd holds at the end of
 the forward pass (`SavedTensorMeter`); the chain model's prediction is checked to equal
 it. Prints one row per budget.
+
+Then the graph optimum as a selective-checkpoint policy on the same stack
+(`bookkit.torchplan.trace_torch_graph` -> `minigrad.plan.remat` -> `selective_policy`,
+each block checkpointed with its policy): at each budget the cheapest policy (over a
+sweep of `remat` budgets, 10 s each) that holds no more at the end of forward than
+torch.compile, both sides counted the same way: bytes of the storages ATen ops made
+that are alive after the forward (`ForwardMemoryMeter`), recomputed FLOPs under
+`bookkit.torchplan.op_flops` (one FLOP per output element for elementwise ops, which
+torch's counter leaves at 0).
 """
 from __future__ import annotations
 
@@ -26,9 +35,10 @@ import torch.utils.flop_counter as fc
 from functorch.compile import min_cut_rematerialization_partition
 from torch._dynamo.backends.common import aot_autograd
 
-from bookkit.torchmem import SavedTensorMeter
+from bookkit.torchmem import ForwardMemoryMeter, SavedTensorMeter
 from bookkit.torchmodels import GPTBlock
-from bookkit.torchplan import profile_blocks, saved_after_forward
+from bookkit.torchplan import (FlopCount, profile_blocks, run_selective, saved_after_forward,
+                               selective_policy, trace_torch_graph)
 from minigrad import plan
 
 
@@ -36,17 +46,26 @@ def _loss(y):
     return y.square().mean()
 
 
-def compiled_point(blocks, x, budget):
-    """(bytes held at the end of forward, recomputed-graph backward FLOPs)."""
+def compiled_point(blocks, x, budget, counter=None):
+    """(bytes held at the end of forward, recomputed-graph backward FLOPs).
+
+    ``counter``: None (``FlopCounterMode``, bytes by `SavedTensorMeter`) or
+    ``"op_flops"`` (`FlopCount`, bytes by `ForwardMemoryMeter`)."""
     torch._dynamo.reset()
     counts = {}
 
     def counting(tag):
         def compiler(gm, _):
             def run(args):
-                with fc.FlopCounterMode(display=False) as c:
-                    out = gm(*args)
-                counts[tag] = counts.get(tag, 0) + c.get_total_flops()
+                if counter == "op_flops":
+                    with FlopCount() as c:
+                        out = gm(*args)
+                    n = c.total
+                else:
+                    with fc.FlopCounterMode(display=False) as c:
+                        out = gm(*args)
+                    n = c.get_total_flops()
+                counts[tag] = counts.get(tag, 0) + n
                 return out
             run._boxed_call = True
             return run
@@ -58,11 +77,44 @@ def compiled_point(blocks, x, budget):
         f = torch.compile(lambda x: _loss(blocks(x)), backend=backend)
         f(x).backward()  # compiles
         counts.clear()
-        with SavedTensorMeter(params=blocks) as meter:
-            out = f(x)
-            held = meter.live_bytes
+        if counter == "op_flops":
+            held, out = _held_after_forward(blocks, x, f)
+        else:
+            with SavedTensorMeter(params=blocks) as meter:
+                out = f(x)
+                held = meter.live_bytes
         out.backward()
     return held, counts["bw"]
+
+
+def _held_after_forward(blocks, x, step):
+    """(bytes of ATen-made storages alive after ``loss = step(x)``, less the loss's; loss)."""
+    with ForwardMemoryMeter(exclude=[blocks], inputs=[x], allocations=False) as meter:
+        loss = step(x)
+    return meter.alive_bytes() - loss.untyped_storage().nbytes(), loss
+
+
+def graph_policies(blocks, x, fractions=(1.0, 0.75, 0.5, 0.35, 0.25, 0.15, 0.0)):
+    """[(held bytes measured, recomputed FLOPs measured, policy)] for `remat` budgets
+    at ``fractions`` of the way from the lower bound to store-all; measured values
+    are checked against the policy's predictions."""
+    g = trace_torch_graph(list(blocks), x, loss=_loss)
+    top, low = plan.store_all(g).predicted_peak_bytes, plan.lower_bound(g)
+    loss = _loss(blocks(x))
+    with FlopCount() as c:
+        loss.backward()
+    plain = c.total
+    out = []
+    for frac in fractions:
+        s = plan.remat(g, int(low + frac * (top - low)), time_limit_s=10)
+        p = selective_policy(g, s)
+        held, loss = _held_after_forward(
+            blocks, x, lambda x, p=p: _loss(run_selective(list(blocks), p, x)))
+        with FlopCount() as c:
+            loss.backward()
+        assert held == p.held_bytes and c.total - plain == p.recompute_flops
+        out.append((held, c.total - plain, p))
+    return out
 
 
 def main():
@@ -87,6 +139,22 @@ def main():
         seg = (f"{best[0]:>14,} {best[1]:>14,}  {list(best[2].starts)}" if best
                else f"{'none fits':>14}")
         print(f"{budget:>6} {held:>13,} {bw - full_bw:>13,} {seg}")
+    print()
+    print("the graph optimum as a selective policy, both counted with op_flops:")
+    policies = graph_policies(blocks, x)
+    print(f"{'budget':>6} {'compile bytes':>13} {'compile FLOPs':>13} "
+          f"{'policy bytes':>12} {'policy FLOPs':>12}  remat")
+    full_bw = None
+    for budget in (1.0, 0.5, 0.3, 0.1, 0.0):
+        held, bw = compiled_point(blocks, x, budget, counter="op_flops")
+        full_bw = bw if full_bw is None else full_bw
+        fits = [c for c in policies if c[0] <= held]
+        best = min(fits, key=lambda c: (c[1], c[0])) if fits else None
+        s = best[2].schedule if best else None
+        pol = (f"{best[0]:>12,} {best[1]:>12,}  {s.budget_bytes or 0:,} B, "
+               f"{'optimal' if s.optimal else f'gap {s.gap:.0%}'}" if best
+               else f"{'none fits':>12}")
+        print(f"{budget:>6} {held:>13,} {bw - full_bw:>13,} {pol}")
 
 
 if __name__ == "__main__":

@@ -7,10 +7,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from bookkit.torchmem import AllocatorTrace, ForwardMemoryMeter  # noqa: E402
 from bookkit.torchmodels import GPTBlock  # noqa: E402
-from bookkit.torchplan import (FlopCount, op_flops, run_selective,  # noqa: E402
-                               selective_policy, trace_torch_graph)
+from bookkit.torchplan import (FlopCount, measure_step, op_flops,  # noqa: E402
+                               run_selective, selective_policy, trace_torch_graph)
 from minigrad import plan  # noqa: E402
 
 
@@ -27,20 +26,7 @@ def _stack(n=2, width=16, heads=2, seq=8):
 
 def _measure(blocks, x, run):
     """(bytes held after forward, backward FLOPs, allocator peak of the step, grads)."""
-    params = list(blocks.parameters()) + [x]
-    for p in params:
-        p.grad = torch.zeros_like(p)       # gradients accumulate in place: not the peak
-    with ForwardMemoryMeter(exclude=[blocks], inputs=[x], allocations=False) as meter:
-        loss = _loss(run(x))
-    held = meter.alive_bytes() - loss.untyped_storage().nbytes()
-    with FlopCount() as count:
-        loss.backward()
-    grads = [p.grad.clone() for p in params]
-    for p in params:
-        p.grad.zero_()
-    with AllocatorTrace("cpu") as trace:
-        _loss(run(x)).backward()
-    return held, count.total, trace.peak_bytes, grads
+    return tuple(measure_step(blocks, x, _loss, run=run))
 
 
 def test_op_flops_counts_elementwise_ops_by_output_element_and_views_as_free():
@@ -146,6 +132,8 @@ def test_a_policy_refuses_another_model_or_shape(two_blocks):
 
 def test_bad_inputs_are_refused(two_blocks):
     blocks, x, g, _ = two_blocks
+    with pytest.raises(ValueError, match="requires grad"):
+        measure_step(blocks, x.detach(), _loss)
     with pytest.raises(ValueError, match="no blocks"):
         trace_torch_graph([], x)
     with pytest.raises(TypeError, match="x must be a tensor"):
