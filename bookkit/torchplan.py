@@ -1,4 +1,4 @@
-"""minigrad's chain planners applied to a PyTorch block stack.
+"""minigrad's planners applied to a PyTorch block stack (chapter 7's second page).
 
 `profile_blocks` measures a stack of ``torch.nn.Module`` blocks into a
 `minigrad.plan.ChainProfile` (FLOPs with ``torch.utils.flop_counter.FlopCounterMode``,
@@ -8,6 +8,13 @@ bytes with saved-tensor hooks, `bookkit.torchmem.SavedTensorMeter`); any chain p
 checkpoints every segment but the last, a `NestedSchedule` nests checkpoints as its
 items do. `saved_after_forward` predicts the bytes autograd holds when the forward pass
 ends, which `SavedTensorMeter` measures.
+
+The graph optimum: `trace_torch_graph` records a step's ATen ops into a
+`minigrad.plan.GraphProfile`, `minigrad.plan.remat` plans on it, `selective_policy` turns
+the schedule into torch's selective-checkpoint policy (``MUST_SAVE`` for the outputs it
+keeps, ``PREFER_RECOMPUTE`` for the rest) and predicts what torch will then hold,
+recompute and peak at; `run_selective` runs it, `measure_step` measures a step.
+Selective checkpointing needs torch >= 2.4 (the book declares torch >= 2.5).
 
 Example:
     >>> import torch
@@ -172,8 +179,6 @@ def saved_after_forward(profile: ChainProfile, plan: SegmentPlan) -> int:
 
 
 # --- the graph optimum as a selective-checkpoint policy -------------------------------
-# Needs torch.utils.checkpoint.create_selective_checkpoint_contexts (torch >= 2.4; the
-# book declares torch >= 2.5).
 
 def _tensors_in(obj):
     from torch.utils._pytree import tree_flatten
