@@ -693,7 +693,8 @@ def measure_step(blocks, x: torch.Tensor, loss, run=None) -> StepMeasure:
     gradients of the parameters, then of ``x``.
 
     Args:
-        blocks: an ``nn.Module`` (its parameters are not counted).
+        blocks: an ``nn.Module`` or a sequence of them, applied in order (their
+            parameters are not counted).
         x: the input; it must require grad.
         loss: callable on the output returning a scalar.
         run: callable ``x -> output`` (default ``blocks``), e.g. `run_selective`.
@@ -712,6 +713,8 @@ def measure_step(blocks, x: torch.Tensor, loss, run=None) -> StepMeasure:
 
     if not isinstance(x, torch.Tensor) or not x.requires_grad:
         raise ValueError("measure_step: x must be a tensor that requires grad")
+    if not isinstance(blocks, torch.nn.Module):
+        blocks = torch.nn.Sequential(*blocks)
     run = blocks if run is None else run
     params = list(blocks.parameters()) + [x]
     for p in params:
