@@ -42,8 +42,9 @@ from minigrad.plan.nested import Checkpointed, NestedSchedule
 from minigrad.plan.segments import SegmentPlan
 
 __all__ = ["FlopCount", "SelectivePolicy", "StepMeasure", "TorchGraphProfile",
-           "forward_flops", "measure_step", "op_flops", "profile_blocks", "run_plan", "run_selective", "saved_after_forward",
-           "selective_policy", "trace_torch_graph"]
+           "forward_flops", "measure_step", "op_flops", "profile_blocks", "run_plan",
+           "run_selective", "saved_after_forward", "selective_frontier", "selective_policy",
+           "trace_torch_graph"]
 
 
 def forward_flops(fn, *args) -> int:
@@ -543,7 +544,8 @@ class SelectivePolicy:
         graph: the `TorchGraphProfile` it was made for.
         save: the forward nodes whose outputs are saved (``MUST_SAVE``); every other
             op of a block is recomputed (``PREFER_RECOMPUTE``).
-        schedule: the `minigrad.plan.GraphSchedule` it came from.
+        schedule: the `minigrad.plan.GraphSchedule` it came from (None for one
+            `selective_frontier` found).
         held_bytes: predicted bytes held for backward when the forward ends
             (the saved outputs, the blocks' inputs, what the loss saves).
         recompute_flops: predicted FLOPs torch recomputes (`op_flops`).
@@ -632,8 +634,6 @@ def selective_policy(graph: TorchGraphProfile, schedule) -> SelectivePolicy:
         >>> p.recompute_flops    # the attention's output projection: nothing saves it
         8192
     """
-    from minigrad.plan.checkmate import simulate
-
     if not isinstance(graph, TorchGraphProfile):
         raise TypeError(f"selective_policy: graph must be a TorchGraphProfile "
                         f"(trace_torch_graph), got {type(graph).__name__}")
@@ -641,11 +641,73 @@ def selective_policy(graph: TorchGraphProfile, schedule) -> SelectivePolicy:
         raise ValueError("selective_policy: the schedule was planned for another graph")
     nf = graph.n_forward
     save = frozenset(i for i in schedule.keep[nf] if i < nf and graph.ops[i][1] >= 0)
+    return _policy(graph, save, schedule)
+
+
+def _policy(graph, save, schedule=None) -> SelectivePolicy:
+    from minigrad.plan.checkmate import simulate
+
     recompute, keep = _sac_schedule(graph, save)
     peak, cost = simulate(graph, recompute, keep)
-    held = sum(graph.value_bytes[i] for i in keep[nf]) + graph.const_bytes
-    return SelectivePolicy(graph, save, schedule, int(held), int(cost), int(peak),
+    nf = graph.n_forward
+    held = sum(graph.value_bytes[i] for i in set(keep[nf]) | set(save)) + graph.const_bytes
+    return SelectivePolicy(graph, frozenset(save), schedule, int(held), int(cost), int(peak),
                            recompute, keep)
+
+
+def selective_frontier(graph: TorchGraphProfile, max_ops: int = 14) -> list:
+    """Every best selective policy of a stack of identical blocks, by enumeration.
+
+    Torch's selective checkpoint cannot run every graph schedule (it rebuilds a block
+    all at once, and reruns what nothing needs), so the best policy is searched in
+    torch's own family: one choice of ``MUST_SAVE`` ops per block, the same in every
+    block, each of the ``2**k`` choices priced by `selective_policy`'s model of
+    torch's execution (exact on CPU for held bytes and FLOPs). Returns the Pareto
+    frontier: held bytes up, recomputed FLOPs down.
+
+    Args:
+        graph: a `TorchGraphProfile` whose blocks run the same ops.
+        max_ops: refuse blocks with more candidate ops than this (``2**max_ops``
+            choices).
+
+    Returns:
+        A list of `SelectivePolicy` (``schedule`` None), fewest held bytes first.
+
+    Raises:
+        TypeError: ``graph`` is not a `TorchGraphProfile`.
+        ValueError: the blocks differ, or a block has more than ``max_ops`` ops.
+
+    Example:
+        >>> import torch
+        >>> from bookkit.torchmodels import GPTBlock
+        >>> x = torch.randn(2, 8, 16, requires_grad=True)
+        >>> g = trace_torch_graph([GPTBlock(16, 2, dropout=0.0)] * 2, x)
+        >>> front = selective_frontier(g)
+        >>> front[-1].recompute_flops, len(front) > 2
+        (0, True)
+    """
+    if not isinstance(graph, TorchGraphProfile):
+        raise TypeError(f"selective_frontier: graph must be a TorchGraphProfile, got "
+                        f"{type(graph).__name__}")
+    nf = graph.n_forward
+    calls = [tuple((f, shape) for f, shape in c) for c in graph.region_calls]
+    if len(set(calls)) != 1:
+        raise ValueError("selective_frontier: the blocks run different ops (or shapes); "
+                         "it enumerates one choice for identical blocks")
+    per = [[i for i in range(nf) if graph.ops[i][1] == r and i not in graph.pinned]
+           for r in range(graph.n_regions)]
+    k = len(per[0])
+    if k > max_ops:
+        raise ValueError(f"selective_frontier: {k} ops per block, more than max_ops={max_ops}")
+    points = []
+    for mask in range(2 ** k):
+        pick = [j for j in range(k) if mask >> j & 1]
+        points.append(_policy(graph, frozenset(block[j] for block in per for j in pick)))
+    front = []
+    for p in sorted(points, key=lambda p: (p.held_bytes, p.recompute_flops)):
+        if not front or p.recompute_flops < front[-1].recompute_flops:
+            front.append(p)
+    return front
 
 
 def run_selective(blocks, policy: SelectivePolicy, x: torch.Tensor) -> torch.Tensor:

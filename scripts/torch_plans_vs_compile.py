@@ -24,7 +24,9 @@ that are alive after the forward (`ForwardMemoryMeter` for the policies,
 `SavedTensorMeter` for the compiled step, which holds only what it saves; the two
 agree on the eager step), recomputed FLOPs under
 `bookkit.torchplan.op_flops` (one FLOP per output element for elementwise ops, which
-torch's counter leaves at 0).
+torch's counter leaves at 0). "best": the cheapest policy of `selective_frontier`
+(every choice of MUST_SAVE ops in a block, the same in each block, priced by
+`selective_policy`'s model of torch's execution) that holds no more than the compiler.
 """
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ from torch._dynamo.backends.common import aot_autograd
 from bookkit.torchmem import ForwardMemoryMeter, SavedTensorMeter
 from bookkit.torchmodels import GPTBlock
 from bookkit.torchplan import (FlopCount, profile_blocks, run_selective, saved_after_forward,
-                               selective_policy, trace_torch_graph)
+                               selective_frontier, selective_policy, trace_torch_graph)
 from minigrad import plan
 
 
@@ -147,23 +149,24 @@ def main():
     policies = graph_policies(blocks, x)
     for held, flops, p in policies:
         s = p.schedule
-        print(f"  remat at {s.budget_bytes or 0:>7,} B ({'optimal' if s.optimal else f'gap {s.gap:.0%}'}"
-              f", schedule {s.recompute_flops:,} FLOPs): torch holds {held:,} B, "
-              f"recomputes {flops:,} FLOPs, peaks at {p.peak_bytes:,} B (predicted)")
+        status = "optimal" if s.optimal else f"gap {s.gap:.0%}"
+        print(f"  remat at {s.budget_bytes or 0:>7,} B ({status}, schedule "
+              f"{s.recompute_flops:,} FLOPs): torch holds {held:,} B, recomputes "
+              f"{flops:,} FLOPs, peaks at {p.peak_bytes:,} B (predicted)")
+    front = selective_frontier(trace_torch_graph(list(blocks), x, loss=_loss))
     print(f"{'budget':>6} {'compile bytes':>13} {'compile FLOPs':>13} "
-          f"{'policy bytes':>12} {'policy FLOPs':>12}  remat")
+          f"{'remat bytes':>11} {'remat FLOPs':>11} {'best bytes':>10} {'best FLOPs':>10}")
     full_bw = None
     for budget in (1.0, 0.5, 0.3, 0.1, 0.0):
         held, bw = compiled_point(blocks, x, budget, counter="op_flops")
         full_bw = bw if full_bw is None else full_bw
-        fits = [c for c in policies if c[0] <= held]
-        best = min(fits, key=lambda c: (c[1], c[0])) if fits else None
-        s = best[2].schedule if best else None
-        pol = (f"{best[0]:>12,} {best[1]:>12,}  {s.budget_bytes or 0:,} B, "
-               f"{'optimal' if s.optimal else f'gap {s.gap:.0%}'}" if best
-               else f"{'none fits':>12}")
-        print(f"{budget:>6} {held:>13,} {bw - full_bw:>13,} {pol}")
-
+        fits = [c[:2] for c in policies if c[0] <= held]
+        remat = min(fits, key=lambda c: (c[1], c[0])) if fits else None
+        within = [(p.held_bytes, p.recompute_flops) for p in front if p.held_bytes <= held]
+        best = within[-1] if within else None
+        cols = "".join(f" {c[0]:>10,} {c[1]:>11,}" if c else f" {'none fits':>22}"
+                       for c in (remat, best))
+        print(f"{budget:>6} {held:>13,} {bw - full_bw:>13,}{cols}")
 
 if __name__ == "__main__":
     main()

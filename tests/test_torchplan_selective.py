@@ -9,7 +9,8 @@ torch = pytest.importorskip("torch")
 
 from bookkit.torchmodels import GPTBlock  # noqa: E402
 from bookkit.torchplan import (FlopCount, measure_step, op_flops,  # noqa: E402
-                               run_selective, selective_policy, trace_torch_graph)
+                               run_selective, selective_frontier, selective_policy,
+                               trace_torch_graph)
 from minigrad import plan  # noqa: E402
 
 
@@ -147,3 +148,31 @@ def test_bad_inputs_are_refused(two_blocks):
         selective_policy(other, plan.store_all(g))
     with pytest.raises(ValueError, match="2 blocks"):
         run_selective(blocks, selective_policy(other, plan.store_all(other)), x)
+
+
+def test_the_frontier_of_block_uniform_policies_is_exact_and_pareto(two_blocks):
+    blocks, x, g, (_, flops0, _, grads0) = two_blocks
+    front = selective_frontier(g)
+    held = [p.held_bytes for p in front]
+    cost = [p.recompute_flops for p in front]
+    assert held == sorted(set(held)) and cost == sorted(set(cost), reverse=True)
+    assert cost[-1] == 0 and front[0].save == frozenset()
+    for p in (front[0], front[len(front) // 2]):
+        m = measure_step(blocks, x, _loss, run=lambda x, p=p: run_selective(blocks, p, x))
+        assert (m.held_bytes, m.backward_flops - flops0) == (p.held_bytes, p.recompute_flops)
+        assert all(torch.equal(a, b) for a, b in zip(m.grads, grads0))
+    # keeping nothing, as a schedule, is the frontier's first point
+    assert selective_policy(g, plan.keeping(g, [])).held_bytes == front[0].held_bytes
+
+
+def test_the_frontier_refuses_blocks_that_differ():
+    torch.manual_seed(0)
+    mixed = [GPTBlock(16, 2, dropout=0.0), GPTBlock(16, 2, dropout=0.0, attention="naive")]
+    x = torch.randn(2, 8, 16, requires_grad=True)
+    with pytest.raises(ValueError, match="different ops"):
+        selective_frontier(trace_torch_graph(mixed, x))
+    blocks, x = _stack(n=1)
+    with pytest.raises(ValueError, match="max_ops=3"):
+        selective_frontier(trace_torch_graph(blocks, x), max_ops=3)
+    with pytest.raises(TypeError, match="TorchGraphProfile"):
+        selective_frontier(plan.chain_graph([4, 8], [1, 1]))
