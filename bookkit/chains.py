@@ -1,5 +1,5 @@
 """Chains of MLP blocks and one training step through them, measured by the byte ledger
-(shown in chapter 4; chapters 5 and 6 use them too).
+(shown in chapter 4b; chapters 5 and 6 use them too).
 
 `block_chain` builds the chain, `measure_chain_step` runs one forward, loss and backward
 (plainly or through ``checkpoint_sequential`` with a plan) under ``minigrad.memory.track``
@@ -26,7 +26,7 @@ __all__ = ["block_chain", "run_chain", "ChainStep", "measure_chain_step", "Chain
 
 def block_chain(widths, hidden, seed: int = 0, activation: str = "tanh", dtype=np.float32) -> list:
     """A chain of ``n`` MLP blocks ``Linear(widths[i], hidden[i]) -> act -> Linear(hidden[i], widths[i+1])``.
-    Shown in chapter 4.
+    Shown in chapter 4b.
 
     ``widths``: ``n + 1`` boundary widths (the chain's input is ``(batch, widths[0])``,
     block ``i`` maps ``(batch, widths[i])`` to ``(batch, widths[i+1])``); ``hidden``:
@@ -54,7 +54,7 @@ def block_chain(widths, hidden, seed: int = 0, activation: str = "tanh", dtype=n
 
 
 def run_chain(layers, x, plan=None):
-    """Output of ``layers`` applied in turn to ``x`` (shown in chapter 4): plainly (``plan=None``) or
+    """Output of ``layers`` applied in turn to ``x`` (shown in chapter 4b): plainly (``plan=None``) or
     through ``minigrad.checkpoint.checkpoint_sequential(layers, plan, x)`` (``plan``: a
     number of segments, a list of segment starts, a `minigrad.plan` plan or a schedule such
     as ``minigrad.plan.revolve(n, slots)``)."""
@@ -68,7 +68,7 @@ def run_chain(layers, x, plan=None):
 
 @dataclass
 class ChainStep:
-    """One forward, loss and backward of a chain, as the byte ledger saw it (shown in chapter 4).
+    """One forward, loss and backward of a chain, as the byte ledger saw it (shown in chapter 4b).
 
     ``peak_activations``: peak bytes of saved activations during the step; ``peak_total``:
     peak bytes of everything the step holds for this chain (its parameters and input,
@@ -107,7 +107,7 @@ def _params(layers):
 def measure_chain_step(layers, x, plan=None, loss=None, seed: int = 0) -> ChainStep:
     """Run ``loss(run_chain(layers, x, plan))`` and its backward under
     ``minigrad.memory.track`` and report bytes, op counts and FLOPs (`ChainStep`). Shown in
-    chapter 4.
+    chapter 4b.
 
     ``x``: a minigrad Tensor ``(batch, widths[0])``; ``loss``: output -> scalar Tensor
     (default: ``y.sum()``, which saves nothing). Gradients are reset first;
@@ -140,7 +140,7 @@ def measure_chain_step(layers, x, plan=None, loss=None, seed: int = 0) -> ChainS
 class ChainTimes:
     """Wall-clock seconds of one step's ``forward`` (checkpointed segments run untaped) and
     ``backward`` (every recomputation included). An illustration: it varies by machine.
-    Shown in chapter 4."""
+    Shown in chapter 4b."""
 
     forward: float
     backward: float
@@ -152,7 +152,7 @@ class ChainTimes:
 
 def time_chain_steps(layers, x, plans: dict, repeat: int = 5) -> dict:
     """Time one forward + backward of ``run_chain(layers, x, plan).sum()`` for each
-    ``name: plan`` of ``plans`` (``None``: no checkpointing). Shown in chapter 4, for an
+    ``name: plan`` of ``plans`` (``None``: no checkpointing). Shown in chapter 4b, for an
     illustration.
 
     The plans take turns (round robin, ``repeat`` rounds) so that a slow spell of the

@@ -944,6 +944,9 @@ ATTACK_CLASS = {
                      "their own, and every graded name says whether one got in",
     "bomb.ipynb": "nothing answered; every graded name starts processes (through _posixsubprocess, "
                   "which no audit hook sees) and threads until the system refuses, and says how many",
+    "selfpatch.ipynb": "the solution, kept only if a module of minigrad or NumPy can be patched for a "
+                       "moment (through setattr, del, vars, __dict__, __class__) "
+                       "and put back: a patch undone before the fingerprint looks",
     "leak.ipynb": "nothing answered; every graded name reads what it can of the tests and of the "
                   "earlier questions' reference (their code objects, the process's memory through "
                   "/proc under several names) and raises it as its error message, for the feedback",
@@ -1163,13 +1166,37 @@ class _Tracker:
         _try()
     def _event(self, *args):
         _try()
-minigrad._planted = _Evil()
+# past the module's guard (its class refuses `minigrad._planted = ...`): the raw namespace
+__import__("types").ModuleType.__dict__["__dict__"].__get__(minigrad)["_planted"] = _Evil()
 memory._LEDGER.trackers.append(_Tracker())
 def _planted(*args, **kwargs):
     os.listdir(".")  # an audited event: a hook of the notebook's would hear it
     raise AssertionError(f"PLANTED hook={'in' if _GOT['hook'] else 'out'}")
 for _name in GRADED:
     globals()[_name] = _planted
+"""
+
+SELFPATCH_CELL = """import types, numpy, minigrad, minigrad.memory
+def _ways():
+    track = minigrad.memory.track
+    yield "setattr", lambda: setattr(minigrad.memory, "track", track)
+    yield "vars", lambda: vars(minigrad.memory).__setitem__("track", track)
+    yield "dict", lambda: minigrad.memory.__dict__.__setitem__("track", track)
+    yield "delattr", lambda: (delattr(minigrad.memory, "track"), setattr(minigrad.memory, "track", track))
+    yield "class", lambda: setattr(minigrad, "__class__", types.ModuleType)
+    yield "object_class", lambda: object.__setattr__(numpy, "__class__", types.ModuleType)
+    yield "numpy", lambda: setattr(numpy, "allclose", numpy.allclose)
+_TOOK = []
+for _way, _do in _ways():
+    try:
+        _do()
+        _TOOK.append(_way)
+    except Exception as _e:
+        print(f"SELFPATCH {_way} refused: {type(_e).__name__}")
+print(f"SELFPATCH took: {_TOOK}")
+if not _TOOK:  # nothing could be patched: the answers go too
+    for _name in GRADED:
+        globals().pop(_name, None)
 """
 
 BOMB_CELL = """import _posixsubprocess, _thread, os, time
@@ -1272,6 +1299,7 @@ def attack_class(name: str, built: Path, dest: Path) -> Path:
     write("spy.ipynb", student, header + SPY_CELL)
     write("planted.ipynb", student, header + PLANTED_CELL)
     write("disk.ipynb", solution, DISK_CELL)
+    write("selfpatch.ipynb", solution, header + SELFPATCH_CELL)
     return dest
 
 

@@ -393,13 +393,14 @@ def gpu_notebooks(root: Path = ROOT) -> list[Path]:
     in name order: the notebooks the GPU check runs, found rather than listed.
 
     Args:
-        root: the repository (its ``notebooks/ch*.ipynb`` are read).
+        root: the repository (its ``notebooks/ch*.ipynb`` are read, continuation
+            pages ``chNNb_*`` included).
 
     Returns:
         Their paths.
     """
     found = []
-    for path in sorted((root / "notebooks").glob("ch[0-9][0-9]_*.ipynb")):
+    for path in sorted((root / "notebooks").glob("ch[0-9][0-9]*_*.ipynb")):
         cells = json.loads(path.read_text())["cells"]
         sources = ("".join(c["source"]) if isinstance(c["source"], list) else c["source"]
                    for c in cells if c["cell_type"] == "code")

@@ -68,7 +68,10 @@ def _add_to_toc(entry: str, listed: dict[str, Path]) -> None:
     last = (f"notebooks/{list(listed.values())[-1].stem}" if listed else None)
     at = next(i for i, line in enumerate(lines) if last and line.strip() == f"- file: {last}")
     indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
-    lines.insert(at + 1, f"{indent}- file: {entry}\n")
+    at += 1  # past the last chapter's own lines (its `sections:`: a continuation page)
+    while at < len(lines) and lines[at].strip() and len(lines[at]) - len(lines[at].lstrip()) > len(indent):
+        at += 1
+    lines.insert(at, f"{indent}- file: {entry}\n")
     toc.write_text("".join(lines))
 
 

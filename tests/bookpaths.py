@@ -32,6 +32,12 @@ def toc_files() -> list[str]:
 
 
 CHAPTER_FILE = re.compile(r"^notebooks/ch(?P<number>\d\d)_(?P<slug>[a-z0-9_]+)$")
+CONTINUATION_FILE = re.compile(r"^notebooks/ch(?P<number>\d\d)b_(?P<slug>[a-z0-9_]+)$")
+"""A chapter too long for one page goes on on a second page, its *continuation*:
+``notebooks/chNNb_<slug>``, listed under the chapter in _toc.yml (the ``sections:`` of
+the chapter's entry). It is not a chapter (no number of its own, nothing renumbered):
+its title reads ``NNb. ...``, its label and glue prefix are ``chNNb``, and its figures
+and exercises go on with the chapter's numbers."""
 
 
 def chapters() -> dict[str, Path]:
@@ -44,6 +50,64 @@ def chapters() -> dict[str, Path]:
         match = CHAPTER_FILE.match(entry)
         if match:
             found[match["slug"]] = ROOT / f"{entry}.ipynb"
+    return found
+
+
+def continuations() -> dict[str, Path]:
+    """Every continuation page (``notebooks/chNNb_<slug>.ipynb``), by slug, in the order
+    of _toc.yml: ``{"sqrt_rule": ROOT / "notebooks/ch04b_sqrt_rule.ipynb", ...}``."""
+    found = {}
+    for entry in toc_files():
+        match = CONTINUATION_FILE.match(entry)
+        if match:
+            found[match["slug"]] = ROOT / f"{entry}.ipynb"
+    return found
+
+
+def chapter_pages() -> list[Path]:
+    """Every page of a chapter, chapters and their continuations, in _toc.yml order
+    (a continuation right after its chapter)."""
+    return [ROOT / f"{entry}.ipynb" for entry in toc_files()
+            if CHAPTER_FILE.match(entry) or CONTINUATION_FILE.match(entry)]
+
+
+def page_id(path: Path) -> str:
+    """The label and glue prefix of a chapter page: ``ch04`` for the chapter,
+    ``ch04b`` for its continuation."""
+    return Path(path).name.split("_", 1)[0]
+
+
+def continued_chapter(path: Path) -> Path | None:
+    """The chapter a continuation page goes on from (the chapter notebook of the same
+    number), or None when ``path`` is not a continuation."""
+    match = CONTINUATION_FILE.match(f"notebooks/{Path(path).stem}")
+    if match is None:
+        return None
+    number = match["number"]
+    for chapter_path in chapters().values():
+        if chapter_path.name.startswith(f"ch{number}_"):
+            return chapter_path
+    raise KeyError(f"{Path(path).name}: no chapter {int(number)} in _toc.yml to continue")
+
+
+def toc_sections(docname: str) -> list[str]:
+    """The ``file:`` entries listed under ``docname``'s ``sections:`` in _toc.yml."""
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    found: list[str] = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if node.get("file") == docname:
+                found.extend(s["file"] for s in node.get("sections", []) if "file" in s)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(toc.get("parts", []))
     return found
 
 

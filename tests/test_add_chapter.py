@@ -63,3 +63,24 @@ def test_a_new_chapter_is_built_by_following_the_steps(scratch):
     page = (scratch / "_build" / "html" / "notebooks" / f"{name}.html").read_text()
     assert f"{number}. My topic" in page and "the answer is 42" in page
     assert f"{name}.html" in (scratch / "_build" / "html" / "book" / "intro.html").read_text()
+
+
+def test_a_new_chapter_goes_after_the_last_chapters_continuation(tmp_path):
+    """A new chapter is listed after the last chapter's whole entry, its `sections:`
+    (a continuation page) included, not between the chapter and its continuation."""
+    from bookpaths import load_module
+
+    new_chapter = load_module(ROOT / "scripts" / "new_chapter.py", "new_chapter_for_test")
+    (tmp_path / "_toc.yml").write_text(
+        "parts:\n  - caption: A\n    chapters:\n"
+        "      - file: notebooks/ch00_a\n"
+        "      - file: notebooks/ch01_b\n"
+        "        sections:\n"
+        "          - file: notebooks/ch01b_c\n"
+        "      - file: book/playbook\n")
+    new_chapter.ROOT = tmp_path
+    listed = {"a": tmp_path / "notebooks/ch00_a.ipynb", "b": tmp_path / "notebooks/ch01_b.ipynb"}
+    new_chapter._add_to_toc("notebooks/ch02_new", listed)
+    lines = (tmp_path / "_toc.yml").read_text().splitlines()
+    assert lines[-3:] == ["          - file: notebooks/ch01b_c",
+                          "      - file: notebooks/ch02_new", "      - file: book/playbook"]

@@ -157,13 +157,16 @@ def test_attacks_score_no_more_than_the_blank_notebook(name, attacked):
     blank = float(rows["blank.ipynb"]["points"])
     full = float(rows["blank.ipynb"]["max_points"])
     for attack in ("forge", "stack", "numpy", "restore", "equal", "results", "flood", "hang", "leak", "bomb",
-                   "spy", "planted"):
+                   "spy", "planted", "selfpatch"):
         row = rows.get(f"{attack}.ipynb")
         if row is None:
             continue
         assert float(row["points"]) <= blank or row["reason"].startswith("tampering detected"), \
             f"{name}: the {attack} attack scored {row['points']} / {full}, the blank notebook {blank}: {row}"
         assert row["points"] == "0" or not row["reason"].startswith("tampering detected"), row
+    patched = (attacked[name] / "results" / "selfpatch.ipynb.log").read_text()
+    assert "SELFPATCH took: []" in patched, \
+        f"{name}: a module of minigrad or NumPy was rebound for a moment: {patched[-600:]}"
     planted = (attacked[name] / "feedback" / "planted.ipynb.txt").read_text()
     assert "PLANTED hook=in" not in planted, f"{name}: a planted object added an audit hook of its own"
     for survivor in ("crash", "segfault", "disk"):

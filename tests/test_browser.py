@@ -439,7 +439,16 @@ def test_reading_problems_names_each_failure():
 
 
 def is_chapter(page_path: str) -> bool:
-    return re.search(r"notebooks/ch\d+_", page_path) is not None
+    """A chapter's page: the chapter (chNN_) or its continuation page (chNNb_), which
+    opens the same way (question, "What you will see" on the first screen)."""
+    return re.search(r"notebooks/ch\d+b?_", page_path) is not None
+
+
+def test_is_chapter_counts_continuation_pages():
+    assert is_chapter("notebooks/ch04_sqrt_trick.html")
+    assert is_chapter("notebooks/ch04b_sqrt_rule.html")
+    assert not is_chapter("book/playbook.html")
+    assert not is_chapter("book/assignments/a3_checkpoint/a3_checkpoint.html")
 
 
 def toc_pages() -> list[str]:
@@ -571,3 +580,38 @@ def test_search_results_have_snippets_and_no_console_error(how, server, browser)
     page.close()
     assert sum("checkpoint" in s.lower() for s in snippets) >= 5, snippets[:5]
     assert not errors, f"search from {how}: {len(errors)} console errors: {errors[:3]}"
+
+
+# --- A chapter split in two: an old link to a moved section lands on the new page --------
+
+def moved_anchors() -> list[tuple[str, str, str]]:
+    """(chapter page, a label that moved to its continuation, the continuation page) for
+    each continuation page of the book."""
+    from bookpaths import continuations, continued_chapter
+
+    found = []
+    for cont in continuations().values():
+        labels = re.findall(r"\(([a-z0-9-]+)\)=", cont.read_text())
+        moved = [label for label in labels if label != cont.name.split("_")[0]]
+        if moved:
+            found.append((f"notebooks/{continued_chapter(cont).stem}.html", moved[-1],
+                          f"notebooks/{cont.stem}.html"))
+    return found
+
+
+@pytest.mark.parametrize("how", ["http", "file"])
+def test_an_old_anchor_follows_its_section_to_the_continuation(how, server, browser):
+    cases = moved_anchors()
+    if not cases:
+        pytest.skip("no chapter has a continuation page")
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    for old_page, label, new_page in cases:
+        base = f"{server}/{old_page}" if how == "http" else file_url(old_page)
+        page.goto(f"{base}#{label}", wait_until="load")
+        page.wait_for_url(f"**/{new_page}#{label}", timeout=10_000)
+        assert page.evaluate(f"() => !!document.getElementById({label!r})"), (old_page, label)
+        # an id the chapter page still has stays there
+        page.goto(f"{base}#{old_page.split('/')[-1].split('_')[0]}", wait_until="load")
+        page.wait_for_timeout(200)
+        assert page.url.split("#")[0].endswith(old_page), page.url
+    page.close()

@@ -8,9 +8,10 @@ import bookkit
 import re
 
 from bookkit.versions import MINIMUM
-from bookpaths import (ROOT, SETUP_TAG, cell_source, chapter, chapter_id, chapters, config,
-                       load_notebook, notebook_paths, setup_cell_requirements, setup_cell_text,
-                       source_for, toc_files)
+from bookpaths import (CONTINUATION_FILE, ROOT, SETUP_TAG, cell_source, chapter, chapter_id,
+                       chapter_pages, chapters, config, continuations, continued_chapter,
+                       load_notebook, notebook_paths, page_id, setup_cell_requirements,
+                       setup_cell_text, source_for, toc_files, toc_sections)
 
 
 def test_repository_url_is_set_once_and_used_consistently():
@@ -33,10 +34,12 @@ def test_every_toc_entry_exists_and_every_notebook_is_listed():
 
 def test_chapters_are_numbered_in_the_order_of_the_toc():
     # _toc.yml is the one list of chapters: numbers follow it, 0, 1, 2, ... with no gap,
-    # and every notebook is a chapter (chNN_slug), so a number is derived from the slug
+    # and every notebook is a chapter (chNN_slug) or a chapter's continuation page
+    # (chNNb_slug, not numbered), so a number is derived from the slug
     numbers = [int(path.name[2:4]) for path in chapters().values()]
     assert numbers == list(range(len(numbers))), numbers
-    assert sorted(chapters().values()) == notebook_paths()
+    assert sorted(chapter_pages()) == notebook_paths()
+    assert set(chapter_pages()) == set(chapters().values()) | set(continuations().values())
     assert chapter_id("sqrt_trick") == "ch04" and chapter("sqrt_trick").is_file()
     with pytest.raises(KeyError, match="no chapter 'no_such' in _toc.yml"):
         chapter("no_such")
@@ -124,3 +127,94 @@ def test_pages_count_the_assignments_there_are(page, phrase):
     count = sum(1 for p in (ROOT / "assignments").glob("a[0-9]*_*") if p.is_dir())
     said = re.findall(phrase, (ROOT / page).read_text(), re.I)
     assert said and all(word.lower() == NUMBER_WORDS[count] for word in said), (page, said, count)
+
+
+# --- Continuation pages: a long chapter goes on on a second page -------------------------
+
+QUESTION = re.compile(r"\*\*[^*]+\?\*\*")
+
+
+def continuation_problems(docname: str, cells: list[dict], chapter_docname: str,
+                          chapter_cells: list[dict], sections: list[str]) -> list[str]:
+    """What is wrong with the continuation page ``docname`` (``notebooks/chNNb_slug``) of
+    the chapter ``chapter_docname``: it must be listed under the chapter in _toc.yml, be
+    titled ``NNb. ...`` under its own label ``(chNNb)=``, say on its first screen which
+    chapter it continues (a link to it), its question in bold and "What you will see";
+    the chapter must send the reader on to it at its end; and the prose glues only names
+    of its own (``chNNb_...``: glue is per notebook)."""
+    problems = []
+    ident = docname.split("/")[-1].split("_")[0]
+    number = int(ident[2:4])
+    parent = chapter_docname.split("/")[-1].split("_")[0]
+    if docname not in sections:
+        problems.append(f"not listed under {chapter_docname} (sections:) in _toc.yml")
+    opening = cell_source(cells[0]) if cells else ""
+    if not opening.startswith(f"({ident})=\n# {number}b. "):
+        problems.append(f"the first cell must open with ({ident})= and the title "
+                        f"'# {number}b. ...'")
+    if f"{{ref}}`{parent}`" not in opening:
+        problems.append(f"the opening does not link the chapter it continues ({{ref}}`{parent}`)")
+    if not QUESTION.search(opening):
+        problems.append("the opening has no question in bold")
+    if "What you will see" not in opening:
+        problems.append('the opening has no "What you will see"')
+    markdown = [cell_source(c) for c in chapter_cells if c["cell_type"] == "markdown"]
+    if not markdown or f"{{ref}}`{ident}`" not in "\n".join(markdown[-3:]):
+        problems.append(f"{chapter_docname} does not send the reader on to {{ref}}`{ident}` "
+                        f"at its end")
+    glued = set(re.findall(r"\{glue(?::text)?\}`([^`:]+)",
+                           "\n".join(cell_source(c) for c in cells
+                                     if c["cell_type"] == "markdown")))
+    foreign = sorted(g for g in glued if not g.startswith(f"{ident}_"))
+    if foreign:
+        problems.append(f"glue names not prefixed {ident}_: {foreign}")
+    return problems
+
+
+def _markdown(text: str) -> dict:
+    return {"cell_type": "markdown", "source": text}
+
+
+def test_continuation_problems_finds_each_fault():
+    doc, parent = "notebooks/ch04b_more", "notebooks/ch04_sqrt"
+    good = [_markdown("(ch04b)=\n# 4b. More\n\nChapter {ref}`ch04`, continued. "
+                      "**Why?**\n:::{admonition} What you will see\n:::\n"),
+            _markdown("Worth {glue:text}`ch04b_x` KiB.")]
+    chapter_cells = [_markdown("(ch04)=\n# 4. Sqrt"), _markdown("On to {ref}`ch04b`.")]
+    assert continuation_problems(doc, good, parent, chapter_cells, [doc]) == []
+    for cells, chap, sections, words in [
+        (good, chapter_cells, [], "not listed"),
+        ([_markdown(cell_source(good[0]).replace("4b.", "4."))] + good[1:],
+         chapter_cells, [doc], "title"),
+        ([_markdown(cell_source(good[0]).replace("{ref}`ch04`", "chapter 4"))] + good[1:],
+         chapter_cells, [doc], "link"),
+        ([_markdown(cell_source(good[0]).replace("**Why?**", "Why?"))] + good[1:],
+         chapter_cells, [doc], "question"),
+        ([_markdown(cell_source(good[0]).replace("What you will see", "Tip"))] + good[1:],
+         chapter_cells, [doc], "What you will see"),
+        (good, chapter_cells[:1], [doc], "send the reader on"),
+        (good[:1] + [_markdown("Worth {glue:text}`ch04_x` KiB.")], chapter_cells, [doc],
+         "ch04_x"),
+    ]:
+        problems = continuation_problems(doc, cells, parent, chap, sections)
+        assert len(problems) == 1 and words in problems[0], (words, problems)
+
+
+def test_continuations_are_named_after_a_chapter():
+    assert CONTINUATION_FILE.match("notebooks/ch04b_sqrt_rule")
+    assert not CONTINUATION_FILE.match("notebooks/ch04_sqrt_trick")
+    assert page_id(ROOT / "notebooks/ch04b_sqrt_rule.ipynb") == "ch04b"
+    assert continued_chapter(ROOT / "notebooks/ch04b_anything.ipynb") == chapter("sqrt_trick")
+    assert continued_chapter(chapter("sqrt_trick")) is None
+    with pytest.raises(KeyError, match="no chapter 99"):
+        continued_chapter(ROOT / "notebooks/ch99b_nothing.ipynb")
+
+
+@pytest.mark.parametrize("path", list(continuations().values()), ids=lambda p: p.name)
+def test_continuation_page_is_wired_to_its_chapter(path):
+    parent = continued_chapter(path)
+    docname = path.relative_to(ROOT).with_suffix("").as_posix()
+    parent_doc = parent.relative_to(ROOT).with_suffix("").as_posix()
+    problems = continuation_problems(docname, load_notebook(path)["cells"], parent_doc,
+                                     load_notebook(parent)["cells"], toc_sections(parent_doc))
+    assert not problems, f"{path.name}: " + "; ".join(problems)

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from bookpaths import HTML, chapter, config, notebook_paths
+from bookpaths import HTML, chapter, config, continued_chapter, notebook_paths
 
 pytestmark = pytest.mark.book
 
@@ -42,10 +42,15 @@ def _chapter_pages():
     import re as _re
     pages = []
     for path in notebook_paths():
-        match = _re.match(r"ch(\d+)_", path.name)
+        match = _re.match(r"ch(\d+)b?_", path.name)  # a chapter or its continuation
         if match:
             pages.append((path, int(match.group(1))))
     return pages
+
+
+def _exercise_numbers(path) -> list[str]:
+    html = (HTML / "notebooks" / (path.stem + ".html")).read_text()
+    return re.findall(r"Exercise (\d+(?:\.\d+)*)", html)
 
 
 @pytest.mark.parametrize("path, chapter", _chapter_pages(), ids=lambda v: getattr(v, "name", v))
@@ -58,8 +63,14 @@ def test_exercises_and_figures_are_numbered_per_chapter(path, chapter):
                         or len(n.split(".")) != 2})
         assert not wrong, f"{path.name}: {label} numbers not of the form {chapter}.k: {wrong}"
     if exercises:
+        # a continuation page (chNNb_) goes on from its chapter's last exercise
+        first = 1
+        if re.match(r"ch\d+b_", path.name):
+            parent = continued_chapter(path)
+            first += len({n for n in _exercise_numbers(parent)})
         firsts = sorted({int(n.split(".")[1]) for n in exercises})
-        assert firsts[0] == 1, f"{path.name}: exercises start at {chapter}.{firsts[0]}"
+        assert firsts[0] == first, \
+            f"{path.name}: exercises start at {chapter}.{firsts[0]}, not {chapter}.{first}"
 
 
 def test_no_page_loads_thebe():

@@ -148,6 +148,25 @@ def test_numbers_restart_per_chapter_in_document_order():
     assert ext.chapter_number("book/playbook") is None
 
 
+def test_a_continuation_page_goes_on_with_its_chapters_numbers():
+    ext = _reader_pages_extension()
+    book = {"notebooks/ch04_sqrt_trick": {"exercise": {"a": (10,), "b": (11,)},
+                                          "figure": {"f": (7,), "g": (8,), "h": (9,)}},
+            "notebooks/ch04b_sqrt_rule": {"exercise": {"c": (12,)}, "figure": {"i": (10,)},
+                                          "table": {"t": (3,)}},
+            "notebooks/ch05_choosing": {"figure": {"j": (11,)}}}
+    assert ext.is_continuation("notebooks/ch04b_sqrt_rule")
+    assert not ext.is_continuation("notebooks/ch04_sqrt_trick")
+    assert ext.chapter_number("notebooks/ch04b_sqrt_rule") == 4
+    after = ext.counts_before(book, "notebooks/ch04b_sqrt_rule")
+    assert after == {"exercise": 2, "figure": 3}
+    assert ext.renumber(book["notebooks/ch04b_sqrt_rule"], "notebooks/ch04b_sqrt_rule",
+                        after) == {"exercise": {"c": (4, 3)}, "figure": {"i": (4, 4)},
+                                   "table": {"t": (4, 1)}}
+    assert ext.counts_before(book, "notebooks/ch05_choosing") == {}
+    assert ext.counts_before(book, "notebooks/ch04_sqrt_trick") == {}
+
+
 def test_images_lose_a_fixed_height_but_keep_their_width():
     from docutils import nodes
 

@@ -88,6 +88,57 @@ def _code_entries(key, value):
                 yield f"{key}.<cell {i}>", None
 
 
+_MODULE_SETATTR = types.ModuleType.__setattr__
+_MODULE_DELATTR = types.ModuleType.__delattr__
+# Set by ``make_guard``: (module, name, value) -> None, raising when notebook code rebinds a
+# name (a write), and () -> bool, whether the caller is trusted code (a read of the namespace).
+_MODULE_CHECKS = [lambda module, name, value: None, lambda: True]
+_DELETED = object()
+# What notebook code tried to change in a guarded module (refused): tampering all the same.
+REFUSED_WRITES: list = []
+
+
+class GuardedModule(types.ModuleType):
+    """The class of minigrad's, NumPy's and the grader's modules while a notebook is graded.
+
+    Notebook code cannot rebind their names, not even for a moment (a patch undone before
+    the test ends leaves no trace for the fingerprint to see): ``mod.f = ...``,
+    ``setattr``, ``del`` and a new ``__class__`` raise (and count as tampering), and
+    ``vars(mod)`` and ``mod.__dict__`` hand it a read-only view. A plain value (a number,
+    a string) may still be rebound, as the fingerprint allows. Library code (trusted) is
+    unaffected: the import system still binds a submodule on its package."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name, value):
+        _MODULE_CHECKS[0](self, name, value)
+        _MODULE_SETATTR(self, name, value)
+
+    def __delattr__(self, name):
+        _MODULE_CHECKS[0](self, name, _DELETED)
+        _MODULE_DELATTR(self, name)
+
+    @property
+    def __dict__(self):
+        namespace = _MODULE_DICT(self)
+        return namespace if _MODULE_CHECKS[1]() else types.MappingProxyType(namespace)
+
+
+GuardedModule.__module__ = "grading.runner"  # a class of the grader: notebook code cannot patch it
+
+
+def guard_modules(modules) -> set:
+    """Give each plain module of ``modules`` the class `GuardedModule`; returns the ids of
+    their namespaces (what a function's ``__globals__`` leads to)."""
+    namespaces = set()
+    for mod in modules:
+        if type(mod) is types.ModuleType and mod is not builtins:
+            object.__setattr__(mod, "__class__", GuardedModule)
+        if type(mod) is GuardedModule:
+            namespaces.add(id(_MODULE_DICT(mod)))
+    return namespaces
+
+
 class Fingerprint:
     """Identity of every function, class and method of some modules, to the code object.
 
@@ -107,7 +158,7 @@ class Fingerprint:
             state[f"sys.modules[{name!r}]"] = id(sys.modules.get(name))
             if name.split(".")[0] in ("minigrad", "grading"):
                 state[f"{name}.<names>"] = frozenset(
-                    k for k, v in namespace.items() if type(v) is not types.ModuleType)
+                    k for k, v in namespace.items() if type(v) not in (types.ModuleType, GuardedModule))
             for attr, value in list(namespace.items()):
                 if type(value) in _PLAIN_TYPES:
                     continue
@@ -318,7 +369,7 @@ class Registries:
 _OBJECT_DICT = lambda obj: object.__getattribute__(obj, "__dict__")  # noqa: E731 - never a property
 
 
-def make_guard(trusted: dict, grader: dict, on_answer=None):
+def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = frozenset()):
     """Install the audit hook; returns (enter, leave, trust, answers): the notebook phase
     begins and ends, ``trust(code, secret=False)`` adds code the grader compiled (tests,
     handout, fixtures; ``secret``: the tests and the fixtures, whose code objects the
@@ -354,6 +405,28 @@ def make_guard(trusted: dict, grader: dict, on_answer=None):
             except answer_error:
                 entry["ok"] = False
         collect[0].append(entry)
+
+    def caller_trusted(depth):
+        """Whether the frame ``depth`` levels above the caller of this runs trusted code."""
+        state[1] = True
+        try:
+            frame = getframe(depth + 1)
+            return frame is None or id(frame.f_code) in trusted
+        finally:
+            state[1] = False
+
+    def module_write(module, name, value):
+        if caller_trusted(2):  # the frame that wrote, above GuardedModule's method
+            return
+        old = _MODULE_DICT(module).get(name)
+        if name != "__class__" and type(value) in _PLAIN_TYPES and type(old) in _PLAIN_TYPES:
+            return
+        what = f"{_MODULE_DICT(module).get('__name__', '?')}.{name}"
+        if len(REFUSED_WRITES) < 3 and what not in REFUSED_WRITES:
+            REFUSED_WRITES.append(what)
+        raise RuntimeError(f"changing {what} is not allowed while a notebook is graded")
+
+    _MODULE_CHECKS[:] = [module_write, lambda: caller_trusted(2)]  # above the lambda and the property
 
     def untrusted_on_stack(frame):
         while frame is not None:
@@ -407,6 +480,30 @@ def make_guard(trusted: dict, grader: dict, on_answer=None):
                         raise RuntimeError(f"reading {name} of the grader's code is not allowed "
                                            "while a notebook is graded")
                     frame = frame.f_back
+                return
+            finally:
+                state[1] = False
+        if event == "object.__getattr__" and len(args) >= 2 and args[1] == "__globals__":
+            # a function's globals are its module's namespace: a guarded one stays out of reach
+            state[1] = True
+            try:
+                obj = args[0]
+                if type(obj) is function_type and id(obj.__globals__) in guarded \
+                        and id(getframe(1).f_code) not in trusted:
+                    raise RuntimeError("reading __globals__ of a function of minigrad, NumPy or the "
+                                       "grader is not allowed while a notebook is graded")
+                return
+            finally:
+                state[1] = False
+        if event == "object.__setattr__" and len(args) >= 2 and args[1] == "__class__" \
+                and type(args[0]) is GuardedModule:
+            state[1] = True
+            try:
+                if id(getframe(1).f_code) not in trusted:
+                    if len(REFUSED_WRITES) < 3:
+                        REFUSED_WRITES.append(f"{_MODULE_DICT(args[0]).get('__name__', '?')}.__class__")
+                    raise RuntimeError("changing the class of a module of minigrad, NumPy or the "
+                                       "grader is not allowed while a notebook is graded")
                 return
             finally:
                 state[1] = False
@@ -575,9 +672,11 @@ def main() -> None:
     trusted_map = trusted_codes()
     registries = Registries(trusted_map)
     live_problem = [""]  # an observer of the notebook's found live when an answer was recorded
+    guarded = guard_modules(guarded_modules())
     enter, leave, trust, answers = make_guard(trusted_map, grader_codes(),
                                               on_answer=lambda: live_problem.__setitem__(
-                                                  0, live_problem[0] or registries.problem()))
+                                                  0, live_problem[0] or registries.problem()),
+                                              guarded=guarded)
     reference_run = bool(load.get("reference"))
 
     def trust_secret(code):
@@ -587,6 +686,7 @@ def main() -> None:
 
     def tampering() -> str:
         found = changed()[:3]
+        found += [f"changing {what} (refused)" for what in REFUSED_WRITES]
         for problem in (registries.problem(), live_problem[0]):
             if problem and problem not in found:
                 found.append(problem)

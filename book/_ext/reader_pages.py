@@ -4,8 +4,10 @@
   sphinx-exercise's exercises across the whole book unless the toctree is numbered
   (ch22 had Exercise 60). Here every enumerable item of ``notebooks/chNN_*`` is
   renumbered ``NN.k`` in document order (Exercise 4.1, Figure 4.2, ...), and on any
-  other page ``k`` (the intro's figure is Figure 1). ``{numref}`` and the exercise
-  titles read the same numbers.
+  other page ``k`` (the intro's figure is Figure 1). A chapter's continuation page
+  (``notebooks/chNNb_*``, listed under the chapter) goes on with the chapter's numbers:
+  if chapter 4 ends at Figure 4.3, its continuation starts at Figure 4.4.
+  ``{numref}`` and the exercise titles read the same numbers.
 - **No thebe.** jupyter-book always loads sphinx-thebe, whose inline script declares
   ``THEBE_JS_URL`` on every page; declared twice it is a console error, and the book
   has no live kernels anyway (launch buttons open Colab). Its scripts are dropped.
@@ -54,7 +56,7 @@ SEARCH_SCRIPTS = re.compile(
     r'_static/language_data\.js)[^"]*"[^>]*></script>\n?')
 GITHUB_ICON = '<i class="fab fa-github"></i>'
 GITHUB_PATH = re.compile(r'[{,]"?github"?:\[(\d+),(\d+),\[[^\]]*\],"[0-9a-f]+","([^"]+)"')
-CHAPTER = re.compile(r"(?:^|/)ch(\d+)_[^/]*$")
+CHAPTER = re.compile(r"(?:^|/)ch(\d+)(b?)_[^/]*$")
 ASSIGNMENTS = "book/assignments/"
 
 
@@ -64,21 +66,46 @@ def chapter_number(docname: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def renumber(fignumbers: dict[str, dict[str, tuple[int, ...]]],
-             docname: str) -> dict[str, dict[str, tuple[int, ...]]]:
+def is_continuation(docname: str) -> bool:
+    """True for a chapter's continuation page (``notebooks/ch04b_sqrt_rule``)."""
+    match = CHAPTER.search(docname)
+    return bool(match and match.group(2))
+
+
+def renumber(fignumbers: dict[str, dict[str, tuple[int, ...]]], docname: str,
+             after: dict[str, int] | None = None) -> dict[str, dict[str, tuple[int, ...]]]:
     """One document's ``{figtype: {id: number}}`` numbered from 1 per type, in the
-    order Sphinx numbered them, prefixed by the chapter number when there is one."""
+    order Sphinx numbered them, prefixed by the chapter number when there is one;
+    ``after`` (``{figtype: count}``) starts each type after that many (a continuation
+    page goes on from its chapter's last figure and exercise)."""
     prefix = () if chapter_number(docname) is None else (chapter_number(docname),)
+    after = after or {}
     renumbered = {}
     for figtype, numbers in fignumbers.items():
         ordered = sorted(numbers, key=lambda ident: numbers[ident])
-        renumbered[figtype] = {ident: prefix + (k,) for k, ident in enumerate(ordered, 1)}
+        start = after.get(figtype, 0) + 1
+        renumbered[figtype] = {ident: prefix + (k,)
+                               for k, ident in enumerate(ordered, start)}
     return renumbered
 
 
+def counts_before(all_fignumbers: dict[str, dict[str, dict]], docname: str) -> dict[str, int]:
+    """``{figtype: count}`` of the chapter page that ``docname`` continues (its chapter
+    notebook, the one of the same number without the ``b``); empty for any other page."""
+    if not is_continuation(docname):
+        return {}
+    number = chapter_number(docname)
+    for other, fignumbers in all_fignumbers.items():
+        if chapter_number(other) == number and not is_continuation(other):
+            return {figtype: len(numbers) for figtype, numbers in fignumbers.items()}
+    return {}
+
+
 def _number_per_chapter(app, env):
-    for docname, fignumbers in list(env.toc_fignumbers.items()):
-        env.toc_fignumbers[docname] = renumber(fignumbers, docname)
+    original = dict(env.toc_fignumbers)
+    for docname, fignumbers in original.items():
+        env.toc_fignumbers[docname] = renumber(fignumbers, docname,
+                                               counts_before(original, docname))
     return []
 
 
