@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import math
 import numbers
+import weakref
 
 import numpy as np
 
-__all__ = ["as_array", "check_int", "check_number", "check_segment_starts"]
+__all__ = ["as_array", "check_int", "check_number", "check_segment_starts", "saved_versions",
+           "check_saved_versions"]
 
 
 def _prefix(where: str) -> str:
@@ -141,3 +143,55 @@ def as_array(data, dtype=None) -> np.ndarray:
         raise TypeError(f"Tensor: cannot make a tensor from {type(data).__name__} (got an array of "
                         f"dtype {arr.dtype}); tensors hold booleans, integers or floats")
     return arr if dtype is None or arr.dtype == dtype else arr.astype(dtype)
+
+
+# --- saved arrays and in-place updates (the engine's version check) ----------------------
+def saved_versions(ctx, args, result) -> tuple:
+    """What `check_saved_versions` checks for a node ``ctx`` that ``args`` made ``result``:
+    ``(weak reference to the tensor, version, k, shape)`` for each saved array that is (a
+    direct view of) tensor input ``k``'s array, or the output's (``k`` -1). Weak: a node
+    must not keep a tensor, hence its array, alive (a pack hook may have let it go).
+    Identity tests only: no copy, no checksum; arrays an op made itself (intermediates)
+    need nothing."""
+    found = []
+    shapes, out = ctx.input_shapes, result._data
+    for s in ctx.__dict__.pop("raw_saved", ctx.saved):  # (before any pack hook)
+        if s is None:
+            continue
+        base = getattr(s, "base", None)
+        if s is out or base is out:
+            found.append((weakref.ref(result), 0, -1, result.shape))
+        k = 0
+        for t in args:  # (a plain loop: this runs for every op that saves)
+            if shapes[k] is not None and (t._data is s or t._data is base):
+                found.append((weakref.ref(t), t._version_counter, k, shapes[k]))
+            k += 1
+    return tuple(found)
+
+
+def check_saved_versions(ctx) -> None:
+    """Raise torch's error if a tensor whose array node ``ctx`` saved (`saved_versions`)
+    was updated in place since (its ``_version`` moved on).
+
+    Example:
+        >>> from minigrad import Tensor
+        >>> w = Tensor([1.0, 2.0], requires_grad=True)
+        >>> y = (w.exp() * w).sum()          # mul saves w (its input 1)
+        >>> w.data *= 2                       # an update before backward
+        >>> y.backward()
+        Traceback (most recent call last):
+        ...
+        RuntimeError: one of the variables needed for gradient computation has been modified by an inplace operation: the float32 tensor of shape (2,) that mul saved as its input 1 is at version 1; expected version 0 instead. ...
+    """
+    for ref, version, k, shape in ctx.versions:
+        t = ref()
+        if t is not None and t._version_counter != version:
+            what = "output" if k < 0 else f"input {k}"
+            op = ctx.fn.name() if ctx.fn is not None else "a node"
+            raise RuntimeError(
+                f"one of the variables needed for gradient computation has been modified by "
+                f"an inplace operation: the {t.dtype} tensor of shape {shape} that {op} saved "
+                f"as its {what} is at version {t._version_counter}; expected version {version} "
+                f"instead. Hint: it was updated in place (t.data -= ..., t.data = ..., an "
+                f"optimizer's step) after the forward pass saved it; update it after "
+                f"backward(), or give the op a copy")

@@ -27,7 +27,8 @@ from minigrad._validation import as_array
 from minigrad.hooks import BACKWARD_TASKS, SAVED_HOOKS, hold_role, release_role
 from minigrad.tensor import BackwardTask, Context, Tensor, graph_nodes, node_of
 
-__all__ = ["saved_tensors_hooks", "grad", "backward", "backprop", "saved_arrays"]
+__all__ = ["saved_tensors_hooks", "grad", "backward", "backprop", "saved_arrays",
+           "increment_version"]
 
 
 # --- saved-tensor hooks ------------------------------------------------------------------
@@ -123,6 +124,23 @@ class _Packed:
         if isinstance(self.value, np.ndarray):
             release_role(self.value, "activations")
         self.drop_unpacked()
+
+
+def increment_version(tensor) -> None:
+    """Count an in-place write into ``tensor``'s array that its ``data`` setter did not see
+    (``t.data[...] = v``, an op that updates an argument), as
+    ``torch.autograd.graph.increment_version``: a node that saved the array then refuses
+    to run backward (see ``Tensor._version``).
+
+    Example:
+        >>> t = Tensor([1.0, 2.0])
+        >>> t.data[0] = 5.0                 # NumPy's write: the setter does not see it
+        >>> increment_version(t); t._version
+        1
+    """
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"increment_version: expected a Tensor, got {type(tensor).__name__}")
+    tensor._version_counter += 1
 
 
 def saved_arrays(root) -> list:

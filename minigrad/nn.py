@@ -16,6 +16,7 @@ import numpy as np
 from minigrad import ops as F
 from minigrad import random as _random
 from minigrad._validation import check_int, check_number
+from minigrad.autograd import increment_version
 from minigrad.checkpoint import checkpoint, is_recomputing
 from minigrad.checkpoint import checkpoint_sequential
 from minigrad.hooks import hold_role, is_dry_run, release_role
@@ -52,6 +53,7 @@ class Parameter(Tensor):
     @data.setter
     def data(self, value):
         if value is self._data:  # in-place update (p.data -= ...): same array, same role
+            self._version_counter += 1
             return
         old = self._data
         if np.shape(value) != old.shape:
@@ -159,6 +161,7 @@ class Module:
             if v.shape != t.shape:
                 raise ValueError(f"load_state_dict: {name} has shape {t.shape}, got {v.shape}")
             t.data[...] = v
+            increment_version(t)  # a write the data setter does not see (torch: copy_)
 
     # --- modes ---------------------------------------------------------------------------
     def train(self, mode: bool = True):

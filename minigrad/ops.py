@@ -38,6 +38,7 @@ import numbers
 import numpy as np
 
 from minigrad import random as _random
+from minigrad.autograd import increment_version
 from minigrad.hooks import is_dry_run
 from minigrad.tensor import Function, Tensor
 
@@ -1155,10 +1156,14 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
                              f"for input of shape {tuple(x.shape)}")
     if not training and (running_mean is None or running_var is None):
         raise ValueError("batch_norm: eval mode needs running_mean and running_var")
+    buffers = [t for t in (running_mean, running_var) if isinstance(t, Tensor)]
     if isinstance(running_mean, Tensor):
         running_mean = running_mean.data
     if isinstance(running_var, Tensor):
         running_var = running_var.data
+    if training and update_stats and not is_dry_run():
+        for t in buffers:  # updated in place below, by NumPy: the setter does not see it
+            increment_version(t)
     return BatchNorm.apply(x, weight, bias, running_mean, running_var, training=training,
                            momentum=momentum, eps=eps, update_stats=update_stats)
 

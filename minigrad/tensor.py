@@ -20,7 +20,7 @@ import weakref
 import numpy as np
 
 from minigrad import grad_mode
-from minigrad._validation import as_array
+from minigrad._validation import as_array, check_saved_versions, saved_versions
 from minigrad.hooks import BACKWARD_TASKS, SAVED_HOOKS, tell
 
 __all__ = ["Tensor", "Function", "Context", "graph_nodes", "run_backward",
@@ -40,7 +40,7 @@ class Context:
     def __init__(self, fn=None, recording: bool = True):
         self.fn, self.recording = fn, recording
         self.inputs, self.input_shapes, self.needs_input_grad = (), (), ()
-        self.saved, self.released = (), False
+        self.saved, self.released, self.versions = (), False, ()
 
     def save_for_backward(self, *arrays):
         """Keep ``arrays`` (NumPy arrays or None) for backward, if this node records."""
@@ -50,6 +50,8 @@ class Context:
                   for a in arrays]  # (0-d)
         if SAVED_HOOKS:  # a saved_tensors_hooks block: store what its pack hook returns
             pack = SAVED_HOOKS[-1]
+            if self.fn is not None:  # (Function.apply checks them, then lets go)
+                self.raw_saved = arrays
             arrays = [pack(a) if isinstance(a, np.ndarray) else a for a in arrays]
         for a in arrays:
             if isinstance(a, np.ndarray):
@@ -60,6 +62,8 @@ class Context:
     def saved_tensors(self) -> tuple:
         if self.released:
             raise RuntimeError(_FREED)
+        if self.versions:  # a tensor whose array was saved was updated in place since
+            check_saved_versions(self)
         return tuple(s if isinstance(s, _PLAIN) else s.unpack() for s in self.saved)
 
     def release(self):
@@ -132,6 +136,8 @@ class Function:
                                      for a in args)
             ctx.output_shape = result.shape
             result._ctx = ctx
+            if ctx.saved:  # (which saved arrays are tensors': checked in saved_tensors)
+                ctx.versions = saved_versions(ctx, args, result)
         tell("op", "forward", cls, ctx, args, kwargs, result)
         return result
 
@@ -139,7 +145,9 @@ class Function:
 class Tensor:
     """An array (``data``: a NumPy array, shared; or nested numbers, Python floats
     becoming float32) with an optional gradient. `minigrad.ops` attaches the operators
-    and array methods.
+    and array methods. ``_version`` counts the updates through the ``data`` setter
+    (``t.data -= x``, ``t.data = y``), as torch's version counter; a write into the
+    array itself (``t.data[0] = 1``) is not seen (torch does not see ``.data`` writes).
 
     Example:
         >>> x = Tensor([[1.0, 2.0]], requires_grad=True)
@@ -147,7 +155,8 @@ class Tensor:
         array([[2., 4.]], dtype=float32)
     """
 
-    __slots__ = ("_data", "requires_grad", "_grad", "_ctx", "__weakref__")
+    __slots__ = ("_data", "requires_grad", "_grad", "_ctx", "_version_counter",
+                 "__weakref__")
     __array_ufunc__ = None  # `ndarray + Tensor` defers to Tensor.__radd__ (a graph op)
 
     def __init__(self, data, requires_grad: bool = False, dtype=None):
@@ -157,7 +166,7 @@ class Tensor:
             raise ValueError(f"only floating-point tensors can require grad, got "
                              f"{self._data.dtype}")
         self.requires_grad = bool(requires_grad)
-        self._grad = self._ctx = None
+        self._grad, self._ctx, self._version_counter = None, None, 0
 
     @property
     def data(self) -> np.ndarray:
@@ -165,6 +174,7 @@ class Tensor:
 
     @data.setter
     def data(self, value):  # (`t.data -= x` assigns the same array back: nothing new)
+        self._version_counter += 1  # in place or replaced: the arrays saved are stale
         if value is not self._data:
             self._data = as_array(value)
             tell("array", self._data)
@@ -182,6 +192,7 @@ class Tensor:
             tell("hold", value, "gradients")
         self._grad = value
 
+    _version = property(lambda self: self._version_counter)
     shape = property(lambda self: self._data.shape)
     dtype = property(lambda self: self._data.dtype)
 

@@ -5,6 +5,8 @@ import re
 import sys
 from types import SimpleNamespace
 
+import pytest
+
 from bookpaths import ROOT, toc_files
 
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
@@ -66,6 +68,7 @@ def test_forward_script_carries_the_map_and_cannot_close_its_tag():
     assert "location.replace" in script and "getElementById" in script
 
 
+@pytest.mark.book  # runs after the build (make test's phase 5)
 def test_every_moved_anchor_of_the_built_book_is_forwarded():
     """In the built book, each chapter page with a continuation forwards every id its
     continuation has and it lacks, and no id it still has."""
@@ -74,9 +77,9 @@ def test_every_moved_anchor_of_the_built_book_is_forwarded():
     from bookpaths import HTML, continued_chapter, continuations
 
     pages = list(continuations().values())
-    if not pages or not (HTML / "notebooks").is_dir():
-        import pytest
-        pytest.skip("no continuation page, or the book is not built")
+    if not pages:
+        pytest.skip("no chapter goes on on a continuation page")
+    assert (HTML / "notebooks").is_dir(), "the book is not built (make html)"
     for cont in pages:
         parent = continued_chapter(cont)
         html = (HTML / "notebooks" / f"{parent.stem}.html").read_text()
