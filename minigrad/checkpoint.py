@@ -27,7 +27,10 @@ non-reentrant compares every saved array's op, shape and dtype, reentrant every 
 output), raising `CheckpointError` naming the first difference. The ledger counts the kept
 inputs as activations; ops run while recomputing count in phase ``"recompute"``, during
 which `is_recomputing` is True (``nn.BatchNorm1d`` uses it to update its running
-statistics once). Checkpoints nest.
+statistics once). Checkpoints nest. An input updated in place between the forward and
+the backward pass raises torch's "modified by an inplace operation" error (its
+``_version`` moved on), and so does, as `CheckpointError`, a tensor ``fn``'s ops read (a
+parameter) that the recomputation would read at another version.
 
 The executors of plans are here too: `checkpoint_sequential` (segments, torch's
 function) and `run_schedule` (a plan's actions: Revolve, nested schedules). What every

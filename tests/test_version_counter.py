@@ -328,3 +328,15 @@ def test_dtr_an_intermediate_updated_inside_the_step_raises():
         h.data *= 2.0
         with pytest.raises(RuntimeError, match="dtr.budget: op gelu reads, as its argument 0"):
             model[1](h)
+
+
+def test_saved_tensors_hooks_do_not_hide_an_update():
+    """Unlike torch (which cannot see through hooks), the engine checks the tensors whose
+    arrays a pack hook received: the executors that recompute rely on it."""
+    w = Tensor(np.ones(3, np.float32), requires_grad=True)
+    x = Tensor(np.full(3, 2.0, np.float32), requires_grad=True)
+    with minigrad.saved_tensors_hooks(lambda a: a.copy(), lambda a: a):
+        y = (x * w).sum()
+    w.data -= 1.0
+    with pytest.raises(RuntimeError, match="mul saved as its input 1"):
+        y.backward()
