@@ -9,10 +9,11 @@ NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize
 PHASE  := $(BIN)/python scripts/timed.py
 # Every notebook for nbval, the slowest first: each runs whole on one worker, so the
 # two workers finish together (a folder argument would be collected in name order).
-# Named by slug: the numbers come from the file names, which follow _toc.yml.
-NB_SLOW  := $(foreach s,beyond_one_device sqrt_trick hugging_face cost_in_time \
+# Named by slug: the numbers come from the file names, which follow _toc.yml
+# (a continuation page, chNNb_slug, by its own slug).
+NB_SLOW  := $(foreach s,beyond_one_device sqrt_rule hugging_face cost_in_time \
               memory_did_not_go_down applications selective_recomputation offloading \
-              formula_vs_measurement,$(wildcard notebooks/ch[0-9][0-9]_$(s).ipynb))
+              formula_vs_measurement,$(wildcard notebooks/ch[0-9][0-9]*_$(s).ipynb))
 NB_ORDER := $(NB_SLOW) $(filter-out $(NB_SLOW),$(sort $(wildcard notebooks/*.ipynb)))
 
 .PHONY: book test notebooks unit compat clean venv benchmark chromium screens metrics fix check html

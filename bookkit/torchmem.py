@@ -85,7 +85,7 @@ def storage_key(t: torch.Tensor) -> tuple[str, int]:
     reused only after its storage is freed, and the meter keeps saved storages alive
     for as long as it counts them).
 
-    Shown in chapter 9.
+    Shown in chapter 9b.
     """
     st = t.untyped_storage()
     return (str(t.device), st.data_ptr())
@@ -125,7 +125,7 @@ class _Packed:
 
 class SavedTensorMeter(torch.autograd.graph.saved_tensors_hooks):
     """Context manager that counts the bytes autograd saves for backward. Shown in
-    chapter 9 (its two hooks, `_pack` and `_unpack`).
+    chapter 9b (its two hooks, `_pack` and `_unpack`).
 
     Inside ``with SavedTensorMeter(params=model.parameters()) as m:`` every tensor an op
     saves for backward passes through the meter. A storage is counted once, by its full
@@ -164,7 +164,7 @@ class SavedTensorMeter(torch.autograd.graph.saved_tensors_hooks):
         self.n_packed = 0
         super().__init__(self._pack, self._unpack)
 
-    # -- the two hooks (chapter 9 shows them) -----------------------------------
+    # -- the two hooks (chapter 9b shows them) -----------------------------------
     def _pack(self, t: torch.Tensor):
         """Autograd is saving ``t`` for backward: count its storage, keep ``t``."""
         key = storage_key(t)
@@ -246,7 +246,7 @@ def saved_bytes(fn: Callable, *args, params=None) -> int:
     ``params``: tensors or modules whose storages are not counted; by default, when
     ``fn`` is an ``nn.Module``, its parameters and buffers. Returns an int (bytes).
 
-    Shown in chapter 9.
+    Shown in chapter 9b.
     """
     if params is None:
         params = fn if isinstance(fn, torch.nn.Module) else ()
@@ -275,7 +275,7 @@ def tracker_peaks(module: torch.nn.Module | None, step_fn: Callable[[], Any],
     (created in backward: activation gradients and scratch), Optstate (optimizer
     state, created lazily on the first ``step``), Other (``inputs``).
 
-    Shown in chapter 9.
+    Shown in chapter 9b.
     """
     from torch.distributed._tools.mem_tracker import MemTracker
 
@@ -345,7 +345,7 @@ def older_objects_frozen():
 class AllocatorTrace:
     """Context manager: what the device's allocator holds over a block of code.
 
-    Shown in chapter 9. ``with AllocatorTrace("cpu") as trace:`` counts, from the
+    Shown in chapter 9b. ``with AllocatorTrace("cpu") as trace:`` counts, from the
     allocator's own records, the bytes allocated and not yet freed since the block
     began; ``trace.mark(name)`` notes that count at a point of the block. Afterwards
     (all in bytes, relative to the start, so memory held before the block is not
@@ -483,7 +483,7 @@ def _cpu_memory_events(prof) -> list[tuple[str, Any, int]]:
     allocation (bytes > 0) and each release (bytes < 0) of a block allocated while
     this profiler ran. The allocator also reports, with their size, releases of
     blocks allocated under an earlier profiler: matching by address drops them.
-    Shown in chapter 9."""
+    Shown in chapter 9b."""
     out, alive = [], {}
     for kind, what, nbytes in _cpu_allocator_records(prof, _MARK):
         if kind == "mark":
@@ -501,7 +501,7 @@ def _cpu_allocator_records(prof, mark_prefix: str) -> list[tuple[str, Any, int]]
     release) and every ``record_function`` named ``mark_prefix + name`` (``("mark",
     name, 0)``) in a stopped ``torch.profiler.profile(profile_memory=True)``, in the
     order they happened (an allocation record first when both share a timestamp).
-    Shown in chapter 9."""
+    Shown in chapter 9b."""
     from torch._C._profiler import _EventType
 
     events = []                                   # (time, order, kind, what, bytes)
@@ -540,7 +540,7 @@ def cuda_peak_bytes(fn: Callable[[], Any], device=None) -> int | None:
     (activations, temporaries, gradients, optimizer state, workspaces) in the
     allocator's 512-byte blocks. Returns ``None`` when CUDA is not available.
 
-    Shown in chapter 9.
+    Shown in chapter 9b.
     """
     if not torch.cuda.is_available():
         return None
@@ -755,7 +755,7 @@ def record(key: str, **figures) -> dict | None:
     ``key`` names the measurement, starting with the chapter id (``"ch11_layer_bytes"``);
     figures are numbers (bytes as ints), strings or None, e.g. ``cpu_saved=…, cuda_peak=…``.
 
-    Shown in chapter 9.
+    Shown in chapter 9b.
     """
     if not isinstance(key, str) or not key:
         raise ValueError(f"record: key must be a non-empty string, got {key!r}")

@@ -1,4 +1,4 @@
-"""minigrad's chain planners applied to a PyTorch block stack.
+"""minigrad's planners applied to a PyTorch block stack (chapter 7's second page).
 
 `profile_blocks` measures a stack of ``torch.nn.Module`` blocks into a
 `minigrad.plan.ChainProfile` (FLOPs with ``torch.utils.flop_counter.FlopCounterMode``,
@@ -8,6 +8,13 @@ bytes with saved-tensor hooks, `bookkit.torchmem.SavedTensorMeter`); any chain p
 checkpoints every segment but the last, a `NestedSchedule` nests checkpoints as its
 items do. `saved_after_forward` predicts the bytes autograd holds when the forward pass
 ends, which `SavedTensorMeter` measures.
+
+The graph optimum: `trace_torch_graph` records a step's ATen ops into a
+`minigrad.plan.GraphProfile`, `minigrad.plan.remat` plans on it, `selective_policy` turns
+the schedule into torch's selective-checkpoint policy (``MUST_SAVE`` for the outputs it
+keeps, ``PREFER_RECOMPUTE`` for the rest) and predicts what torch will then hold,
+recompute and peak at; `run_selective` runs it, `measure_step` measures a step.
+Selective checkpointing needs torch >= 2.4 (the book declares torch >= 2.5).
 
 Example:
     >>> import torch
@@ -21,16 +28,23 @@ Example:
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import NamedTuple
+
 import torch
 from torch.utils.checkpoint import checkpoint, set_checkpoint_early_stop
 from torch.utils.flop_counter import FlopCounterMode
 
 from bookkit.torchmem import SavedTensorMeter, storage_key
 from minigrad.plan.chain import ChainProfile
+from minigrad.plan.graph import GraphProfile
 from minigrad.plan.nested import Checkpointed, NestedSchedule
 from minigrad.plan.segments import SegmentPlan
 
-__all__ = ["profile_blocks", "run_plan", "saved_after_forward", "forward_flops"]
+__all__ = ["FlopCount", "SelectivePolicy", "StepMeasure", "TorchGraphProfile",
+           "forward_flops", "measure_step", "op_flops", "profile_blocks", "run_plan",
+           "run_selective", "saved_after_forward", "selective_frontier", "selective_policy",
+           "trace_torch_graph"]
 
 
 def forward_flops(fn, *args) -> int:
@@ -163,3 +177,618 @@ def saved_after_forward(profile: ChainProfile, plan: SegmentPlan) -> int:
     if profile.loss_saves_input:
         held[("in", n)] = profile.output_bytes
     return sum(held.values()) + profile.loss_own_bytes
+
+
+# --- the graph optimum as a selective-checkpoint policy -------------------------------
+
+def _tensors_in(obj):
+    from torch.utils._pytree import tree_flatten
+
+    return [t for t in tree_flatten(obj)[0] if isinstance(t, torch.Tensor)]
+
+
+def _is_view_op(func) -> bool:
+    """Whether every output of ``func`` aliases an input (a view: no FLOPs, no bytes)."""
+    rets = func._schema.returns
+    return bool(rets) and all(r.alias_info is not None for r in rets)
+
+
+def op_flops(func, args, kwargs, out) -> int:
+    """FLOPs of one ATen op under the book's counting (see `trace_torch_graph`).
+
+    Matmuls, convolutions and attention: torch's own formulas
+    (``torch.utils.flop_counter``'s registry; CPU flash attention by the flash
+    formula). Views: 0. Every other op: one FLOP per output element (torch's
+    counter gives elementwise ops 0, which would make recomputing them free).
+    """
+    from torch.utils import flop_counter as fc
+
+    packet = func._overloadpacket
+    if packet is torch.ops.aten._scaled_dot_product_flash_attention_for_cpu:
+        packet = torch.ops.aten._scaled_dot_product_flash_attention
+    if packet in fc.flop_registry:
+        return int(fc.flop_registry[packet](*args, **kwargs, out_val=out))
+    if _is_view_op(func):
+        return 0
+    return int(sum(t.numel() for t in _tensors_in(out)))
+
+
+class FlopCount:
+    """Context manager: the FLOPs of every ATen op run inside it, counted by `op_flops`.
+
+    ``total`` (FLOPs) and ``by_op`` (``{op name: FLOPs}``). Ops torch's checkpoint
+    ignores (``detach``) count 0.
+
+    Example:
+        >>> import torch
+        >>> a, b = torch.ones(4, 8), torch.ones(8, 2)
+        >>> with FlopCount() as c:
+        ...     _ = (a @ b + 1.0).t()
+        >>> c.total, c.by_op
+        (136, {'mm': 128, 'add': 8, 't': 0})
+    """
+
+    def __init__(self):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        counter = self
+
+        class _Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                out = func(*args, **kwargs)
+                n = op_flops(func, args, kwargs, out)
+                name = func._overloadpacket.__name__
+                counter.by_op[name] = counter.by_op.get(name, 0) + n
+                counter.total += n
+                return out
+
+        self._mode = _Mode()
+        self.total = 0
+        self.by_op: dict = {}
+
+    def __enter__(self) -> "FlopCount":
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._mode.__exit__(*exc)
+
+
+@dataclass(frozen=True)
+class TorchGraphProfile(GraphProfile):
+    """A `minigrad.plan.GraphProfile` traced from a PyTorch step, with what a
+    selective-checkpoint policy needs to name each forward node.
+
+    Attributes (besides `GraphProfile`'s):
+        ops: for each forward node, ``(op, region, call)``: the ATen overload, the
+            block it ran in (``-1``: the loss, outside every block) and its place among
+            the calls a selective-checkpoint policy sees in that block (0, 1, ...).
+        n_regions: the number of blocks.
+        pinned: forward nodes a checkpoint of each block cannot recompute: each block's
+            output (the next block's checkpointed input) and the loss's ops.
+        saves: for each backward node, how many tensors its op saved (parameters
+            included): the first backward node of a block that saves one starts that
+            block's recomputation.
+        saves_output: for each forward node, whether its backward saves one of its
+            own outputs (then a recomputation that stops at it still runs it).
+        region_calls: for each block, ``(op, output shape)`` of each ATen op a policy
+            sees there, in call order (views included: they are not nodes, and are
+            always recomputed); the policy checks them as it runs.
+    """
+
+    ops: tuple = ()
+    n_regions: int = 0
+    pinned: frozenset = frozenset()
+    saves: tuple = ()
+    saves_output: tuple = ()
+    region_calls: tuple = ()
+
+
+def _saved_tensors(grad_fn):
+    out = []
+    for name in dir(grad_fn):
+        if not name.startswith("_saved_"):
+            continue
+        try:
+            v = getattr(grad_fn, name)
+        except RuntimeError:       # released, or an undefined optional tensor
+            continue
+        out.extend(_tensors_in(v) if isinstance(v, (tuple, list, torch.Tensor)) else [])
+    return out
+
+
+def trace_torch_graph(blocks, x: torch.Tensor, loss=None) -> TorchGraphProfile:
+    """Trace one training step of a PyTorch block stack into minigrad's graph form.
+
+    One forward pass, recorded ATen op by ATen op (a ``TorchDispatchMode``: the ops
+    torch's selective checkpoint sees), then the autograd graph read without running
+    backward. Forward node ``i`` is the ``i``-th op; its value is the storages its
+    outputs create (views of an earlier storage own no bytes; parameters count 0,
+    as in `minigrad.plan.trace_graph`), its cost `op_flops`: torch's formulas for
+    matmuls and attention, 0 for views, and one FLOP per output element for every
+    other op (layer norms, GELU, adds: torch's counter gives them 0, which would plan
+    their recomputation as free). Backward node ``b`` (one per autograd node, in the
+    engine's order, descending sequence numbers) reads the gradients of its op's
+    users and the values its op saved (``grad_fn._saved_*``, matched by storage);
+    its value is the gradients it returns (the bytes of its op's inputs that require
+    grad), its cost twice its op's FLOPs (not measured: the planner minimises
+    recomputed forward FLOPs only). The step's input, when saved, is
+    ``const_bytes``. The random state and the model are left as they were.
+
+    Args:
+        blocks: an ``nn.Module`` or a sequence of them, applied in order; each one
+            is a region a checkpoint (`run_selective`) can wrap.
+        x: the input (a tensor; it may require grad or not).
+        loss: callable on the last output returning a scalar (default: the mean of
+            squares).
+
+    Returns:
+        A `TorchGraphProfile` (a `minigrad.plan.GraphProfile`: `minigrad.plan.remat`
+        plans on it).
+
+    Raises:
+        TypeError: ``x`` is not a tensor, or a block is not callable.
+        ValueError: no blocks, or the loss is not a scalar that requires grad.
+
+    Example:
+        >>> import torch
+        >>> from bookkit.torchmodels import GPTBlock
+        >>> g = trace_torch_graph([GPTBlock(16, 2, dropout=0.0)], torch.randn(2, 8, 16))
+        >>> g.names[:2], g.n_forward, g.n_regions
+        (('native_layer_norm', 'addmm'), 12, 1)
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils.checkpoint import SAC_IGNORED_OPS
+
+    if isinstance(blocks, torch.nn.Module) and not isinstance(blocks, torch.nn.Sequential):
+        blocks = [blocks]
+    blocks = list(blocks)
+    if not blocks:
+        raise ValueError("trace_torch_graph: no blocks")
+    bad = [type(b).__name__ for b in blocks if not callable(b)]
+    if bad:
+        raise TypeError(f"trace_torch_graph: blocks must be callable, got {bad[0]}")
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"trace_torch_graph: x must be a tensor, got {type(x).__name__}")
+    loss = loss if loss is not None else (lambda y: y.square().mean())
+    param_keys = {storage_key(p) for b in blocks if isinstance(b, torch.nn.Module)
+                  for p in list(b.parameters()) + list(b.buffers())}
+    x_key = storage_key(x)
+
+    ops = []          # (func, region, call, inputs, outputs, flops)
+    region = [-1]
+    calls = {}
+
+    class _Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            if func in SAC_IGNORED_OPS:
+                return out
+            call = calls.get(region[0], 0)      # a policy sees every other op
+            calls[region[0]] = call + 1
+            if not _tensors_in(out):
+                ops.append((func, region[0], call, [], [], 0))
+                return out
+            ops.append((func, region[0], call, _tensors_in((args, kwargs)), _tensors_in(out),
+                        op_flops(func, args, kwargs, out)))
+            return out
+
+    with torch.random.fork_rng(), torch.enable_grad():
+        with _Record():
+            h = x
+            for r, block in enumerate(blocks):
+                region[0] = r
+                h = block(h)
+            region[0] = -1
+            value = loss(h)
+        if not isinstance(value, torch.Tensor) or value.numel() != 1 or not value.requires_grad:
+            raise ValueError("trace_torch_graph: loss must return a one-element tensor that "
+                             "requires grad")
+        return _build_torch_graph(ops, value, len(blocks), param_keys, x_key, x)
+
+
+def _build_torch_graph(ops, value, n_regions, param_keys, x_key, x):
+    # Views (outputs aliasing an input: view, t, permute, unbind, ...) cost 0 FLOPs and
+    # own no bytes: they are not nodes; whoever reads a view reads the node that made
+    # its storage. Their backward nodes pass gradients through (as views, except
+    # unbind's, which stacks them: a copy this model does not count).
+    node_of_tensor, creator = {}, {}      # id(tensor) -> node; storage key -> node
+    names, deps, buffer_bytes, shapes, kept_ops = [], [], [], [], []
+    node_of_grad_fn, grad_bytes = {}, []
+    for func, region, call, inputs, outputs, flops in ops:
+        d = set()
+        for t in inputs:
+            q = node_of_tensor.get(id(t), creator.get(storage_key(t)))
+            if q is not None:
+                d.add(q)
+        if not outputs:
+            continue
+        if _is_view_op(func):
+            for t in outputs:
+                q = creator.get(storage_key(t))
+                if q is not None:
+                    node_of_tensor[id(t)] = q
+            continue
+        i = len(names)
+        own = 0
+        for t in outputs:
+            key = storage_key(t)
+            if key not in creator and key not in param_keys and key != x_key and key[1] != 0:
+                creator[key] = i
+                own += t.untyped_storage().nbytes()
+            node_of_tensor[id(t)] = creator.get(key, i)
+            if t.grad_fn is not None:
+                node_of_grad_fn.setdefault(t.grad_fn, i)
+        d.discard(i)
+        names.append(func._overloadpacket.__name__)
+        deps.append(tuple(sorted(d)))
+        buffer_bytes.append(own)
+        shapes.append((tuple(outputs[0].shape), str(outputs[0].dtype).replace("torch.", "")))
+        grad_bytes.append(sum(t.numel() * t.element_size() for t in inputs if t.requires_grad))
+        kept_ops.append((func, region, call, flops))
+    nf = len(names)
+    # the backward: autograd nodes reachable from the loss, in the engine's order
+    seen, stack = {}, [value.grad_fn]
+    while stack:
+        fn = stack.pop()
+        if fn is None or fn in seen:
+            continue
+        seen[fn] = []
+        stack.extend(f for f, _ in fn.next_functions)
+    for fn in seen:                    # who reads each node's gradient
+        for f, _ in fn.next_functions:
+            if f is not None:
+                seen[f].append(fn)
+
+    def readers(fn, out):              # through the pass-through nodes of views
+        for c in seen[fn]:
+            if c in node_of_grad_fn:
+                out.add(c)
+            else:
+                readers(c, out)
+        return out
+
+    bwd = sorted((fn for fn in seen if fn in node_of_grad_fn),
+                 key=lambda fn: -fn._sequence_nr())
+    stage_of = {fn: nf + k for k, fn in enumerate(bwd)}
+    flops = [f for *_, f in kept_ops]
+    const, const_slots, saves = {}, [], []
+    saves_output = [False] * nf
+    for fn in bwd:
+        j = node_of_grad_fn[fn]
+        d = {stage_of[c] for c in readers(fn, set())}
+        saved = _saved_tensors(fn)
+        for t in saved:
+            key = storage_key(t)
+            if key in creator:
+                q = creator[key]
+                d.add(q)
+                saves_output[j] = saves_output[j] or q == j
+            elif key == x_key:
+                nbytes = x.untyped_storage().nbytes()
+                cid = const.setdefault(key, len(const))
+                if (cid, nbytes, j) not in const_slots:
+                    const_slots.append((cid, nbytes, j))
+        saves.append(len(saved))
+        names.append(names[j] + ".bwd")
+        deps.append(tuple(sorted(d)))
+        flops.append(2 * flops[j])
+    value_bytes = buffer_bytes + [grad_bytes[node_of_grad_fn[fn]] for fn in bwd]
+    regions = [r for _, r, *_ in kept_ops]
+    pinned = {i for i in range(nf) if regions[i] == -1}
+    for r in range(n_regions):     # a block's output: the last op of the block made it
+        pinned.add(max(i for i in range(nf) if regions[i] == r))
+    calls = tuple(tuple((f, tuple(outs[0].shape) if outs else None)
+                        for f, rr, _, _, outs, _ in ops if rr == r) for r in range(n_regions))
+    return TorchGraphProfile(
+        names=tuple(names), n_forward=nf, deps=tuple(deps), value_bytes=tuple(value_bytes),
+        flops=tuple(int(f) for f in flops),
+        const_bytes=int(x.untyped_storage().nbytes()) if const else 0,
+        backward_of=tuple(node_of_grad_fn[fn] for fn in bwd), out_buffer=tuple(range(nf)),
+        buffer_bytes=tuple(buffer_bytes), private_bytes=(0,) * nf,
+        const_slots=tuple(const_slots), out_shapes=tuple(shapes),
+        ops=tuple((f, r, c) for f, r, c, _ in kept_ops), n_regions=n_regions,
+        pinned=frozenset(pinned), saves=tuple(saves), saves_output=tuple(saves_output),
+        region_calls=calls)
+
+
+def _sac_schedule(g: TorchGraphProfile, save) -> tuple:
+    """What torch's selective checkpoint runs when each block is checkpointed and the
+    forward nodes ``save`` are MUST_SAVE (the rest recomputed), as a Checkmate schedule
+    ``(recompute, keep)``: a block's recomputation runs once, in order, when backward
+    first unpacks a tensor the block saved, and stops (torch's early stop) once it has
+    rebuilt the last one; what it rebuilds stays until its last reader."""
+    nf, N = g.n_forward, g.n_nodes
+    regions = [r for _, r, _ in g.ops]
+    present = set(save) | set(g.pinned)
+    recompute, starts = [()] * N, {}
+    for r in range(g.n_regions):
+        nodes = [i for i in range(nf) if regions[i] == r]
+        saving = [i for i in nodes if g.saves[_stage_of(g, i) - nf] > 0]
+        if not saving:
+            continue
+        t_r = min(_stage_of(g, i) for i in saving)
+        last = max(saving)
+        rerun = [i for i in nodes if i not in present
+                 and (i < last or (i == last and g.saves_output[last]))]
+        recompute[t_r] = tuple(rerun)
+        starts[t_r] = {i for i in nodes if i in save}
+    # a value is needed where a node or a recomputation reads it; a saved output is
+    # held by the checkpoint until its block's recomputation takes it
+    need = [set(g.deps[t]) | {d for k in recompute[t] for d in g.deps[k]} - set(recompute[t])
+            | starts.get(t, set()) for t in range(N)]
+    keep, avail = [], set()
+    for t in range(N):
+        later = set().union(*need[t:]) if t < N else set()
+        fwd_later = set().union(*need[t:nf]) if t < nf else set()
+        keep.append(frozenset(i for i in avail
+                              if i in fwd_later or (i in later and (i in present or i >= nf
+                                                                     or t > nf))))
+        avail = set(keep[-1]) | set(recompute[t]) | {t}
+        if t == nf - 1:
+            avail = {i for i in avail if i in present or i >= nf}
+    return tuple(recompute), tuple(keep)
+
+
+def _stage_of(g, i):
+    return g.n_forward + g.backward_of.index(i)
+
+
+@dataclass(frozen=True)
+class SelectivePolicy:
+    """A graph schedule as torch's selective-checkpoint policy, with what it will do.
+
+    Attributes:
+        graph: the `TorchGraphProfile` it was made for.
+        save: the forward nodes whose outputs are saved (``MUST_SAVE``); every other
+            op of a block is recomputed (``PREFER_RECOMPUTE``).
+        schedule: the `minigrad.plan.GraphSchedule` it came from (None for one
+            `selective_frontier` found).
+        held_bytes: predicted bytes held for backward when the forward ends
+            (the saved outputs, the blocks' inputs, what the loss saves).
+        recompute_flops: predicted FLOPs torch recomputes (`op_flops`).
+        peak_bytes: predicted peak of the step in Checkmate's model (live values and
+            gradients in flight) as torch runs it: each block recomputed at once.
+        recompute, keep: that execution as a Checkmate schedule.
+    """
+
+    graph: TorchGraphProfile
+    save: frozenset
+    schedule: object
+    held_bytes: int
+    recompute_flops: int
+    peak_bytes: int
+    recompute: tuple
+    keep: tuple
+
+    def policy_fn(self, region: int):
+        """The policy function of block ``region`` for
+        ``create_selective_checkpoint_contexts``: op instances by call order."""
+        from torch.utils.checkpoint import CheckpointPolicy
+
+        g = self.graph
+        save_calls = {c for i, (_, r, c) in enumerate(g.ops) if r == region and i in self.save}
+        expected = g.region_calls[region]
+        count = [0]
+
+        def policy(ctx, func, *args, **kwargs):
+            k = count[0]
+            count[0] += 1
+            outs = _tensors_in(ctx.op_output)
+            got = (func, tuple(outs[0].shape) if outs else None)
+            if k >= len(expected) or expected[k] != got:
+                want = expected[k] if k < len(expected) else "no such call"
+                raise RuntimeError(
+                    f"selective policy: block {region} call {k} is {got[0]} with output "
+                    f"shape {got[1]}, but the plan was traced with {want}; trace the graph "
+                    f"again for this model and input")
+            return (CheckpointPolicy.MUST_SAVE if k in save_calls
+                    else CheckpointPolicy.PREFER_RECOMPUTE)
+        return policy
+
+    def context_fn(self, region: int):
+        """A ``context_fn`` for ``checkpoint(block, ..., context_fn=...)`` of block
+        ``region``."""
+        import functools
+
+        from torch.utils.checkpoint import create_selective_checkpoint_contexts
+
+        return functools.partial(create_selective_checkpoint_contexts, self.policy_fn(region))
+
+
+def selective_policy(graph: TorchGraphProfile, schedule) -> SelectivePolicy:
+    """Turn a graph schedule into torch's selective checkpoint, and predict its run.
+
+    The forward values the schedule keeps into the backward pass become ``MUST_SAVE``
+    (named by op instance: the ``k``-th op torch sees in a block), every other op
+    ``PREFER_RECOMPUTE``; each block runs under ``torch.utils.checkpoint``
+    (`run_selective`). Torch then holds exactly what the schedule holds when the
+    forward ends (plus each block's input, which a checkpoint always keeps), but it
+    recomputes a block all at once, when backward first needs one of its tensors, up
+    to the last one it needs: ``recompute_flops`` and ``peak_bytes`` are that
+    execution's, priced in the schedule's model; they equal the schedule's own when
+    it recomputes each dropped op once and the ones it needs are all before the last.
+
+    Args:
+        graph: a `TorchGraphProfile` (`trace_torch_graph`).
+        schedule: a `minigrad.plan.GraphSchedule` of that graph (`minigrad.plan.remat`).
+
+    Returns:
+        A `SelectivePolicy`.
+
+    Raises:
+        TypeError: ``graph`` is not a `TorchGraphProfile`.
+        ValueError: ``schedule`` was planned for another graph.
+
+    Example:
+        >>> import torch
+        >>> from bookkit.torchmodels import GPTBlock
+        >>> from minigrad import plan
+        >>> x = torch.randn(2, 8, 16, requires_grad=True)
+        >>> g = trace_torch_graph([GPTBlock(16, 2, dropout=0.0)], x)
+        >>> p = selective_policy(g, plan.store_all(g))
+        >>> p.held_bytes == plan.store_all(g).predicted_activation_bytes
+        True
+        >>> p.recompute_flops    # the attention's output projection: nothing saves it
+        8192
+    """
+    if not isinstance(graph, TorchGraphProfile):
+        raise TypeError(f"selective_policy: graph must be a TorchGraphProfile "
+                        f"(trace_torch_graph), got {type(graph).__name__}")
+    if getattr(schedule, "graph", None) != graph:
+        raise ValueError("selective_policy: the schedule was planned for another graph")
+    nf = graph.n_forward
+    save = frozenset(i for i in schedule.keep[nf] if i < nf and graph.ops[i][1] >= 0)
+    return _policy(graph, save, schedule)
+
+
+def _policy(graph, save, schedule=None) -> SelectivePolicy:
+    from minigrad.plan.checkmate import simulate
+
+    recompute, keep = _sac_schedule(graph, save)
+    peak, cost = simulate(graph, recompute, keep)
+    nf = graph.n_forward
+    held = sum(graph.value_bytes[i] for i in set(keep[nf]) | set(save)) + graph.const_bytes
+    return SelectivePolicy(graph, frozenset(save), schedule, int(held), int(cost), int(peak),
+                           recompute, keep)
+
+
+def selective_frontier(graph: TorchGraphProfile, max_ops: int = 14) -> list:
+    """Every best selective policy of a stack of identical blocks, by enumeration.
+
+    Torch's selective checkpoint cannot run every graph schedule (it rebuilds a block
+    all at once, and reruns what nothing needs), so the best policy is searched in
+    torch's own family: one choice of ``MUST_SAVE`` ops per block, the same in every
+    block, each of the ``2**k`` choices priced by `selective_policy`'s model of
+    torch's execution (exact on CPU for held bytes and FLOPs). Returns the Pareto
+    frontier: held bytes up, recomputed FLOPs down.
+
+    Args:
+        graph: a `TorchGraphProfile` whose blocks run the same ops.
+        max_ops: refuse blocks with more candidate ops than this (``2**max_ops``
+            choices).
+
+    Returns:
+        A list of `SelectivePolicy` (``schedule`` None), fewest held bytes first.
+
+    Raises:
+        TypeError: ``graph`` is not a `TorchGraphProfile`.
+        ValueError: the blocks differ, or a block has more than ``max_ops`` ops.
+
+    Example:
+        >>> import torch
+        >>> from bookkit.torchmodels import GPTBlock
+        >>> x = torch.randn(2, 8, 16, requires_grad=True)
+        >>> g = trace_torch_graph([GPTBlock(16, 2, dropout=0.0)] * 2, x)
+        >>> front = selective_frontier(g)
+        >>> front[-1].recompute_flops, len(front) > 2
+        (0, True)
+    """
+    if not isinstance(graph, TorchGraphProfile):
+        raise TypeError(f"selective_frontier: graph must be a TorchGraphProfile, got "
+                        f"{type(graph).__name__}")
+    nf = graph.n_forward
+    calls = [tuple((f, shape) for f, shape in c) for c in graph.region_calls]
+    if len(set(calls)) != 1:
+        raise ValueError("selective_frontier: the blocks run different ops (or shapes); "
+                         "it enumerates one choice for identical blocks")
+    per = [[i for i in range(nf) if graph.ops[i][1] == r and i not in graph.pinned]
+           for r in range(graph.n_regions)]
+    k = len(per[0])
+    if k > max_ops:
+        raise ValueError(f"selective_frontier: {k} ops per block, more than max_ops={max_ops}")
+    points = []
+    for mask in range(2 ** k):
+        pick = [j for j in range(k) if mask >> j & 1]
+        points.append(_policy(graph, frozenset(block[j] for block in per for j in pick)))
+    front = []
+    for p in sorted(points, key=lambda p: (p.held_bytes, p.recompute_flops)):
+        if not front or p.recompute_flops < front[-1].recompute_flops:
+            front.append(p)
+    return front
+
+
+def run_selective(blocks, policy: SelectivePolicy, x: torch.Tensor) -> torch.Tensor:
+    """Run ``blocks`` on ``x``, each under ``torch.utils.checkpoint`` with its
+    selective policy (non-reentrant, torch's early stop on).
+
+    Args:
+        blocks: the blocks `trace_torch_graph` traced.
+        policy: a `SelectivePolicy` of that trace.
+        x: the input.
+
+    Returns:
+        The last block's output.
+    """
+    if isinstance(blocks, torch.nn.Module) and not isinstance(blocks, torch.nn.Sequential):
+        blocks = [blocks]
+    blocks = list(blocks)
+    if len(blocks) != policy.graph.n_regions:
+        raise ValueError(f"run_selective: {len(blocks)} blocks for a policy traced on "
+                         f"{policy.graph.n_regions}")
+    for r, block in enumerate(blocks):
+        x = checkpoint(block, x, use_reentrant=False, context_fn=policy.context_fn(r))
+    return x
+
+
+class StepMeasure(NamedTuple):
+    """What `measure_step` measured (bytes and FLOPs)."""
+
+    held_bytes: int
+    backward_flops: int
+    peak_bytes: int
+    grads: list
+
+
+def measure_step(blocks, x: torch.Tensor, loss, run=None) -> StepMeasure:
+    """Measure one training step of ``blocks`` on CPU, as its plans predict it.
+
+    ``held_bytes``: the storages ATen ops made in the forward pass (and the loss)
+    that are still alive when it ends, the loss's own excepted
+    (`bookkit.torchmem.ForwardMemoryMeter`; it sees what a checkpoint caches).
+    ``backward_flops``: the backward pass's FLOPs under `op_flops` (`FlopCount`),
+    recomputation included. ``peak_bytes``: the CPU allocator's peak over a whole
+    step, forward and backward (`bookkit.torchmem.AllocatorTrace`, one thread), with
+    the gradients already allocated (they accumulate in place). ``grads``: the
+    gradients of the parameters, then of ``x``.
+
+    Args:
+        blocks: an ``nn.Module`` or a sequence of them, applied in order (their
+            parameters are not counted).
+        x: the input; it must require grad.
+        loss: callable on the output returning a scalar.
+        run: callable ``x -> output`` (default ``blocks``), e.g. `run_selective`.
+
+    Returns:
+        A `StepMeasure`.
+
+    Example (the backward's FLOPs: the seed gradient, 1, and tanh's, 32):
+        >>> import torch
+        >>> x = torch.randn(4, 8, requires_grad=True)
+        >>> m = measure_step(torch.nn.Tanh(), x, lambda y: y.sum())
+        >>> m.held_bytes, m.backward_flops      # tanh keeps its output
+        (128, 33)
+    """
+    from bookkit.torchmem import AllocatorTrace, ForwardMemoryMeter
+
+    if not isinstance(x, torch.Tensor) or not x.requires_grad:
+        raise ValueError("measure_step: x must be a tensor that requires grad")
+    if not isinstance(blocks, torch.nn.Module):
+        blocks = torch.nn.Sequential(*blocks)
+    run = blocks if run is None else run
+    params = list(blocks.parameters()) + [x]
+    for p in params:
+        p.grad = torch.zeros_like(p)
+    with ForwardMemoryMeter(exclude=[blocks], inputs=[x], allocations=False) as meter:
+        value = loss(run(x))
+    held = meter.alive_bytes() - value.untyped_storage().nbytes()
+    with FlopCount() as count:
+        value.backward()
+    grads = [p.grad.clone() for p in params]
+    for p in params:
+        p.grad.zero_()
+    with AllocatorTrace("cpu") as trace:
+        loss(run(x)).backward()
+    return StepMeasure(int(held), int(count.total), int(trace.peak_bytes), grads)

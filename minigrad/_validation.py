@@ -148,20 +148,24 @@ def as_array(data, dtype=None) -> np.ndarray:
 # --- saved arrays and in-place updates (the engine's version check) ----------------------
 def saved_versions(ctx, args, result) -> tuple:
     """What `check_saved_versions` checks for a node ``ctx`` that ``args`` made ``result``:
-    ``(tensor ref, version, k, shape)`` for each saved array that is (a direct view of)
-    tensor input ``k``'s array, or the output's (``k`` -1). Identity tests only: no copy,
-    no checksum; arrays an op made itself (intermediates) need nothing."""
+    ``(weak reference to the tensor, version, k, shape)`` for each saved array that is (a
+    direct view of) tensor input ``k``'s array, or the output's (``k`` -1). Weak: a node
+    must not keep a tensor, hence its array, alive (a pack hook may have let it go).
+    Identity tests only: no copy, no checksum; arrays an op made itself (intermediates)
+    need nothing."""
     found = []
-    shapes = ctx.input_shapes  # None where args[k] is not a Tensor
+    shapes, out = ctx.input_shapes, result._data
     for s in ctx.__dict__.pop("raw_saved", ctx.saved):  # (before any pack hook)
         if s is None:
             continue
         base = getattr(s, "base", None)
-        for k, shape in enumerate(shapes):
-            if shape is not None and (args[k]._data is s or args[k]._data is base):
-                found.append((weakref.ref(args[k]), args[k]._version_counter, k, shape))
-        if result._data is s or result._data is base:
+        if s is out or base is out:
             found.append((weakref.ref(result), 0, -1, result.shape))
+        k = 0
+        for t in args:  # (a plain loop: this runs for every op that saves)
+            if shapes[k] is not None and (t._data is s or t._data is base):
+                found.append((weakref.ref(t), t._version_counter, k, shapes[k]))
+            k += 1
     return tuple(found)
 
 

@@ -41,7 +41,10 @@ class saved_tensors_hooks:
     ``unpack_hook(packed)`` must return the array. When blocks nest, only the innermost
     pair applies; hooks do not apply to arrays saved while a hook runs. A packed value
     that is an array is counted by the ledger as stored (``"activations"``); anything else
-    (a handle, a file name) is not.
+    (a handle, a file name) is not. Unlike torch, which cannot see through hooks, the
+    engine still checks the versions of the tensors whose arrays were packed
+    (``Tensor._version``): an in-place update before backward raises even if the pack
+    hook kept a copy (the executors that recompute rely on it).
 
     Args:
         pack_hook: callable ``array -> anything``.

@@ -27,7 +27,10 @@ non-reentrant compares every saved array's op, shape and dtype, reentrant every 
 output), raising `CheckpointError` naming the first difference. The ledger counts the kept
 inputs as activations; ops run while recomputing count in phase ``"recompute"``, during
 which `is_recomputing` is True (``nn.BatchNorm1d`` uses it to update its running
-statistics once). Checkpoints nest.
+statistics once). Checkpoints nest. An input updated in place between the forward and
+the backward pass raises torch's "modified by an inplace operation" error (its
+``_version`` moved on), and so does, as `CheckpointError`, a tensor ``fn``'s ops read (a
+parameter) that the recomputation would read at another version.
 
 The executors of plans are here too: `checkpoint_sequential` (segments, torch's
 function) and `run_schedule` (a plan's actions: Revolve, nested schedules). What every
@@ -49,8 +52,8 @@ from minigrad._validation import check_int, check_segment_starts
 from minigrad.autograd import backprop, saved_tensors_hooks
 from minigrad.grad_mode import is_grad_enabled, no_grad, set_grad_enabled
 from minigrad.hooks import register_hooks
-from minigrad.recompute import (CheckpointError, OpLog, check_flag, compare_ops, determinism,
-                                is_recomputing, recomputing, rng_state)
+from minigrad.recompute import (CheckpointError, OpLog, TensorReads, check_flag, compare_ops,
+                                determinism, is_recomputing, recomputing, rng_state)
 from minigrad.tensor import Context, Function, Tensor
 
 __all__ = ["checkpoint", "checkpoint_sequential", "run_schedule", "Checkpoint",
@@ -207,6 +210,10 @@ class _Frame:
         self.template = _split_inputs((args, kwargs), tensors, {})
         self.requires_grad = [t.requires_grad for t in tensors]
         self.keeper = _CheckpointInputs.apply(_dummy(), *[Tensor(t.data) for t in tensors])
+        # it saved the inputs' own arrays: an in-place update of an input raises, as torch's
+        self.keeper._ctx.versions = tuple((weakref.ref(t), t._version, k, t.shape)
+                                          for k, t in enumerate(tensors))
+        self.reads = TensorReads()  # what fn's ops read (the parameters), at which version
         self.rng_state = rng_state(preserve_rng_state)
         self.check = check
         self.early_stop = early_stop
@@ -260,6 +267,7 @@ class _Frame:
         # every op saves what it saved the first time)
         leaves = [Tensor(a, requires_grad=rg)
                   for a, rg in zip(self.keeper._ctx.saved_tensors, self.requires_grad)]
+        self.reads.check("checkpoint")  # a parameter updated in place since the forward
         args, kwargs = _fill_inputs(self.template, leaves)
         self.stop_after_op = False
 
@@ -331,7 +339,7 @@ class _Frame:
 def _checkpoint_without_reentrant(fn, args, kwargs, preserve_rng_state, check, early_stop):
     frame = _Frame(fn, args, kwargs, preserve_rng_state, check,
                    early_stop if _EARLY_STOP is None else _EARLY_STOP)
-    with saved_tensors_hooks(frame.pack, frame.unpack):
+    with saved_tensors_hooks(frame.pack, frame.unpack), frame.reads.watching():
         out = fn(*args, **kwargs)
     frame.forward_done = True
     return out
@@ -364,6 +372,7 @@ class Checkpoint(Function):
             raise TypeError(f"checkpoint: with use_reentrant=True the function must return one Tensor, "
                             f"got {type(out).__name__}; use_reentrant=False accepts any output")
         ctx.first_ops = record.ops if determinism_check else None
+        ctx.first_reads = record.reads
         ctx.save_for_backward(*[a for a, t in zip(args, is_tensor) if t])
         return out.data
 
@@ -374,7 +383,8 @@ class Checkpoint(Function):
             raise RuntimeError(
                 "checkpoint: use_reentrant=True is incompatible with grad() or with passing "
                 "`inputs` to backward(); use use_reentrant=False, or call backward() without inputs")
-        saved = iter(ctx.saved_tensors)  # raises if this node was already released
+        saved = iter(ctx.saved_tensors)  # raises if released, or if an input was updated
+        ctx.first_reads.check("checkpoint")  # a parameter updated in place since
         needs = ctx.needs_input_grad[4:]
         inputs = [Tensor(next(saved), requires_grad=need) if t else c
                   for t, c, need in zip(ctx.is_tensor, ctx.constants, needs)]
@@ -402,7 +412,10 @@ def _checkpoint_reentrant(fn, args, kwargs, preserve_rng_state, check):
                       "(use_reentrant=True gives gradients only through the positional tensor "
                       "inputs; use_reentrant=False also reaches the parameters inside)",
                       UserWarning, stacklevel=3)
-    return Checkpoint.apply(fn, preserve_rng_state, check, is_tensor, *args)
+    out = Checkpoint.apply(fn, preserve_rng_state, check, is_tensor, *args)
+    if out._ctx is not None:  # name the saved inputs by their place among fn's arguments
+        out._ctx.versions = tuple((ref, v, k - 4, shape) for ref, v, k, shape in out._ctx.versions)
+    return out
 
 
 # --- the public function --------------------------------------------------------------------------
@@ -568,6 +581,7 @@ class _ScheduleRun:
         self.requires_grad = [bool(x.requires_grad)] + [None] * self.n  # of x_0 .. x_n
         self.first_rng: list = [None] * self.n
         self.first_ops: list = [None] * self.n
+        self.first_reads: list = [None] * self.n  # TensorReads of each layer's first run
         self.snapshots: dict[int, Context] = {}
         self.tape: list = []
         self.step = 0  # next action
@@ -581,6 +595,8 @@ class _ScheduleRun:
             raise ValueError(f"run_schedule: action runs layer {i} but the chain is at position "
                              f"{self.pos}; the schedule's actions are inconsistent")
         first = self.first_ops[i] is None
+        if not first:
+            self.first_reads[i].check(f"run_schedule (layer {i})")
         rng_before = rng_state(self.preserve) if first else None
         record = OpLog()
         leaf = Tensor(self.state, requires_grad=bool(self.requires_grad[i]) and taped)
@@ -592,6 +608,7 @@ class _ScheduleRun:
             raise TypeError(f"run_schedule: layer {i} returned {type(out).__name__}, expected a Tensor")
         if first:
             self.first_ops[i] = record.ops
+            self.first_reads[i] = record.reads
             self.requires_grad[i + 1] = bool(self.requires_grad[i]) or record.saw_grad
             # replay the random state only for layers that drew random numbers
             if rng_before is not None and rng_before != rng_state():
@@ -712,6 +729,7 @@ class _Schedule(Function):
             raise RuntimeError("run_schedule: a schedule is back-propagated by a reentrant backward; "
                                "it does not support grad() or backward(inputs=...)")
         run = ctx.run
+        ctx.saved_tensors  # raises if the chain's input was updated in place since
         if run.state is None:
             raise RuntimeError("run_schedule: this schedule was already back-propagated (it can be "
                                "back-propagated once; retain_graph=True is not supported)")
@@ -774,6 +792,8 @@ def run_schedule(functions, plan, input, preserve_rng_state: bool = True, determ
     # A zero-size input that requires grad makes the engine record the node even when `input`
     # does not require grad (the parameters inside still do; torch's _NoopSaveInputs trick).
     out = _Schedule.apply(_dummy(), input, run)
+    if out._ctx is not None:  # the input's array is the chain's first state, kept as saved
+        out._ctx.versions = ((weakref.ref(input), input._version, 0, input.shape),)
     if not run.requires_grad[run.n]:
         run.release()  # nothing to differentiate: an output that needs no gradient
         return out.detach()

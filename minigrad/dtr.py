@@ -40,7 +40,10 @@ together, as DTR's alias pools):
 
 Model and scope: the pool counts each buffer it keeps once (its base array's bytes), not
 arrays that belong to parameters, buffers or optimizer state; a checkpoint inside the
-block is refused (its recomputation would save arrays the pool does not see); inputs of
+block is refused (its recomputation would save arrays the pool does not see), and so is an
+op that reads an earlier op's output updated in place since (``h.data *= 2``: a rebuild
+would make the value before the update; an update after an op saved it raises as in a plain
+step, ``Tensor._version``); inputs of
 the step that are saved (leaves, not made by an op) cannot be rebuilt and stay; rebuilt ops run in the
 ledger's phase ``"recompute"``, so ``m.flops["recompute"]`` is the price of the budget.
 Within that model the budget is a hard limit: when nothing more can be evicted (every
@@ -478,6 +481,14 @@ class Budget:
         rng = None if rng_now == self._rng else (self._rng, rng_now)
         self._rng = rng_now
         arrays = [a.data if isinstance(a, Tensor) else a for a in args]
+        for k, a in enumerate(args):
+            entry = self._by_tensor.get(id(a)) if isinstance(a, Tensor) else None
+            if entry is not None and entry[0]() is a and not entry[1].const and a._version:
+                raise RuntimeError(
+                    f"dtr.budget: op {fn.name()} reads, as its argument {k}, the output of an "
+                    f"earlier op updated in place since (version {a._version}); the pool "
+                    f"rebuilds values from the ops that made them, so a rebuild would use the "
+                    f"value before the update: update a copy (an op), not the tensor")
         rec_args = [_Arg(self._value_of(a), a.requires_grad) if isinstance(a, Tensor) else a
                     for a in args]
         op = _Op(fn, rec_args, dict(kwargs), int(fn.flops(ctx, output.data, *arrays, **kwargs)),

@@ -50,7 +50,7 @@ from minigrad.grad_mode import enable_grad
 from minigrad.hooks import in_phase, register_hooks
 from minigrad.tensor import Tensor
 
-__all__ = ["CheckpointError", "is_recomputing", "recomputing", "rng_state", "OpLog",
+__all__ = ["CheckpointError", "is_recomputing", "recomputing", "rng_state", "TensorReads", "OpLog",
            "compare_ops", "check_flag", "determinism", "Slot", "OpRecord", "StepRecorder",
            "view_spec", "rebuild_view", "replay_op", "values_digest"]
 
@@ -130,10 +130,64 @@ def determinism(value) -> bool:
                      f"got {value!r}")
 
 
+class TensorReads:
+    """The version (``Tensor._version``) of every tensor the ops read while `watching`,
+    at its first reading: a recomputation must read the same values, so `check` raises if
+    one that is still alive (an input, a parameter) was updated in place since (an
+    optimizer's step between forward and backward). Identity and counters only.
+
+    Example:
+        >>> from minigrad import Tensor
+        >>> w, reads = Tensor([1.0]), TensorReads()
+        >>> with reads.watching():
+        ...     y = (w * 2.0).exp()
+        >>> w.data -= 1.0
+        >>> reads.check("checkpoint")
+        Traceback (most recent call last):
+        ...
+        minigrad.recompute.CheckpointError: checkpoint: the recomputation would read ...
+    """
+
+    def __init__(self):
+        self.seen: dict = {}  # id(tensor) -> (weak ref, version, op name, argument k)
+
+    def __call__(self, kind, fn, ctx, args, kwargs, out):
+        if kind != "forward":
+            return
+        seen = self.seen
+        for k, a in enumerate(args):
+            if isinstance(a, Tensor) and id(a) not in seen:
+                seen[id(a)] = (weakref.ref(a), a._version_counter, fn, k)
+        seen[id(out)] = None  # made here: a recomputation makes it again
+
+    def check(self, what: str) -> None:
+        for entry in self.seen.values():
+            if entry is None:
+                continue
+            ref, version, fn, k = entry
+            t = ref()
+            if t is not None and t._version_counter != version:
+                raise CheckpointError(
+                    f"{what}: the recomputation would read a tensor updated in place since the "
+                    f"forward pass: argument {k} of op '{fn.name()}' ({t.dtype}, shape "
+                    f"{t.shape}) was at version {version} and is at version "
+                    f"{t._version_counter}; the gradients would mix old and new values. Update "
+                    f"it after backward() (as an optimizer's step after loss.backward())")
+
+    @contextmanager
+    def watching(self):
+        handle = register_hooks(op=self)
+        try:
+            yield self
+        finally:
+            handle.remove()
+
+
 class OpLog:
-    """The `OpRecord` (op, output shape and dtype) of every op run while `watching`, and
-    whether any op's input required grad (a parameter inside the function): what a
-    recomputation of a whole function is compared with (`compare_ops`).
+    """The `OpRecord` (op, output shape and dtype) of every op run while `watching`,
+    whether any op's input required grad (a parameter inside the function), and the
+    versions of the tensors they read (``reads``, a `TensorReads`): what a recomputation
+    of a whole function is compared with (`compare_ops`, ``reads.check``).
 
     Example:
         >>> from minigrad import Tensor
@@ -147,12 +201,14 @@ class OpLog:
     def __init__(self):
         self.ops: list[OpRecord] = []
         self.saw_grad = False
+        self.reads = TensorReads()  # what the ops read, at which version
 
     def __call__(self, kind, fn, ctx, args, kwargs, out):
         # A nested checkpoint's own node is left out: under no_grad (the first run of a
         # reentrant checkpoint) a nested checkpoint is a plain call and makes none.
         if kind != "forward" or fn.name() == "checkpoint":
             return
+        self.reads(kind, fn, ctx, args, kwargs, out)
         rec = OpRecord(len(self.ops), fn)
         rec.out_meta = (out.shape, out.dtype)
         self.ops.append(rec)
@@ -235,7 +291,8 @@ class OpRecord:
 
     __slots__ = ("index", "fn", "name", "args", "arg_grad", "kwargs", "rng_state", "slots",
                  "recording", "ctx_id", "out_buffer_of", "out_bytes", "input_nodes",
-                 "grad_bytes", "privates", "flops", "rng_after", "out_meta", "saved_meta")
+                 "grad_bytes", "privates", "flops", "rng_after", "out_meta", "saved_meta",
+                 "edited_args")
 
     def __init__(self, index, fn):
         self.index, self.fn, self.name = index, fn, fn.name()
@@ -253,6 +310,7 @@ class OpRecord:
         self.flops = 0
         self.out_meta = None
         self.saved_meta = None
+        self.edited_args = []  # (k, version): argument k, made by an op, updated in place since
 
 
 class _Box:
@@ -384,9 +442,11 @@ class StepRecorder:
         rec.ctx_id = id(ctx) if ctx.recording else None
         rec.kwargs = dict(kwargs)
         in_buffers = []  # (base buffer id, node or None) per tensor argument
-        for a in args:
+        for k, a in enumerate(args):
             if isinstance(a, Tensor):
                 q = self.node_of(a)
+                if q is not None and a._version_counter:  # (every op's output starts at 0)
+                    rec.edited_args.append((k, a._version_counter))
                 rec.args.append(_NodeRef(q) if q is not None else a)
                 rec.arg_grad.append(bool(a.requires_grad))
                 if q is not None and q not in rec.input_nodes:

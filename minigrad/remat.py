@@ -28,10 +28,13 @@ statistics are updated once, by the first forward, as in a plain step.
 Never silently wrong: the run checks what the schedule was planned for and raises a
 `RuntimeError` naming what differs: each op's name, output shape and dtype, and private
 saved bytes (a schedule traced at batch 8 refuses a batch of 64); an op that draws from its
-own `minigrad.random.Generator` (only the default generator is replayed); and every
-recomputed value is compared, by a checksum taken in the first forward, with the value it
-replaces, so a recomputation that differs (a draw from NumPy's global generator, an
-argument edited in place since) is an error, not different gradients.
+own `minigrad.random.Generator` (only the default generator is replayed); an op that reads
+an earlier op's output updated in place since (``h.data *= 2``: its ``_version`` moved on);
+and every recomputed value is compared, by a checksum taken in the first forward, with the
+value it replaces, so a recomputation that differs (a draw from NumPy's global generator, an
+argument edited in place since) is an error, not different gradients. A value kept rather
+than recomputed and updated in place after an op saved it raises as in a plain step
+(``Tensor._version``, checked by the engine when backward reads it).
 """
 from __future__ import annotations
 
@@ -127,6 +130,11 @@ class _Executor(StepRecorder):
             if got != g.private_bytes[i]:
                 raise RuntimeError(f"{where} saves {got:,} private bytes; the schedule was "
                                    f"planned for {g.private_bytes[i]:,}")
+        for k, version in rec.edited_args:
+            raise RuntimeError(f"{where} reads, as its argument {k}, the output of an earlier op "
+                               f"updated in place since (version {version}); remat.run rebuilds "
+                               f"values from the ops that made them, so it would use the value "
+                               f"before the update: update a copy (an op), not the tensor")
         for a in list(rec.args) + list(rec.kwargs.values()):
             if isinstance(a, _random.Generator) and a is not _random.default_generator:
                 raise RuntimeError(f"{where} draws from its own minigrad.random.Generator; "

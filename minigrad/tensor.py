@@ -136,7 +136,8 @@ class Function:
                                      for a in args)
             ctx.output_shape = result.shape
             result._ctx = ctx
-            ctx.versions = saved_versions(ctx, args, result)
+            if ctx.saved:  # (which saved arrays are tensors': checked in saved_tensors)
+                ctx.versions = saved_versions(ctx, args, result)
         tell("op", "forward", cls, ctx, args, kwargs, result)
         return result
 

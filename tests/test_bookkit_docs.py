@@ -21,9 +21,9 @@ MODULES = ["torchmem", "crosscheck", "losses", "torchmodels", "timing", "flops",
 
 # (notebook prefix, file, pyobject): code a chapter shows in full.
 ON_THE_PAGE = [
-    ("ch09", "torchmem.py", "SavedTensorMeter._pack"),
-    ("ch09", "torchmem.py", "SavedTensorMeter._unpack"),
-    ("ch09", "torchmem.py", "AllocatorTrace.__exit__"),
+    ("ch09b", "torchmem.py", "SavedTensorMeter._pack"),
+    ("ch09b", "torchmem.py", "SavedTensorMeter._unpack"),
+    ("ch09b", "torchmem.py", "AllocatorTrace.__exit__"),
     ("ch09", "crosscheck.py", "torch_step"),
     ("ch11", "torchmodels.py", "GPTBlock.forward"),
     ("ch11", "torchmodels.py", "GPTStack.forward"),
