@@ -132,6 +132,13 @@ def graded(name, demo, graded_all) -> tuple[Path, dict[str, str]]:
                     if (folder / f"{role}.ipynb").exists()}
 
 
+# The solution followed by a cell that ends the process, crashes it or fills the disk:
+# graded for the demonstration assignment and the torch one (each is a full solution run;
+# the runner's restart and quota do not depend on the assignment).
+SURVIVORS = ("crash", "segfault", "disk")
+SURVIVOR_CHECKS = (DEMO, "a5_selective")
+
+
 @pytest.fixture(scope="module")
 def attacked(built, tmp_path_factory) -> dict[str, Path]:
     """Every assignment's attack class (scripts/assignments.py ATTACK_CLASS), graded; the
@@ -142,6 +149,9 @@ def attacked(built, tmp_path_factory) -> dict[str, Path]:
         grade_env("attack-class", name, folder, "--out", built)
         if name != DEMO:
             (folder / "hang.ipynb").unlink()
+        if name not in SURVIVOR_CHECKS:
+            for survivor in SURVIVORS:  # the runner's restart, the same for every assignment
+                (folder / f"{survivor}.ipynb").unlink()
         grade_env("grade", name, folder, "--out", built, "--timeout", TEST_TIMEOUT_S, "--jobs", 2)
         folders[name] = folder
     return folders
@@ -169,7 +179,7 @@ def test_attacks_score_no_more_than_the_blank_notebook(name, attacked):
         f"{name}: a module of minigrad or NumPy was rebound for a moment: {patched[-600:]}"
     planted = (attacked[name] / "feedback" / "planted.ipynb.txt").read_text()
     assert "PLANTED hook=in" not in planted, f"{name}: a planted object added an audit hook of its own"
-    for survivor in ("crash", "segfault", "disk"):
+    for survivor in SURVIVORS if name in SURVIVOR_CHECKS else ():
         row = rows[f"{survivor}.ipynb"]
         assert float(row["points"]) == full, f"{name}: {survivor} after the answers cost points: {row}"
 
