@@ -17,7 +17,9 @@
   on the first screen; no display equation or box wider than its column or cut off;
   no console error, over HTTP and from ``file://``; at 390 px, the smallest text of
   every chapter figure shows at 9 CSS px or more (LABELS_JS reads its size in points
-  from the PNG).
+  from the PNG); a chapter page (a continuation included) is at most about 12 desktop
+  screens tall at 1280 px (``MAX_SCREENS``; a longer one goes on on a continuation page,
+  CONTRIBUTING.md).
 
 `make screens` (scripts/screens.py) takes the screenshots contributors review.
 """
@@ -422,6 +424,26 @@ def reading_problems(m: dict, chapter: bool) -> list[str]:
     return problems
 
 
+# A chapter page at 1280 px: at most about 12 screens of WIDTHS["desktop"] (the half screen
+# is slack, so that a one-line edit to a page at 12 screens does not fail the build).
+MAX_SCREENS = 12.5
+
+
+def length_problems(page_height: int, screen_height: int) -> list[str]:
+    """A chapter page taller than ``MAX_SCREENS`` screens, as a problem."""
+    screens = page_height / screen_height
+    if screens <= MAX_SCREENS:
+        return []
+    return [f"the page is {screens:.1f} screens tall at 1280 px ({page_height} px; at most "
+            f"{MAX_SCREENS:g}): tighten it or go on on a continuation page (CONTRIBUTING.md)"]
+
+
+def test_length_problems_names_a_long_page():
+    assert length_problems(10_800, 900) == []
+    assert length_problems(11_250, 900) == []
+    assert "13.0 screens" in length_problems(11_700, 900)[0]
+
+
 def test_reading_problems_names_each_failure():
     good = {"squashed": [], "splits": [], "nSplits": 0, "wrapped": [], "longCells": [],
             "tooWide": [], "pageWidth": 390, "viewport": 390, "searchOnFirstScreen": True,
@@ -515,7 +537,10 @@ def test_page_reads_at_1280_and_390_px(page_path, server, browser):
         if calculator["total"] is None or calculator["total"] > calculator["term"]:
             problems.append("the calculator's total comes after its term table (show the "
                             "total first, the term table in a dropdown)")
-    problems += reading_problems(page.evaluate(READING_JS), is_chapter(page_path))
+    desktop = page.evaluate(READING_JS)
+    problems += reading_problems(desktop, is_chapter(page_path))
+    if is_chapter(page_path):
+        problems += length_problems(desktop["pageHeight"], WIDTHS["desktop"][1])
     seen = len(errors)
     w, h = WIDTHS["phone"]
     page.set_viewport_size({"width": w, "height": h})
