@@ -406,27 +406,43 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
                 entry["ok"] = False
         collect[0].append(entry)
 
-    def caller_trusted(depth):
-        """Whether the frame ``depth`` levels above the caller of this runs trusted code."""
+    def stack_trusted(depth):
+        """(whether the frame ``depth`` levels above the caller of this runs trusted code,
+        whether every frame from there up does): notebook code may pass its own arguments
+        through a trusted library (``functools.update_wrapper``, ``string.Formatter``)."""
         state[1] = True
         try:
             frame = getframe(depth + 1)
-            return frame is None or id(frame.f_code) in trusted
+            first = frame is None or id(frame.f_code) in trusted
+            while frame is not None:
+                if id(frame.f_code) not in trusted:
+                    return first, False
+                frame = frame.f_back
+            return first, True
         finally:
             state[1] = False
 
     def module_write(module, name, value):
-        if caller_trusted(2):  # the frame that wrote, above GuardedModule's method
+        writer_trusted, all_trusted = stack_trusted(2)  # from the frame that wrote, up
+        if all_trusted:
             return
-        old = _MODULE_DICT(module).get(name)
+        namespace = _MODULE_DICT(module)
+        modname = namespace.get("__name__", "?")
+        if writer_trusted and type(value) in (types.ModuleType, GuardedModule) \
+                and _MODULE_DICT(value).get("__name__") == f"{modname}.{name}":
+            return  # the import system binds a submodule the notebook imported on its package
+        if name != "__class__" and value is not _DELETED and name not in namespace \
+                and not modname.startswith(("minigrad", "grading")):
+            return  # a name NumPy lacks (``np.float_ = np.float64``) changes no code of its
+        old = namespace.get(name)
         if name != "__class__" and type(value) in _PLAIN_TYPES and type(old) in _PLAIN_TYPES:
             return
-        what = f"{_MODULE_DICT(module).get('__name__', '?')}.{name}"
+        what = f"{modname}.{name}"
         if len(REFUSED_WRITES) < 3 and what not in REFUSED_WRITES:
             REFUSED_WRITES.append(what)
         raise RuntimeError(f"changing {what} is not allowed while a notebook is graded")
 
-    _MODULE_CHECKS[:] = [module_write, lambda: caller_trusted(2)]  # above the lambda and the property
+    _MODULE_CHECKS[:] = [module_write, lambda: stack_trusted(2)[1]]  # above the lambda and the property
 
     def untrusted_on_stack(frame):
         while frame is not None:
@@ -483,23 +499,11 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
                 return
             finally:
                 state[1] = False
-        if event == "object.__getattr__" and len(args) >= 2 and args[1] == "__globals__":
-            # a function's globals are its module's namespace: a guarded one stays out of reach
-            state[1] = True
-            try:
-                obj = args[0]
-                if type(obj) is function_type and id(obj.__globals__) in guarded \
-                        and id(getframe(1).f_code) not in trusted:
-                    raise RuntimeError("reading __globals__ of a function of minigrad, NumPy or the "
-                                       "grader is not allowed while a notebook is graded")
-                return
-            finally:
-                state[1] = False
         if event == "object.__setattr__" and len(args) >= 2 and args[1] == "__class__" \
                 and type(args[0]) is GuardedModule:
             state[1] = True
             try:
-                if id(getframe(1).f_code) not in trusted:
+                if untrusted_on_stack(getframe(1)):
                     if len(REFUSED_WRITES) < 3:
                         REFUSED_WRITES.append(f"{_MODULE_DICT(args[0]).get('__name__', '?')}.__class__")
                     raise RuntimeError("changing the class of a module of minigrad, NumPy or the "
@@ -523,6 +527,13 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
         if event == "object.__setattr__":
             if len(args) < 2 or args[1] not in FUNCTION_INTERNALS:
                 return
+            state[1] = True
+            try:
+                target = args[0].__code__ if type(args[0]) is function_type else None
+            finally:
+                state[1] = False
+            if target is not None and id(target) not in trusted:
+                return  # a function made after the snapshot: the notebook's, or a library's it imports
         if event == "object.__getattr__" and (len(args) < 2 or args[1] not in FRAME_ATTRIBUTES):
             return  # reading __code__ and the like hands out nothing of the grader's
         state[1] = True
