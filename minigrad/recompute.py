@@ -130,7 +130,20 @@ def determinism(value) -> bool:
                      f"got {value!r}")
 
 
-class TensorReads:
+class _OpWatcher:
+    """An op hook (called as ``self(kind, fn, ctx, args, kwargs, out)``) that `watching`
+    registers for the length of a ``with`` block."""
+
+    @contextmanager
+    def watching(self):
+        handle = register_hooks(op=self)
+        try:
+            yield self
+        finally:
+            handle.remove()
+
+
+class TensorReads(_OpWatcher):
     """The version (``Tensor._version``) of every tensor the ops read while `watching`,
     at its first reading: a recomputation must read the same values, so `check` raises if
     one that is still alive (an input, a parameter) was updated in place since (an
@@ -174,16 +187,8 @@ class TensorReads:
                     f"{t._version_counter}; the gradients would mix old and new values. Update "
                     f"it after backward() (as an optimizer's step after loss.backward())")
 
-    @contextmanager
-    def watching(self):
-        handle = register_hooks(op=self)
-        try:
-            yield self
-        finally:
-            handle.remove()
 
-
-class OpLog:
+class OpLog(_OpWatcher):
     """The `OpRecord` (op, output shape and dtype) of every op run while `watching`,
     whether any op's input required grad (a parameter inside the function), and the
     versions of the tensors they read (``reads``, a `TensorReads`): what a recomputation
@@ -214,14 +219,6 @@ class OpLog:
         self.ops.append(rec)
         if not self.saw_grad:
             self.saw_grad = any(isinstance(a, Tensor) and a.requires_grad for a in args)
-
-    @contextmanager
-    def watching(self):
-        handle = register_hooks(op=self)
-        try:
-            yield self
-        finally:
-            handle.remove()
 
 
 def compare_ops(first: list, again: list, what: str = "checkpoint") -> None:

@@ -10,17 +10,16 @@ NOTEBOOKS = ROOT / "notebooks"
 HTML = ROOT / "_build" / "html"
 
 
-def toc_files() -> list[str]:
-    """Every `file:` entry of _toc.yml (plus the root), without suffix, in order."""
+def _toc_entries():
+    """(_toc.yml as parsed, every dict entry under its parts in order, nested ones included)."""
     import yaml
 
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [toc["root"]]
+    entries: list[dict] = []
 
     def walk(node):
         if isinstance(node, dict):
-            if "file" in node:
-                files.append(node["file"])
+            entries.append(node)
             for value in node.values():
                 walk(value)
         elif isinstance(node, list):
@@ -28,7 +27,13 @@ def toc_files() -> list[str]:
                 walk(item)
 
     walk(toc.get("parts", []))
-    return files
+    return toc, entries
+
+
+def toc_files() -> list[str]:
+    """Every `file:` entry of _toc.yml (plus the root), without suffix, in order."""
+    toc, entries = _toc_entries()
+    return [toc["root"]] + [e["file"] for e in entries if "file" in e]
 
 
 CHAPTER_FILE = re.compile(r"^notebooks/ch(?P<number>\d\d)_(?P<slug>[a-z0-9_]+)$")
@@ -92,23 +97,8 @@ def continued_chapter(path: Path) -> Path | None:
 
 def toc_sections(docname: str) -> list[str]:
     """The ``file:`` entries listed under ``docname``'s ``sections:`` in _toc.yml."""
-    import yaml
-
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    found: list[str] = []
-
-    def walk(node):
-        if isinstance(node, dict):
-            if node.get("file") == docname:
-                found.extend(s["file"] for s in node.get("sections", []) if "file" in s)
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    walk(toc.get("parts", []))
-    return found
+    return [s["file"] for e in _toc_entries()[1] if e.get("file") == docname
+            for s in e.get("sections", []) if "file" in s]
 
 
 def chapter(slug: str) -> Path:
