@@ -329,7 +329,7 @@ def test_plans_for_another_chain_are_refused():
         P.recompute_cost(pr, P.revolve(6, 2))
 
 
-# The sqrt(n) theorem for every n <= 512 (predicted and measured): tests/test_sqrt_theorem.py.
+# The sqrt(n) theorem for every n <= 512 (predicted; measured where the segments change): tests/test_sqrt_theorem.py.
 
 
 def test_balanced_and_uniform_splits():
