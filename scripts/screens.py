@@ -10,7 +10,7 @@ and ``index.html``, a contact sheet of all of them in reading order.
 
 ``--metrics`` takes no screenshots: it prints, per page and in total, what
 tests/test_browser.py measures at 1280 px and 390 px (squashed figures, words split in
-table cells, wrapped code blocks, visible code lines and cells over 40 lines, page
+table cells, wrapped code blocks, visible code lines and cells over 25 lines, page
 height, bytes a first visit loads), and with ``--json FILE`` writes them there. The book must be
 built first (`make book`, or `python scripts/build_book.py --stored-outputs`); the
 pages are served from _build/html on localhost and opened in Debian's headless Chromium
@@ -93,7 +93,7 @@ def measure(browser, url: str, docname: str) -> dict:
         m = page.evaluate(READING_JS)
         if label == "1280":
             row.update(weight_kb=round(page.evaluate(WEIGHT_JS) / 1024),
-                       code_lines=m["visibleCodeLines"], cells_over_40=len(m["longCells"]))
+                       code_lines=m["visibleCodeLines"], cells_over_25=len(m["longCells"]))
         px = [f["px"] for f in page.evaluate(LABELS_JS, SMALLEST_TEXT_KEY) if f["px"]]
         row[f"label_px_{label}"] = round(min(px), 1) if px else None
         row.update({f"height_{label}": m["pageHeight"], f"squashed_{label}": len(m["squashed"]),
@@ -102,7 +102,7 @@ def measure(browser, url: str, docname: str) -> dict:
     return row
 
 
-TOTALS = ("code_lines", "cells_over_40", "squashed_1280", "squashed_390", "splits_1280",
+TOTALS = ("code_lines", "cells_over_25", "squashed_1280", "squashed_390", "splits_1280",
           "splits_390", "wrapped_1280", "wrapped_390")
 
 

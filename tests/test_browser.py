@@ -12,7 +12,8 @@
 - Every page at 1280 px and 390 px reads on a phone (READING_JS measures it): every
   image within 2 % of its natural aspect ratio; no table cell breaks inside a word or a
   number; no code cell, output or listing wraps (``white-space`` and its measured line
-  count) or scrolls the page; no visible code cell over 40 lines; a search control on
+  count) or scrolls the page; no visible code cell over ``MAX_CELL_LINES`` (25) lines
+  (one idea a cell; longer goes into a helper); a search control on
   the first screen; on a chapter, its question and "What you will see" (or a figure)
   on the first screen; no display equation or box wider than its column or cut off;
   no console error, over HTTP and from ``file://``; at 390 px, the smallest text of
@@ -245,7 +246,11 @@ CALCULATOR_JS = """() => {
 }"""
 
 
+# A visible code cell carries one idea: at most this many lines (longer goes into a helper).
+MAX_CELL_LINES = 25
+
 READING_JS = """() => {
+  const MAX_CELL_LINES = @MAX_CELL_LINES@;
   window.scrollTo(0, 0);
   const article = document.querySelector('.bd-article') || document.body;
   const shown = (e) => e.getClientRects().length > 0 && !e.closest('details:not([open])');
@@ -300,7 +305,7 @@ READING_JS = """() => {
                    `shown as ${rendered})`);
     if (pre.closest('div.cell_input')) {
       visibleCodeLines += pre.textContent.split('\\n').filter(l => l.trim()).length;
-      if (lines > 40) longCells.push(`${name(pre)} (${lines} lines)`);
+      if (lines > MAX_CELL_LINES) longCells.push(`${name(pre)} (${lines} lines)`);
     }
   }
   // Boxes wider than the column, or cutting their content off.
@@ -338,7 +343,7 @@ READING_JS = """() => {
           willSee: onFirstScreen(willSee), figure: !!figure,
           pageHeight: document.documentElement.scrollHeight,
           pageWidth: document.documentElement.scrollWidth, viewport: window.innerWidth};
-}"""
+}""".replace("@MAX_CELL_LINES@", str(MAX_CELL_LINES))
 
 
 LABELS_JS = """async (key) => {
@@ -409,7 +414,7 @@ def reading_problems(m: dict, chapter: bool) -> list[str]:
         problems.append(f"{m['nSplits']} words or numbers split across lines in table "
                         f"cells: {m['splits']}")
     problems += [f"code wraps: {w}" for w in m["wrapped"]]
-    problems += [f"visible code cell over 40 lines: {c}" for c in m["longCells"]]
+    problems += [f"visible code cell over {MAX_CELL_LINES} lines: {c}" for c in m["longCells"]]
     problems += [f"wider than its column: {w}" for w in m["tooWide"]]
     if m["pageWidth"] > m["viewport"] + 1:
         problems.append(f"the page scrolls sideways: {m['pageWidth']} px wide in a "
@@ -451,7 +456,7 @@ def test_reading_problems_names_each_failure():
     assert reading_problems(good, chapter=True) == []
     for key, bad, words in [("squashed", ["a.png: 0.52"], "squashed"),
                             ("nSplits", 3, "split"), ("wrapped", ["x"], "wraps"),
-                            ("longCells", ["y (41 lines)"], "40 lines"),
+                            ("longCells", ["y (26 lines)"], "25 lines"),
                             ("tooWide", ["pre"], "wider"), ("pageWidth", 500, "sideways"),
                             ("searchOnFirstScreen", False, "search"),
                             ("question", False, "question"), ("figure", False, "neither")]:

@@ -46,5 +46,5 @@ def test_metrics_of_one_page(tmp_path, capsys):
     (row,) = json.loads(out.read_text())
     assert row["page"] == "notebooks/ch04_sqrt_trick" and row["weight_kb"] > 0
     assert row["height_390"] > row["height_1280"] > 900 and row["code_lines"] > 0
-    assert {"squashed_390", "splits_390", "wrapped_390", "cells_over_40"} <= set(row)
+    assert {"squashed_390", "splits_390", "wrapped_390", "cells_over_25"} <= set(row)
     assert "total: code_lines" in capsys.readouterr().out
