@@ -275,6 +275,65 @@ def plot(x, ys, *, ax=None, xlabel: str | None = None, ylabel: str | None = None
     return ax
 
 
+def xy_plot(series, *, ax=None, xlabel: str | None = None,
+            ylabel: str | None = None, title: str | None = None, styles=None,
+            legend: str | None = "best", height: float = 3.6, grid: bool = True):
+    """Series of measured points, each with x values of its own, book-sized.
+
+    Where `plot` shares one x axis, here every series is its own list of
+    ``(x, y)`` points (a frontier of peak bytes against recomputed FLOPs, one per
+    approach): a series of several points is drawn as markers joined by a line,
+    a series of one point as a lone marker. Extra items in a point (a budget,
+    a flag) are ignored.
+
+    Args:
+        series: ``{label: [(x, y, ...), ...]}``, drawn in order.
+        ax: draw into these axes; by default a new figure from `subplots`.
+        xlabel, ylabel, title: the axes' texts.
+        styles: ``{label: keyword dict}`` for ``ax.plot`` (``marker``,
+            ``color``...); series not named take matplotlib's cycle and ``"o"``.
+        legend: the legend's ``loc`` (``"below"``: see `add_legend`), or None.
+        height: the new figure's height (inches), when ``ax`` is None.
+        grid: draw a light grid.
+
+    Returns:
+        The matplotlib Axes.
+
+    Example:
+        >>> import matplotlib
+        >>> matplotlib.use("Agg")
+        >>> from bookkit.figures import xy_plot
+        >>> ax = xy_plot({"plans": [(4, 0), (3, 5, "extra")], "plain": [(5, 0)]},
+        ...              xlabel="bytes", ylabel="FLOPs")
+        >>> [(ln.get_label(), ln.get_linestyle()) for ln in ax.get_lines()]
+        [('plans', '-'), ('plain', 'None')]
+    """
+    if ax is None:
+        _, ax = subplots(height=height)
+    styles = dict(styles or {})
+    unknown = set(styles) - set(series)
+    if unknown:
+        raise ValueError(f"styles names series that are not plotted: {sorted(unknown)}")
+    for label, pts in series.items():
+        pts = list(pts)
+        if not pts:
+            raise ValueError(f"series {label!r} has no points")
+        style = {"marker": "o", **styles.get(label, {})}
+        style.setdefault("linestyle", "-" if len(pts) > 1 else "none")
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], label=label, **style)
+    for setter, value in ((ax.set_xlabel, xlabel), (ax.set_ylabel, ylabel),
+                          (ax.set_title, title)):
+        if value is not None:
+            setter(value)
+    if grid:
+        ax.grid(True, alpha=0.3)
+    ax.figure.tight_layout()
+    if legend is not None:
+        add_legend(ax, legend)
+        ax.figure.tight_layout()
+    return ax
+
+
 def bars(labels, parts, *, ax=None, colors=None, horizontal: bool = False,
          stacked: bool = True, xlabel: str | None = None, ylabel: str | None = None,
          title: str | None = None, legend: str | None = "best",

@@ -7,7 +7,8 @@ import matplotlib as mpl
 import pytest
 
 from bookkit.figures import (BOOK_RC, FIGURE_WIDTH_IN, SMALLEST_TEXT_KEY, add_legend,
-                             bars, plot, smallest_text_pt, subplots, use_book_style)
+                             bars, plot, smallest_text_pt, subplots, use_book_style,
+                             xy_plot)
 
 
 def test_outside_ipython_nothing_changes():
@@ -118,6 +119,25 @@ def test_plot_labels_scales_and_styles_each_curve():
         plot([1, 2], {"a": [1, 2], "b": [2, 1]}, styles=["o-"])
     with pytest.raises(ValueError, match="not plotted"):
         plot([1, 2], {"a": [1, 2]}, styles={"c": {}})
+    plt.close("all")
+
+
+def test_xy_plot_draws_each_series_on_its_own_x_values():
+    import matplotlib.pyplot as plt
+
+    ax = xy_plot({"rotor": [(5, 0), (3, 7, 4096)], "plain": [(6, 0)]},
+                 xlabel="bytes", ylabel="FLOPs", styles={"plain": {"marker": "s"}})
+    rotor, plain = ax.get_lines()
+    assert list(rotor.get_xdata()) == [5, 3] and list(rotor.get_ydata()) == [0, 7]
+    assert (rotor.get_marker(), rotor.get_linestyle()) == ("o", "-")
+    assert (plain.get_marker(), plain.get_linestyle()) == ("s", "None")
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("bytes", "FLOPs")
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["rotor", "plain"]
+    assert ax.figure.get_size_inches()[0] == FIGURE_WIDTH_IN
+    with pytest.raises(ValueError, match="not plotted"):
+        xy_plot({"a": [(0, 1)]}, styles={"b": {}})
+    with pytest.raises(ValueError, match="no points"):
+        xy_plot({"a": []})
     plt.close("all")
 
 
