@@ -253,7 +253,10 @@ READING_JS = """() => {
   const MAX_CELL_LINES = @MAX_CELL_LINES@;
   window.scrollTo(0, 0);
   const article = document.querySelector('.bd-article') || document.body;
-  const shown = (e) => e.getClientRects().length > 0 && !e.closest('details:not([open])');
+  // A closed dropdown hides its content with a closed <details> or, for sphinx-design's
+  // and the solution dropdowns, with visibility: hidden: neither is on the page.
+  const shown = (e) => e.getClientRects().length > 0 && !e.closest('details:not([open])') &&
+                       getComputedStyle(e).visibility !== 'hidden';
   const vh = window.innerHeight;
   const onFirstScreen = (e) => {
     if (!e || !shown(e)) return false;
