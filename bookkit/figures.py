@@ -471,6 +471,55 @@ def offload_vs_checkpoint(n_layers: int = 8, segments: int = 3):
     return fig
 
 
+TIMELINE_COLORS = {"all-gather": "tab:blue", "recompute": "tab:green",
+                   "backward": "0.75", "reduce-scatter": "tab:orange"}
+"""Colours of `collective_timelines`' events."""
+
+
+def collective_timelines(timelines: dict, height: float = 3.6):
+    """Chapter 17's timeline figure: one strip per backward pass, one tick per event in
+    the order it ran; collectives drawn tall, recomputation and backward operations
+    short (`TIMELINE_COLORS`).
+
+    Args:
+        timelines: ``{label: [event, ...]}``, events from ``TIMELINE_COLORS``, as
+            `bookkit.distributed.sharding.backward_timelines` records them; a label's
+            ``", "`` becomes a line break.
+        height: the figure's height (inches).
+
+    Returns:
+        The matplotlib Figure.
+
+    Example:
+        >>> import matplotlib
+        >>> matplotlib.use("Agg")
+        >>> from bookkit.figures import collective_timelines
+        >>> fig = collective_timelines({"FSDP1, integration": ["all-gather", "recompute",
+        ...                                                    "backward"],
+        ...                             "DDP": ["backward", "backward"]})
+        >>> ax = fig.axes[0]
+        >>> len(ax.patches), ax.get_yticklabels()[0].get_text().splitlines()
+        (5, ['FSDP1', 'integration'])
+    """
+    import matplotlib.pyplot as plt
+
+    fig, ax = subplots(height=height)
+    for row, events in enumerate(timelines.values()):
+        for i, kind in enumerate(events):
+            tall = kind in ("all-gather", "reduce-scatter")
+            ax.bar(i, 0.8 if tall else 0.5, bottom=-row - (0.4 if tall else 0.25),
+                   width=1.0, color=TIMELINE_COLORS[kind], linewidth=0)
+    ax.set_yticks([-r for r in range(len(timelines))],
+                  [label.replace(", ", "\n") for label in timelines])
+    ax.set_xlabel("operations of one backward pass, in order")
+    ax.set_xlim(-1, max(len(e) for e in timelines.values()) + 1)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in TIMELINE_COLORS.values()]
+    ax.legend(handles, list(TIMELINE_COLORS), ncols=2, loc="lower center",
+              bbox_to_anchor=(0.5, 1.0), frameon=False)
+    ax.spines[["top", "right", "left"]].set_visible(False)
+    fig.tight_layout()  # the row labels inside the book's width
+    return fig
+
 MEMORY_KINDS = (("parameters", "#90a4ae"), ("gradients", "#607d8b"),
                 ("optimizer", "#37474f"), ("activations", "#ef6c00"))
 RECIPES = (("float32", "fp32", "none"), ("float32, checkpointed", "fp32", "full"),

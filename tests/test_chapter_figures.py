@@ -112,3 +112,22 @@ def test_step_trace_figure_draws_the_measurement_and_the_prediction_where_they_b
         figures.step_memory_trace(STEP, {"timeline": {}})
     with pytest.raises(ValueError, match="cover 8 events"):
         figures.step_memory_trace({**STEP, "bytes": STEP["bytes"][:-1]}, estimate)
+
+
+def test_collective_timelines_draw_one_tick_per_event_in_its_colour():
+    timelines = {"FSDP1, hand-written reentrant": ["all-gather", "recompute", "all-gather",
+                                                    "backward", "reduce-scatter"],
+                 "FSDP2, integration": ["all-gather", "recompute", "backward"]}
+    with mpl.rc_context(figures.BOOK_RC):
+        fig = figures.collective_timelines(timelines)
+        ax = fig.axes[0]
+        assert len(ax.patches) == 8
+        first_row = ax.patches[:5]
+        assert [mpl.colors.to_hex(p.get_facecolor()) for p in first_row] == [
+            mpl.colors.to_hex(figures.TIMELINE_COLORS[e]) for e in timelines[
+                "FSDP1, hand-written reentrant"]]
+        # Collectives tall, recomputation and backward short; strips one row apart.
+        assert [p.get_height() for p in first_row] == [0.8, 0.5, 0.8, 0.5, 0.8]
+        assert ax.patches[5].get_y() == -1 - 0.4
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == list(figures.TIMELINE_COLORS)
+        plt.close(fig)
