@@ -131,3 +131,24 @@ def test_collective_timelines_draw_one_tick_per_event_in_its_colour():
         assert ax.patches[5].get_y() == -1 - 0.4
         assert [t.get_text() for t in ax.get_legend().get_texts()] == list(figures.TIMELINE_COLORS)
         plt.close(fig)
+
+
+def test_residuals_by_kind_stack_each_kind_once_and_write_the_flops():
+    from types import SimpleNamespace as R
+
+    kept = {"no checkpoint": [R(what="output of max", nbytes=4096),
+                              R(what="output of div", nbytes=4096),
+                              R(what="from the argument x", nbytes=1024)],
+            "nothing_saveable": [R(what="from the argument x", nbytes=1024),
+                                 R(what="not a kind the figure knows", nbytes=99)]}
+    with mpl.rc_context(figures.BOOK_RC):
+        fig = figures.residuals_by_kind(kept, {"no checkpoint": 1.5e9,
+                                               "nothing_saveable": 2.0e9}, xmax=20)
+        ax = fig.axes[0]
+        # nothing_saveable drawn first (bottom), one patch per non-empty kind.
+        assert [p.get_width() for p in ax.patches] == [1.0, 1.0, 4.0, 4.0]
+        assert [t.get_text() for t in ax.texts] == ["2.000 GFLOP", "1.500 GFLOP"]
+        labels = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert labels == ["model input", "ReLU output", "ReLU derivative"]  # each once
+        assert ax.get_xlim() == (0, 20)
+        plt.close(fig)
