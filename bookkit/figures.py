@@ -530,6 +530,121 @@ def offload_vs_checkpoint(n_layers: int = 8, segments: int = 3):
     return fig
 
 
+TIMELINE_COLORS = {"all-gather": "tab:blue", "recompute": "tab:green",
+                   "backward": "0.75", "reduce-scatter": "tab:orange"}
+"""Colours of `collective_timelines`' events."""
+
+
+def collective_timelines(timelines: dict, height: float = 3.6):
+    """Chapter 17's timeline figure: one strip per backward pass, one tick per event in
+    the order it ran; collectives drawn tall, recomputation and backward operations
+    short (`TIMELINE_COLORS`).
+
+    Args:
+        timelines: ``{label: [event, ...]}``, events from ``TIMELINE_COLORS``, as
+            `bookkit.distributed.sharding.backward_timelines` records them; a label's
+            ``", "`` becomes a line break.
+        height: the figure's height (inches).
+
+    Returns:
+        The matplotlib Figure.
+
+    Example:
+        >>> import matplotlib
+        >>> matplotlib.use("Agg")
+        >>> from bookkit.figures import collective_timelines
+        >>> fig = collective_timelines({"FSDP1, integration": ["all-gather", "recompute",
+        ...                                                    "backward"],
+        ...                             "DDP": ["backward", "backward"]})
+        >>> ax = fig.axes[0]
+        >>> len(ax.patches), ax.get_yticklabels()[0].get_text().splitlines()
+        (5, ['FSDP1', 'integration'])
+    """
+    import matplotlib.pyplot as plt
+
+    fig, ax = subplots(height=height)
+    for row, events in enumerate(timelines.values()):
+        for i, kind in enumerate(events):
+            tall = kind in ("all-gather", "reduce-scatter")
+            ax.bar(i, 0.8 if tall else 0.5, bottom=-row - (0.4 if tall else 0.25),
+                   width=1.0, color=TIMELINE_COLORS[kind], linewidth=0)
+    ax.set_yticks([-r for r in range(len(timelines))],
+                  [label.replace(", ", "\n") for label in timelines])
+    ax.set_xlabel("operations of one backward pass, in order")
+    ax.set_xlim(-1, max(len(e) for e in timelines.values()) + 1)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in TIMELINE_COLORS.values()]
+    ax.legend(handles, list(TIMELINE_COLORS), ncols=2, loc="lower center",
+              bbox_to_anchor=(0.5, 1.0), frameon=False)
+    ax.spines[["top", "right", "left"]].set_visible(False)
+    fig.tight_layout()  # the row labels inside the book's width
+    return fig
+
+RESIDUAL_KINDS = {  # what print_saved_residuals says -> a label, a colour
+    "from the argument x": ("model input", "tab:gray"),
+    "output of add": ("block outputs", "0.75"),
+    "output of mul": ("loss's 2y", "0.45"),
+    "output of max": ("ReLU output", "tab:blue"),
+    "output of div": ("ReLU derivative", "tab:red"),
+    "output of dot_general": ("h @ w1", "tab:green"),
+    "named 'pre'": ("pre (named)", "tab:olive"),
+}
+"""Chapter 21's kinds of residual (`bookkit.jaxmem.Residual.what`): label, colour."""
+
+
+def residuals_by_kind(kept: dict, flops: dict, *, kinds: dict | None = None,
+                      xlabel: str = "KiB kept for the backward pass",
+                      xmax: float | None = None, height: float = 4.2):
+    """Chapter 21's policy figure: one stacked bar per policy, the KiB of each kind of
+    residual it keeps, and the FLOPs of its gradient written at the bar's end.
+
+    Args:
+        kept: ``{policy: [residual, ...]}`` (records with ``what`` and ``nbytes``, as
+            `bookkit.jaxmem.activation_residuals` returns), drawn top to bottom.
+        flops: ``{policy: FLOPs of the gradient}``, written in GFLOP.
+        kinds: ``{what: (label, colour)}``, in stacking order; `RESIDUAL_KINDS` by
+            default. A residual of another kind is not drawn.
+        xlabel: the x axis' label.
+        xmax: the x axis' right end (room for the FLOP labels); matplotlib's if None.
+        height: the figure's height (inches).
+
+    Returns:
+        The matplotlib Figure.
+
+    Example:
+        >>> import matplotlib
+        >>> matplotlib.use("Agg")
+        >>> from types import SimpleNamespace as R
+        >>> from bookkit.figures import residuals_by_kind
+        >>> kept = {"plain": [R(what="output of max", nbytes=2048),
+        ...                   R(what="output of add", nbytes=1024)],
+        ...         "nothing": [R(what="output of add", nbytes=1024)]}
+        >>> ax = residuals_by_kind(kept, {"plain": 2e9, "nothing": 3e9}).axes[0]
+        >>> len(ax.patches), [t.get_text() for t in ax.texts]
+        (3, ['3.000 GFLOP', '2.000 GFLOP'])
+    """
+    kinds = RESIDUAL_KINDS if kinds is None else kinds
+    fig, ax = subplots(height=height)
+    names = list(kept)[::-1]
+    seen = set()
+    for y, name in enumerate(names):
+        left = 0
+        for what, (label, color) in kinds.items():
+            kib = sum(r.nbytes for r in kept[name] if r.what == what) / 1024
+            if kib:
+                ax.barh(y, kib, left=left, color=color,
+                        label=None if label in seen else label)
+                seen.add(label)
+                left += kib
+        ax.text(left + 15, y, f"{flops[name] / 1e9:.3f} GFLOP", va="center")
+    ax.set_yticks(range(len(names)), names)
+    ax.set_xlabel(xlabel)
+    if xmax is not None:
+        ax.set_xlim(0, xmax)
+    ax.legend(ncols=2, loc="lower center", bbox_to_anchor=(0.4, 1.0), frameon=False)
+    ax.spines[["top", "right"]].set_visible(False)
+    fig.tight_layout()
+    return fig
+
 MEMORY_KINDS = (("parameters", "#90a4ae"), ("gradients", "#607d8b"),
                 ("optimizer", "#37474f"), ("activations", "#ef6c00"))
 RECIPES = (("float32", "fp32", "none"), ("float32, checkpointed", "fp32", "full"),

@@ -277,6 +277,60 @@ RSS_MODES = ("plain", "disk", "checkpoint")
 RSS_WIDTH, RSS_HIDDEN, RSS_BLOCKS, RSS_BATCH = 64, 256, 12, 8192
 
 
+RSS_DISK_LIMIT, RSS_CHECKPOINT_LIMIT = 0.3, 0.5  # of the plain step's growth
+
+
+def rss_written_bytes() -> int:
+    """The bytes the ``"disk"`` step of `rss_step` writes: each block's input, its ReLU
+    output twice (saved by the ReLU and by the next Linear), and the loss's input."""
+    return (RSS_BLOCKS * RSS_BATCH * 4 * (RSS_WIDTH + 2 * RSS_HIDDEN)
+            + RSS_BATCH * RSS_WIDTH * 4)
+
+
+def rss_claims(rss: dict, saved_bytes: int) -> list[tuple[str, bool]]:
+    """What the three `measure_rss_step` runs show on any Linux machine, claim by claim.
+
+    Args:
+        rss: ``{mode: measure_rss_step(mode)}`` for every mode of ``RSS_MODES``.
+        saved_bytes: what the plain step saves for backward (distinct storages).
+
+    Returns:
+        ``[(claim, holds)]``: a sentence and whether these runs bear it out. The growth
+        limits are ``RSS_DISK_LIMIT`` and ``RSS_CHECKPOINT_LIMIT``, fractions of the
+        plain step's growth.
+
+    Example:
+        >>> run = {"loss": 1.0, "grad_norm": 2.0, "bytes_written": 0,
+        ...        "files_left": 0, "filesystem": None}
+        >>> rss = {"plain": {**run, "rss_growth_bytes": 100},
+        ...        "disk": {**run, "rss_growth_bytes": 20, "filesystem": "ext4",
+        ...                 "bytes_written": rss_written_bytes()},
+        ...        "checkpoint": {**run, "rss_growth_bytes": 40}}
+        >>> [holds for _, holds in rss_claims(rss, saved_bytes=90)]
+        [True, True, True, True, True, True, True]
+        >>> rss["checkpoint"]["loss"] = 1.5  # not the same step
+        >>> [claim for claim, holds in rss_claims(rss, 90) if not holds]
+        ['the same loss and gradient norm in the three runs']
+    """
+    growth = {mode: r["rss_growth_bytes"] for mode, r in rss.items()}
+    disk = rss["disk"]
+    same_run = len({(r["loss"], r["grad_norm"]) for r in rss.values()}) == 1
+    return [
+        ("the plain step grows by at least what it saves for backward",
+         growth["plain"] >= saved_bytes),
+        (f"offloading to disk keeps the growth under {RSS_DISK_LIMIT:.0%}"
+         " of the plain step's", growth["disk"] < RSS_DISK_LIMIT * growth["plain"]),
+        (f"checkpointing keeps it under {RSS_CHECKPOINT_LIMIT:.0%}",
+         growth["checkpoint"] < RSS_CHECKPOINT_LIMIT * growth["plain"]),
+        ("the same loss and gradient norm in the three runs", same_run),
+        ("every file removed after backward", disk["files_left"] == 0),
+        ("the files went to a disk, not to memory (tmpfs, ramfs)",
+         disk["filesystem"] not in MEMORY_FILESYSTEMS),
+        ("bytes written = block inputs + ReLU outputs twice + loss input",
+         disk["bytes_written"] == rss_written_bytes()),
+    ]
+
+
 def rss_model(seed: int = 0) -> nn.Sequential:
     """The activation-heavy MLP of `rss_step`: ``RSS_BLOCKS`` blocks
     Linear(64, 256)-ReLU-Linear(256, 64) (narrow, so a large batch costs few FLOPs

@@ -712,6 +712,28 @@ class ForwardMemoryMeter:
         """Bytes of recorded storages alive now (only those tagged ``phase`` if given)."""
         return sum(r[0] for r in self.alive(phase))
 
+    def by_op(self, phase: str | None = None) -> list[tuple[str, tuple, int, int]]:
+        """The storages alive now (`alive`) grouped by the operation that made them and
+        their shape: ``(op, shape, storages, bytes)``, the most bytes first. ``op``
+        drops ``aten.`` and the overloads ``.default`` and ``.Tensor``.
+
+        Example:
+            >>> import torch
+            >>> from bookkit.torchmem import ForwardMemoryMeter
+            >>> lin, x = torch.nn.Linear(4, 8), torch.ones(2, 4)
+            >>> with ForwardMemoryMeter(exclude=[lin], inputs=[x]) as meter:
+            ...     y = lin(x).relu() + lin(x).relu()
+            >>> meter.by_op()
+            [('relu', (2, 8), 2, 128), ('add', (2, 8), 1, 64), ('saved', (2, 4), 1, 32)]
+        """
+        groups: dict[tuple[str, tuple], list[int]] = {}
+        for nbytes, shape, _, op in self.alive(phase):
+            for part in ("aten.", ".default", ".Tensor"):
+                op = op.replace(part, "")
+            groups.setdefault((op, shape), []).append(nbytes)
+        rows = [(op, shape, len(b), sum(b)) for (op, shape), b in groups.items()]
+        return sorted(rows, key=lambda r: (-r[3], r[0], r[1]))
+
 
 _PHASE_MARK = "bookkit.ForwardMemoryMeter.phase:"
 

@@ -313,3 +313,18 @@ def test_cli_llama_options_and_errors(capsys):
     assert wrong.returncode != 0 and "--n-layer" in wrong.stderr and "--num-hidden-layers" in wrong.stderr
     wrong = run_main(capsys, "--model", "gpt2", "--num-key-value-heads", "2", "--head-dim", "8")
     assert wrong.returncode != 0 and "--num-key-value-heads, --head-dim" in wrong.stderr
+
+
+def test_forward_meter_groups_alive_storages_by_op_and_shape():
+    lin, x = torch.nn.Linear(4, 8), torch.ones(2, 4)
+    with ForwardMemoryMeter(exclude=[lin], inputs=[x]) as meter:
+        y = lin(x).relu() + lin(x).relu() * 2.0
+    groups = meter.by_op()
+    # Every alive storage in exactly one group, and the bytes add up.
+    assert sum(n for _, _, n, _ in groups) == len(meter.alive())
+    assert sum(b for *_, b in groups) == meter.alive_bytes()
+    assert [b for *_, b in groups] == sorted((b for *_, b in groups), reverse=True)
+    names = {op for op, *_ in groups}
+    assert "relu" in names and not any(n.startswith("aten.") for n in names)
+    assert not any(n.endswith((".default", ".Tensor")) for n in names)
+    assert y.shape == (2, 8)

@@ -112,3 +112,43 @@ def test_step_trace_figure_draws_the_measurement_and_the_prediction_where_they_b
         figures.step_memory_trace(STEP, {"timeline": {}})
     with pytest.raises(ValueError, match="cover 8 events"):
         figures.step_memory_trace({**STEP, "bytes": STEP["bytes"][:-1]}, estimate)
+
+
+def test_collective_timelines_draw_one_tick_per_event_in_its_colour():
+    timelines = {"FSDP1, hand-written reentrant": ["all-gather", "recompute", "all-gather",
+                                                    "backward", "reduce-scatter"],
+                 "FSDP2, integration": ["all-gather", "recompute", "backward"]}
+    with mpl.rc_context(figures.BOOK_RC):
+        fig = figures.collective_timelines(timelines)
+        ax = fig.axes[0]
+        assert len(ax.patches) == 8
+        first_row = ax.patches[:5]
+        assert [mpl.colors.to_hex(p.get_facecolor()) for p in first_row] == [
+            mpl.colors.to_hex(figures.TIMELINE_COLORS[e]) for e in timelines[
+                "FSDP1, hand-written reentrant"]]
+        # Collectives tall, recomputation and backward short; strips one row apart.
+        assert [p.get_height() for p in first_row] == [0.8, 0.5, 0.8, 0.5, 0.8]
+        assert ax.patches[5].get_y() == -1 - 0.4
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == list(figures.TIMELINE_COLORS)
+        plt.close(fig)
+
+
+def test_residuals_by_kind_stack_each_kind_once_and_write_the_flops():
+    from types import SimpleNamespace as R
+
+    kept = {"no checkpoint": [R(what="output of max", nbytes=4096),
+                              R(what="output of div", nbytes=4096),
+                              R(what="from the argument x", nbytes=1024)],
+            "nothing_saveable": [R(what="from the argument x", nbytes=1024),
+                                 R(what="not a kind the figure knows", nbytes=99)]}
+    with mpl.rc_context(figures.BOOK_RC):
+        fig = figures.residuals_by_kind(kept, {"no checkpoint": 1.5e9,
+                                               "nothing_saveable": 2.0e9}, xmax=20)
+        ax = fig.axes[0]
+        # nothing_saveable drawn first (bottom), one patch per non-empty kind.
+        assert [p.get_width() for p in ax.patches] == [1.0, 1.0, 4.0, 4.0]
+        assert [t.get_text() for t in ax.texts] == ["2.000 GFLOP", "1.500 GFLOP"]
+        labels = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert labels == ["model input", "ReLU output", "ReLU derivative"]  # each once
+        assert ax.get_xlim() == (0, 20)
+        plt.close(fig)

@@ -7,8 +7,10 @@ import pytest
 import torch
 from torch import nn
 
-from bookkit.offload import (RSS_BATCH, RSS_BLOCKS, RSS_HIDDEN, RSS_WIDTH, count_packed_copies,
-                             measure_rss_step, offload_to_disk, rss_model)
+from bookkit.offload import (RSS_BATCH, RSS_BLOCKS, RSS_CHECKPOINT_LIMIT, RSS_DISK_LIMIT,
+                             RSS_HIDDEN, RSS_MODES, RSS_WIDTH, count_packed_copies,
+                             measure_rss_step, offload_to_disk, rss_claims, rss_model,
+                             rss_written_bytes)
 
 
 def _grads(model, x, ctx=None):
@@ -88,9 +90,42 @@ def test_rss_step_in_a_fresh_process_writes_exactly_the_saved_bytes():
     r = measure_rss_step("disk")
     block = RSS_BATCH * 4 * (RSS_WIDTH + 2 * RSS_HIDDEN)
     assert r["bytes_written"] == RSS_BLOCKS * block + RSS_BATCH * RSS_WIDTH * 4
+    assert r["bytes_written"] == rss_written_bytes()
     assert r["files_left"] == 0 and r["rss_growth_bytes"] > 0
     with pytest.raises(ValueError, match="mode must be one of"):
         measure_rss_step("swap")
+
+
+def _rss_runs(plain=100, disk=20, checkpoint=40):
+    run = {"loss": 1.0, "grad_norm": 2.0, "bytes_written": 0, "files_left": 0,
+           "filesystem": None}
+    return {"plain": {**run, "rss_growth_bytes": plain},
+            "disk": {**run, "rss_growth_bytes": disk, "filesystem": "ext4",
+                     "bytes_written": rss_written_bytes()},
+            "checkpoint": {**run, "rss_growth_bytes": checkpoint}}
+
+
+def test_rss_claims_hold_for_runs_that_bear_them_out():
+    claims = rss_claims(_rss_runs(), saved_bytes=100)
+    assert len(claims) == 7 and all(holds for _, holds in claims)
+    assert set(_rss_runs()) == set(RSS_MODES)
+
+
+@pytest.mark.parametrize("change, claim", [
+    (lambda r: r["plain"].update(rss_growth_bytes=99), "at least what it saves"),
+    (lambda r: r["disk"].update(rss_growth_bytes=100 * RSS_DISK_LIMIT), "offloading to disk"),
+    (lambda r: r["checkpoint"].update(rss_growth_bytes=100 * RSS_CHECKPOINT_LIMIT),
+     "checkpointing keeps"),
+    (lambda r: r["disk"].update(grad_norm=2.5), "same loss"),
+    (lambda r: r["disk"].update(files_left=1), "every file removed"),
+    (lambda r: r["disk"].update(filesystem="tmpfs"), "not to memory"),
+    (lambda r: r["disk"].update(bytes_written=rss_written_bytes() + 4), "bytes written"),
+])
+def test_rss_claims_catch_each_failure_alone(change, claim):
+    runs = _rss_runs()
+    change(runs)
+    failed = [text for text, holds in rss_claims(runs, saved_bytes=100) if not holds]
+    assert len(failed) == 1 and claim in failed[0]
 
 
 def test_filesystem_type_takes_the_longest_mount_prefix(tmp_path):
