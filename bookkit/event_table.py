@@ -26,8 +26,11 @@ class LayerTags:
     the name of the layer whose forward created its node.
 
     Example:
+        >>> import numpy as np
+        >>> from minigrad import Tensor, nn
         >>> tags = LayerTags()
         >>> fc = tags.wrap("fc", nn.Linear(4, 2))
+        >>> x = Tensor(np.ones((3, 4), np.float32), requires_grad=True)
         >>> with tags.track() as m:
         ...     fc(x).sum().backward()
         >>> tags.labels[0]

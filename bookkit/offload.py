@@ -154,10 +154,13 @@ class offload_to_disk(torch.autograd.graph.saved_tensors_hooks):
         filesystem: the type of the file system the files go to (`filesystem_type`).
 
     Example:
-        >>> with offload_to_disk() as off:          # doctest: +SKIP
-        ...     loss = model(x).square().mean()
+        >>> import torch
+        >>> model, x = torch.nn.Linear(512, 512), torch.randn(8, 512)
+        >>> with offload_to_disk() as off:  # three 16 KiB tensors saved
+        ...     loss = model(x).relu().square().mean()
         >>> loss.backward()
         >>> off.stats.bytes_written
+        49152
     """
 
     def __init__(self, folder: str | os.PathLike | None = None, min_bytes: int = 1024):

@@ -576,9 +576,13 @@ class ForwardMemoryMeter:
     ``alive()`` lists (bytes, shape, dtype, op) of what is alive.
 
     Example:
-        >>> with ForwardMemoryMeter(exclude=[model], inputs=[ids]) as meter:
-        ...     out = model(input_ids=ids, labels=ids)
-        >>> meter.alive_bytes()     # activations, logits and loss included
+        >>> import torch
+        >>> model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU())
+        >>> x = torch.randn(8, 64)
+        >>> with ForwardMemoryMeter(exclude=[model], inputs=[x]) as meter:
+        ...     out = model(x)
+        >>> meter.alive_bytes()  # addmm's and gelu's outputs, x saved by Linear
+        6144
 
     Shown in chapter 22.
     """

@@ -60,11 +60,13 @@ def test_the_examples_are_counted():
 
 
 def test_plain_doctest_modules_pass():
-    """The standard way: ``pytest --doctest-modules minigrad``, no project runner."""
+    """The standard way: ``pytest --doctest-modules minigrad bookkit``, no project runner
+    (the book's helpers, whose examples are shown in the chapters, too)."""
     import subprocess
     import sys
 
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          "-p", "no:randomly", "-n", "0", "--doctest-modules", str(ROOT)],
+                          "-p", "no:randomly", "-n", "0", "--doctest-modules", str(ROOT),
+                          str(ROOT.parent / "bookkit")],
                          capture_output=True, text=True, cwd=ROOT.parent)
     assert out.returncode == 0, out.stdout[-3000:]
