@@ -94,6 +94,9 @@ _MODULE_DELATTR = types.ModuleType.__delattr__
 # name (a write), and () -> bool, whether the caller is trusted code (a read of the namespace).
 _MODULE_CHECKS = [lambda module, name, value: None, lambda: True]
 _DELETED = object()
+# Set by ``NamespaceTags.install``: (module) -> None, called before and after each write to a
+# guarded module that its class performs (a write it permits), so that the write is expected.
+_NAMESPACE_WRITES = [lambda module: None, lambda module: None]
 # What notebook code tried to change in a guarded module (refused): tampering all the same.
 REFUSED_WRITES: list = []
 
@@ -106,17 +109,27 @@ class GuardedModule(types.ModuleType):
     ``setattr``, ``del`` and a new ``__class__`` raise (and count as tampering), and
     ``vars(mod)`` and ``mod.__dict__`` hand it a read-only view. A plain value (a number,
     a string) may still be rebound, as the fingerprint allows. Library code (trusted) is
-    unaffected: the import system still binds a submodule on its package."""
+    unaffected: the import system still binds a submodule on its package. A write that
+    goes past this class (a function's ``__globals__``, ``object.__setattr__``, the raw
+    ``__dict__``) is seen by `NamespaceTags`."""
 
     __slots__ = ()
 
     def __setattr__(self, name, value):
         _MODULE_CHECKS[0](self, name, value)
-        _MODULE_SETATTR(self, name, value)
+        _NAMESPACE_WRITES[0](self)
+        try:
+            _MODULE_SETATTR(self, name, value)
+        finally:
+            _NAMESPACE_WRITES[1](self)
 
     def __delattr__(self, name):
         _MODULE_CHECKS[0](self, name, _DELETED)
-        _MODULE_DELATTR(self, name)
+        _NAMESPACE_WRITES[0](self)
+        try:
+            _MODULE_DELATTR(self, name)
+        finally:
+            _NAMESPACE_WRITES[1](self)
 
     @property
     def __dict__(self):
@@ -137,6 +150,168 @@ def guard_modules(modules) -> set:
         if type(mod) is GuardedModule:
             namespaces.add(id(_MODULE_DICT(mod)))
     return namespaces
+
+
+# --- every write to a guarded module's namespace, seen (PEP 509's dict version tag) -------
+# Two writes raise no audit event and pass `GuardedModule`'s checks: through a function's
+# ``__globals__`` (``minigrad.memory.track.__globals__["x"] = evil``) and through
+# ``object.__setattr__`` / ``types.ModuleType.__setattr__`` / the raw ``__dict__``
+# descriptor on the module. Undone before the test ends, such a patch leaves the
+# fingerprint as it was; it does move the namespace's version tag, for good.
+DICT_TAG_OFFSET = 24  # ob_refcnt, ob_type, ma_used, then ma_version_tag (64-bit CPython)
+
+
+def dict_tag_reader(offset: int = DICT_TAG_OFFSET):
+    """``(view, "")``: ``view(d)`` is a ctypes ``c_uint64`` over dict ``d``'s version tag
+    (PEP 509's ``ma_version_tag``, right after ``ma_used``: CPython 3.6 to 3.13 on 64-bit
+    builds), whose ``.value`` changes whenever ``d`` does (in 3.12 and 3.13 its low bits
+    are watcher bits; each change still moves it); or ``(None, why)`` where this
+    interpreter has no such tag (Python 3.14 keeps a watcher tag that changes do not move;
+    a free-threaded build lays a dict out otherwise). Found out on a probe dict (its
+    ``ma_used`` must follow its length and its tag every change), never assumed."""
+    version = "Python " + ".".join(map(str, sys.version_info[:3]))
+    if sys.implementation.name != "cpython":
+        return None, f"{version} is not CPython"
+    try:
+        import ctypes
+    except ImportError as e:
+        return None, f"{version} has no ctypes ({e})"
+    if ctypes.sizeof(ctypes.c_void_p) != 8:
+        return None, f"{version} is not a 64-bit build"
+
+    def view(d):
+        return ctypes.c_uint64.from_address(id(d) + offset)
+
+    probe: dict = {}
+    used, tag = ctypes.c_ssize_t.from_address(id(probe) + offset - 8), view(probe)
+    last = tag.value
+    for change in (lambda: probe.__setitem__("a", 1), lambda: probe.__setitem__("a", 2),
+                   lambda: probe.__setitem__("b", []), lambda: probe.pop("a"),
+                   lambda: probe.update(c=3), lambda: probe.setdefault("d", 4), probe.clear):
+        change()
+        if used.value != len(probe) or tag.value == last:
+            return None, f"{version} has no dict version tag that every change of a dict moves"
+        last = tag.value
+    len(probe), probe.get("a")  # a read leaves it
+    if tag.value != last:
+        return None, f"{version} has no dict version tag that every change of a dict moves"
+    return view, ""
+
+
+def global_writers(namespaces) -> dict:
+    """id(namespace) -> the names that trusted functions rebind or delete in it at run time
+    (``global`` statements: STORE_GLOBAL and DELETE_GLOBAL in their code objects, nested
+    code included), for every function alive whose globals are one of ``namespaces``."""
+    import opcode
+
+    ops = {opcode.opmap["STORE_GLOBAL"], opcode.opmap["DELETE_GLOBAL"]}
+    extended = opcode.opmap["EXTENDED_ARG"]
+    found: dict = {}
+    seen: set = set()
+
+    def scan(code, names):
+        if id(code) in seen:
+            return
+        seen.add(id(code))
+        raw, ext = code.co_code, 0
+        if any(op in raw[0::2] for op in ops):
+            for i in range(0, len(raw), 2):
+                op, arg = raw[i], raw[i + 1] | ext
+                ext = arg << 8 if op == extended else 0
+                if op in ops:
+                    names.add(code.co_names[arg])
+        for const in code.co_consts:
+            if type(const) is types.CodeType:
+                scan(const, names)
+
+    for obj in gc.get_objects():
+        if type(obj) is types.FunctionType and id(obj.__globals__) in namespaces:
+            names: set = set()
+            scan(obj.__code__, names)
+            if names:
+                found.setdefault(id(obj.__globals__), set()).update(names)
+    return found
+
+
+def prepare_namespaces(modules) -> None:
+    """Bind now, before the fingerprint, what CPython itself would add to a module's
+    namespace at run time: ``__warningregistry__`` (a warning attributed to the module's
+    code) and ``__annotations__`` (made when first read)."""
+    for mod in modules:
+        namespace = _MODULE_DICT(mod)
+        namespace.setdefault("__warningregistry__", {})
+        if "__annotations__" not in namespace:
+            try:
+                getattr(mod, "__annotations__", None)
+            except Exception:  # noqa: BLE001 - a module that has none to give
+                pass
+
+
+class NamespaceTags:
+    """The version tag (`dict_tag_reader`) of every guarded module's namespace, and the tag
+    each should have: every write `GuardedModule` performs or permits (the import system
+    binding a submodule, a name NumPy lacks, a plain value) moves the expected tag with it;
+    any other write (a function's ``__globals__``, ``object.__setattr__`` or
+    ``types.ModuleType.__setattr__`` on the module, its raw ``__dict__``), even one put
+    back at once, leaves the tag different from the expected one for good: ``problems()``
+    names those modules.
+
+    A namespace that trusted code writes at run time (``global`` statements found by
+    `global_writers`; minigrad and the grader have none, NumPy's ``numpy.lib._utils_impl``
+    has ``np.info``'s cache) is held to less: a change of its tag is accepted when only
+    those names differ from what it held. ``view`` None (no tag on this interpreter):
+    nothing is checked (``why`` says so)."""
+
+    def __init__(self, view=None, why=""):
+        self.view, self.why = view, why
+        self.entries: dict = {}  # id(namespace) -> [name, namespace, tag, expected, writable, held]
+        self.found: list = []
+
+    def install(self, modules, writers=None) -> None:
+        if self.view is None:
+            return
+        if writers is None:
+            writers = global_writers({id(_MODULE_DICT(m)) for m in modules})
+        for mod in modules:
+            namespace = _MODULE_DICT(mod)
+            if id(namespace) in self.entries:
+                continue
+            tag, writable = self.view(namespace), frozenset(writers.get(id(namespace), ()))
+            self.entries[id(namespace)] = [str(namespace.get("__name__", "?")), namespace, tag,
+                                           tag.value, writable, dict(namespace) if writable else None]
+        _NAMESPACE_WRITES[:] = [self.before, self.after]
+
+    def _check(self, entry) -> None:
+        now = entry[2].value
+        if now == entry[3]:
+            return
+        if entry[4]:
+            held, namespace = entry[5], entry[1]
+            changed = {k for k in held.keys() | namespace.keys()
+                       if held.get(k, _DELETED) is not namespace.get(k, _DELETED)}
+            if changed <= entry[4]:
+                entry[3], entry[5] = now, dict(namespace)
+                return
+        if entry[0] not in self.found:
+            self.found.append(entry[0])
+        entry[3] = now
+
+    def before(self, module) -> None:
+        entry = self.entries.get(id(_MODULE_DICT(module)))
+        if entry is not None:
+            self._check(entry)  # a write past the guard before this one stays found
+
+    def after(self, module) -> None:
+        entry = self.entries.get(id(_MODULE_DICT(module)))
+        if entry is not None:
+            entry[3] = entry[2].value
+            if entry[5] is not None:
+                entry[5] = dict(entry[1])
+
+    def problems(self) -> list[str]:
+        for entry in list(self.entries.values()):
+            self._check(entry)
+        return list(self.found)
 
 
 class Fingerprint:
@@ -678,12 +853,19 @@ def main() -> None:
     load = command()  # first: its handout imports are part of the trusted snapshot
     preload(load["given"])
     gc.collect()
+    prepare_namespaces(guarded_modules()[1:])
     fingerprint = Fingerprint(guarded_modules())
     changed = fingerprint.changed
     trusted_map = trusted_codes()
     registries = Registries(trusted_map)
     live_problem = [""]  # an observer of the notebook's found live when an answer was recorded
     guarded = guard_modules(guarded_modules())
+    tags = NamespaceTags(*dict_tag_reader())
+    tags.install([m for m in guarded_modules() if type(m) is GuardedModule])
+    if tags.view is None:
+        print(f"grader: {tags.why}: a module of minigrad, NumPy or the grader patched through a "
+              "function's __globals__ or object.__setattr__ and put back at once is not seen",
+              file=sys.stderr, flush=True)
     enter, leave, trust, answers = make_guard(trusted_map, grader_codes(),
                                               on_answer=lambda: live_problem.__setitem__(
                                                   0, live_problem[0] or registries.problem()),
@@ -697,6 +879,8 @@ def main() -> None:
 
     def tampering() -> str:
         found = changed()[:3]
+        found += [f"{name}'s namespace was written past the grader's guard (a function's __globals__, "
+                  "object.__setattr__ or its raw __dict__), even if put back" for name in tags.problems()[:3]]
         found += [f"changing {what} (refused)" for what in REFUSED_WRITES]
         for problem in (registries.problem(), live_problem[0]):
             if problem and problem not in found:

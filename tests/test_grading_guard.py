@@ -1,0 +1,151 @@
+"""assignments/grading/runner.py's watch on the namespaces of the modules it guards: PEP
+509's dict version tag, read with ctypes (``dict_tag_reader``), and ``NamespaceTags``,
+which sees a module patched past its guarded class and put back at once."""
+from __future__ import annotations
+
+import ast
+import glob
+import subprocess
+import sys
+import types
+
+import pytest
+
+from bookpaths import ROOT
+
+sys.path.insert(0, str(ROOT / "assignments"))
+from grading import runner  # noqa: E402
+
+RUNNER = ROOT / "assignments" / "grading" / "runner.py"
+HAS_TAG = sys.implementation.name == "cpython" and (3, 6) <= sys.version_info[:2] <= (3, 13) \
+    and sys.maxsize > 2 ** 32
+
+
+@pytest.mark.skipif(not HAS_TAG, reason="a 64-bit CPython 3.6 to 3.13 has the tag")
+def test_the_tag_moves_with_every_change_of_a_dict_and_only_then():
+    view, why = runner.dict_tag_reader()
+    assert view is not None, why
+    d: dict = {}
+    tag = view(d)
+    seen = [tag.value]
+    for change in (lambda: d.__setitem__("a", 1), lambda: d.__setitem__("a", 2), lambda: d.pop("a"),
+                   lambda: d.update(b=[]), lambda: d.setdefault("c", 3), d.clear):
+        change()
+        assert tag.value not in seen, "a change of the dict left its tag as it was"
+        seen.append(tag.value)
+    d["x"] = obj = object()
+    before = tag.value
+    d["x"] = obj  # the same object again: nothing changed
+    len(d), d.get("x"), list(d.items())
+    assert tag.value == before, "reading a dict moved its tag"
+
+
+def test_a_layout_that_is_not_the_tag_is_refused_and_said_so():
+    for offset in (8, 16, 32, 40):
+        view, why = runner.dict_tag_reader(offset)
+        assert view is None and "dict version tag" in why, (offset, why)
+
+
+def _reader_source() -> str:
+    """dict_tag_reader's source, to run on other interpreters without NumPy or minigrad."""
+    tree = ast.parse(RUNNER.read_text())
+    body = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "dict_tag_reader"
+            or isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "DICT_TAG_OFFSET"]
+    return "import sys\n" + "\n".join(ast.get_source_segment(RUNNER.read_text(), n) for n in body)
+
+
+PYTHONS = sorted(set(glob.glob("/root/.pyenv/versions/3.*/bin/python3") + glob.glob("/usr/bin/python3"))
+                 | {sys.executable})  # /usr/bin/python3: the image's, as on Gradescope
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_each_python_here_has_the_tag_or_says_why_not(python):
+    """Every interpreter on this machine: CPython 3.8 to 3.13 read the tag; any other says
+    why not, in one line, and nothing crashes."""
+    probe = _reader_source() + "\nview, why = dict_tag_reader()\nprint(sys.version_info[:2], view is not None, why)"
+    out = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    version = tuple(int(x) for x in out.stdout.split(")")[0].strip("(").split(","))
+    works = out.stdout.split(")")[1].split()[0] == "True"
+    if (3, 8) <= version <= (3, 13):
+        assert works, out.stdout
+    else:
+        assert works or "dict version tag" in out.stdout or "not" in out.stdout, out.stdout
+
+
+def _guarded(source: str, name: str = "victim") -> types.ModuleType:
+    mod = types.ModuleType(name)
+    exec(compile(source, f"<{name}>", "exec"), mod.__dict__)
+    object.__setattr__(mod, "__class__", runner.GuardedModule)
+    return mod
+
+
+@pytest.fixture
+def tags():
+    saved = list(runner._NAMESPACE_WRITES)
+    view, why = runner.dict_tag_reader()
+    if view is None:
+        pytest.skip(why)
+    yield runner.NamespaceTags(view, why)
+    runner._NAMESPACE_WRITES[:] = saved
+
+
+def test_a_patch_past_the_guard_put_back_at_once_is_seen(tags):
+    """Through a function's __globals__, object.__setattr__, types.ModuleType.__setattr__,
+    the raw __dict__: each patch, undone at once, leaves the module named; a write the
+    guarded class performs itself (here every write: no notebook phase) does not."""
+    raw = types.ModuleType.__dict__["__dict__"].__get__
+    routes = {"__globals__": lambda m, v: m.g.__globals__.__setitem__("f", v),
+              "object.__setattr__": lambda m, v: object.__setattr__(m, "f", v),
+              "types.ModuleType.__setattr__": lambda m, v: types.ModuleType.__setattr__(m, "f", v),
+              "raw __dict__": lambda m, v: raw(m).__setitem__("f", v)}
+    for route, write in routes.items():
+        mod = _guarded("def f():\n    return 1\ndef g():\n    return f()\n", f"victim_{route}")
+        tags = runner.NamespaceTags(tags.view)
+        tags.install([mod])
+        mod.count = 1  # permitted writes through the class: expected
+        mod.h = len
+        del mod.h
+        assert tags.problems() == [], route
+        original = mod.f
+        write(mod, lambda: 2)
+        assert mod.g() == 2, f"{route}: the patch did not take"
+        write(mod, original)
+        assert mod.f is original
+        assert tags.problems() == [f"victim_{route}"], route
+
+
+def test_a_patch_before_a_permitted_write_stays_seen(tags):
+    mod = _guarded("def f():\n    return 1\n")
+    tags.install([mod])
+    original, namespace = mod.f, mod.f.__globals__
+    namespace["f"] = len
+    namespace["f"] = original
+    mod.count = 2  # the class's own write must not make the earlier one expected
+    assert tags.problems() == ["victim"]
+
+
+def test_a_module_whose_own_code_rebinds_a_name_is_held_to_the_other_names(tags):
+    mod = _guarded("N = 0\ndef bump():\n    global N\n    N += 1\ndef f():\n    return 1\n")
+    tags.install([mod])
+    assert tags.entries[id(runner._MODULE_DICT(mod))][4] == {"N"}
+    mod.bump()
+    mod.bump()
+    assert tags.problems() == []
+    mod.f.__globals__["f"] = len  # another name: seen while it is changed
+    assert tags.problems() == ["victim"]
+
+
+def test_minigrad_and_the_grader_rebind_no_module_name_at_run_time():
+    """No ``global`` statement in a function of minigrad or the grader: their run-time state
+    lives in objects their modules hold, so the version tag of every namespace of theirs
+    moves only when something outside them writes it."""
+    import minigrad  # noqa: F401
+    import minigrad.plan  # noqa: F401
+    import minigrad.testing  # noqa: F401
+
+    mods = {name: m for name, m in sys.modules.items()
+            if m is not None and name.split(".")[0] in ("minigrad", "grading")}
+    names = {id(vars(m)): name for name, m in mods.items()}
+    found = runner.global_writers(set(names))
+    assert not found, {names[k]: sorted(v) for k, v in found.items()}
