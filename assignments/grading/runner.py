@@ -879,8 +879,11 @@ def main() -> None:
 
     def tampering() -> str:
         found = changed()[:3]
-        found += [f"{name}'s namespace was written past the grader's guard (a function's __globals__, "
-                  "object.__setattr__ or its raw __dict__), even if put back" for name in tags.problems()[:3]]
+        written = tags.problems()
+        if written:
+            found.append(f"the namespace of {', '.join(written[:3])} was written past the grader's guard "
+                         "(through a function's __globals__, object.__setattr__ or the raw __dict__), "
+                         "even if put back")
         found += [f"changing {what} (refused)" for what in REFUSED_WRITES]
         for problem in (registries.problem(), live_problem[0]):
             if problem and problem not in found:
