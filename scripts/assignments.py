@@ -949,8 +949,9 @@ ATTACK_CLASS = {
                        "and put back: a patch undone before the fingerprint looks",
     "rawpatch.ipynb": "the solution, kept only if a module of minigrad or NumPy can be patched for a "
                       "moment past its guarded class (through a function's __globals__, "
-                      "object.__setattr__, types.ModuleType.__setattr__, the raw __dict__), called and "
-                      "put back, in the cells: a patch that no audit event and no fingerprint sees",
+                      "object.__setattr__, types.ModuleType.__setattr__, the raw __dict__, the guard's "
+                      "own module switched off), called and put back, in the cells: a patch that no "
+                      "audit event and no fingerprint sees",
     "rawpatch_late.ipynb": "the solution, each graded function making the same momentary patches each "
                            "time a test calls it (and failing when none takes)",
     "leak.ipynb": "nothing answered; every graded name reads what it can of the tests and of the "
@@ -1226,6 +1227,15 @@ def _ways():
     yield "ModuleType.__setattr__", lambda v: types.ModuleType.__setattr__(_MEM, "fmt_bytes", v), fmt, fake, \
         seen_by_minigrad
     yield "raw __dict__", lambda v: _RAW(_MEM).__setitem__("fmt_bytes", v), fmt, fake, seen_by_minigrad
+    guard = type(_MEM).__setattr__.__globals__  # the grader's own module (its runner, as __main__)
+    def guard_off(v):  # the guarded class's hook switched off for a moment, then a plain setattr
+        saved = guard["_audit"]
+        guard["_audit"] = lambda *a: None
+        try:
+            setattr(_MEM, "fmt_bytes", v)
+        finally:
+            guard["_audit"] = saved
+    yield "guard switched off", guard_off, fmt, fake, seen_by_minigrad
 def _sneak():
     took = []
     for way, write, original, fake, seen in _ways():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import glob
+import json
 import subprocess
 import sys
 import types
@@ -81,19 +82,17 @@ def _guarded(source: str, name: str = "victim") -> types.ModuleType:
 
 
 @pytest.fixture
-def tags():
-    saved = list(runner._NAMESPACE_WRITES)
+def view():
     view, why = runner.dict_tag_reader()
     if view is None:
         pytest.skip(why)
-    yield runner.NamespaceTags(view, why)
-    runner._NAMESPACE_WRITES[:] = saved
+    return view
 
 
-def test_a_patch_past_the_guard_put_back_at_once_is_seen(tags):
+def test_a_patch_past_the_guard_put_back_at_once_is_seen(view):
     """Through a function's __globals__, object.__setattr__, types.ModuleType.__setattr__,
-    the raw __dict__: each patch, undone at once, leaves the module named; a write the
-    guarded class performs itself (here every write: no notebook phase) does not."""
+    the raw __dict__: each patch, undone at once, leaves the module named; a write made
+    between ``before`` and ``after`` (as the audit hook makes the guarded class's) does not."""
     raw = types.ModuleType.__dict__["__dict__"].__get__
     routes = {"__globals__": lambda m, v: m.g.__globals__.__setitem__("f", v),
               "object.__setattr__": lambda m, v: object.__setattr__(m, "f", v),
@@ -101,11 +100,12 @@ def test_a_patch_past_the_guard_put_back_at_once_is_seen(tags):
               "raw __dict__": lambda m, v: raw(m).__setitem__("f", v)}
     for route, write in routes.items():
         mod = _guarded("def f():\n    return 1\ndef g():\n    return f()\n", f"victim_{route}")
-        tags = runner.NamespaceTags(tags.view)
+        tags = runner.NamespaceTags(view)
         tags.install([mod])
-        mod.count = 1  # permitted writes through the class: expected
-        mod.h = len
-        del mod.h
+        namespace = runner._MODULE_DICT(mod)
+        tags.before(namespace)
+        namespace["count"] = 1  # a write the hook makes: expected
+        tags.after(namespace)
         assert tags.problems() == [], route
         original = mod.f
         write(mod, lambda: 2)
@@ -115,25 +115,121 @@ def test_a_patch_past_the_guard_put_back_at_once_is_seen(tags):
         assert tags.problems() == [f"victim_{route}"], route
 
 
-def test_a_patch_before_a_permitted_write_stays_seen(tags):
+def test_a_patch_before_a_permitted_write_stays_seen(view):
     mod = _guarded("def f():\n    return 1\n")
+    tags = runner.NamespaceTags(view)
     tags.install([mod])
     original, namespace = mod.f, mod.f.__globals__
     namespace["f"] = len
     namespace["f"] = original
-    mod.count = 2  # the class's own write must not make the earlier one expected
+    tags.before(namespace)  # the hook's own write next must not make the earlier one expected
+    namespace["count"] = 2
+    tags.after(namespace)
     assert tags.problems() == ["victim"]
 
 
-def test_a_module_whose_own_code_rebinds_a_name_is_held_to_the_other_names(tags):
+def test_a_module_whose_own_code_rebinds_a_name_is_held_to_the_other_names(view):
     mod = _guarded("N = 0\ndef bump():\n    global N\n    N += 1\ndef f():\n    return 1\n")
+    tags = runner.NamespaceTags(view)
     tags.install([mod])
     assert tags.entries[id(runner._MODULE_DICT(mod))][4] == {"N"}
     mod.bump()
     mod.bump()
     assert tags.problems() == []
-    mod.f.__globals__["f"] = len  # another name: seen while it is changed
+    runner._MODULE_DICT(mod)["f"] = len  # another name: seen while it is changed
     assert tags.problems() == ["victim"]
+
+
+HARNESS = r"""
+import json, sys, types
+from grading import runner as R
+raw = types.ModuleType.__dict__["__dict__"].__get__
+def fresh(name):
+    m = types.ModuleType(name)
+    exec("def f():\n    return 1\ndef g():\n    return f()\nN = 1\n", m.__dict__)
+    return m
+mods = {k: fresh(f"minigrad.victim_{k}") for k in ("trusted", "refused", "globals", "object",
+                                                  "moduletype", "raw", "event", "guard")}
+runner_module = sys.modules["grading.runner"]
+for m in list(mods.values()) + [runner_module]:
+    object.__setattr__(m, "__class__", R.GuardedModule)
+tags = R.NamespaceTags(*R.dict_tag_reader())
+tags.install(list(mods.values()) + [runner_module])
+refused = []
+enter, leave, trust, answers = R.make_guard(R.trusted_codes(), {}, tags=tags, refused_writes=refused)
+out = {}
+m = mods["trusted"]
+m.N, m.f = 2, len  # the grader's own writes
+out["trusted"] = tags.problems()
+cell = '''
+def refused_setattr(m):
+    m.f = len
+def rawpatch(how, m):
+    original = m.f
+    write = {"globals": lambda v: m.g.__globals__.__setitem__("f", v),
+             "object": lambda v: object.__setattr__(m, "f", v),
+             "moduletype": lambda v: types.ModuleType.__setattr__(m, "f", v),
+             "raw": lambda v: raw(m).__setitem__("f", v)}[how]
+    write(lambda: 2)
+    took = m.g() == 2
+    write(original)
+    return took
+def fake_event(m):
+    sys.audit("grading.module_write", m, "f", len, [])
+def guard_off(m):
+    guard = type(m).__setattr__.__globals__
+    saved, original = guard["_audit"], m.f
+    guard["_audit"] = lambda *a: None
+    try:
+        m.f = len
+        m.f = original
+    finally:
+        guard["_audit"] = saved
+def plain(m):
+    m.N = 3
+def view(m):
+    return type(m.__dict__).__name__
+'''
+ns = {"types": types, "raw": raw, "sys": sys}
+exec(compile(cell, "<your cell 1>", "exec"), ns)
+enter()
+for name, call in [("refused", lambda: ns["refused_setattr"](mods["refused"])),
+                   ("event", lambda: ns["fake_event"](mods["event"])),
+                   ("guard", lambda: ns["guard_off"](mods["guard"]))]:
+    try:
+        call()
+        out[name + "_raised"] = ""
+    except Exception as e:
+        out[name + "_raised"] = type(e).__name__
+out["took"] = {how: ns["rawpatch"](how, mods[how]) for how in ("globals", "object", "moduletype", "raw")}
+ns["plain"](mods["trusted"])
+out["view"] = ns["view"](mods["trusted"])
+leave()
+out["problems"] = sorted(tags.problems())
+out["refused"] = refused
+print(json.dumps(out))
+"""
+
+
+def test_the_guard_with_its_audit_hook_refuses_or_sees_every_route():
+    """The runner's hook and guarded class together (in a process of its own: an audit hook
+    stays for good): notebook code's setattr is refused and named; a patch through each
+    route is seen, as is switching the guard's own module off for a moment; a forged write
+    event is refused; the grader's writes and a plain value rebound are not tampering."""
+    if runner.dict_tag_reader()[0] is None:
+        pytest.skip("no dict version tag on this interpreter")
+    env = {"PYTHONPATH": f"{ROOT / 'assignments'}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", HARNESS], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["trusted"] == [], out
+    assert out["refused_raised"] == "RuntimeError" and "minigrad.victim_refused.f" in out["refused"], out
+    assert out["event_raised"] == "RuntimeError", out
+    assert out["took"] == {"globals": True, "object": True, "moduletype": True, "raw": True}, out
+    assert out["view"] == "mappingproxy", out
+    assert out["problems"] == sorted(["minigrad.victim_globals", "minigrad.victim_object",
+                                      "minigrad.victim_moduletype", "minigrad.victim_raw",
+                                      "minigrad.victim_guard", "grading.runner"]), out
 
 
 def test_minigrad_and_the_grader_rebind_no_module_name_at_run_time():

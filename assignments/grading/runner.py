@@ -12,7 +12,12 @@ its stdout; whatever the notebook prints goes to stderr (the driver keeps the st
    of ``builtins`` down to code objects, defaults and closure cells (``Fingerprint``); put
    in an audit hook that refuses, while the notebook's code can run, new processes,
    ``ctypes``, signals to other processes, other audit hooks, trace and profile functions
-   that the grader did not install, and reading the heap (``gc.get_objects``...).
+   that the grader did not install, and reading the heap (``gc.get_objects``...). Their
+   modules (and this one, which runs as ``__main__``) get the class `GuardedModule`: notebook
+   code cannot rebind their names, and a write that goes past that class (a function's
+   ``__globals__``, ``object.__setattr__``) moves their namespace's dict version tag
+   (`NamespaceTags`), which is checked with the fingerprint. The guard's own state is held
+   by the audit hook, out of the notebook's reach.
 2. ``{"kind": "load", "cells": [...], "given": [...], "skip": [...]}``: run the notebook's
    cells, each under a time limit (a message before each, so that a cell that ends or hangs
    the process is known and skipped when the driver starts it again); check the
@@ -90,15 +95,13 @@ def _code_entries(key, value):
 
 _MODULE_SETATTR = types.ModuleType.__setattr__
 _MODULE_DELATTR = types.ModuleType.__delattr__
-# Set by ``make_guard``: (module, name, value) -> None, raising when notebook code rebinds a
-# name (a write), and () -> bool, whether the caller is trusted code (a read of the namespace).
-_MODULE_CHECKS = [lambda module, name, value: None, lambda: True]
 _DELETED = object()
-# Set by ``NamespaceTags.install``: (module) -> None, called before and after each write to a
-# guarded module that its class performs (a write it permits), so that the write is expected.
-_NAMESPACE_WRITES = [lambda module: None, lambda module: None]
-# What notebook code tried to change in a guarded module (refused): tampering all the same.
-REFUSED_WRITES: list = []
+# A guarded module asks the grader's audit hook (``make_guard``) through these events, never
+# through state a notebook could reach (the runner's own module is ``__main__``): whether a
+# write may be made (the hook makes it, or raises), and whether a read of the namespace is
+# trusted code's. With no hook installed, every write is made and every read is trusted.
+WRITE_EVENT, READ_EVENT = "grading.module_write", "grading.module_dict"
+_audit = sys.audit
 
 
 class GuardedModule(types.ModuleType):
@@ -116,25 +119,22 @@ class GuardedModule(types.ModuleType):
     __slots__ = ()
 
     def __setattr__(self, name, value):
-        _MODULE_CHECKS[0](self, name, value)
-        _NAMESPACE_WRITES[0](self)
-        try:
+        done: list = []
+        _audit(WRITE_EVENT, self, name, value, done)  # the hook writes (or refuses)
+        if not done:
             _MODULE_SETATTR(self, name, value)
-        finally:
-            _NAMESPACE_WRITES[1](self)
 
     def __delattr__(self, name):
-        _MODULE_CHECKS[0](self, name, _DELETED)
-        _NAMESPACE_WRITES[0](self)
-        try:
+        done: list = []
+        _audit(WRITE_EVENT, self, name, _DELETED, done)
+        if not done:
             _MODULE_DELATTR(self, name)
-        finally:
-            _NAMESPACE_WRITES[1](self)
 
     @property
     def __dict__(self):
-        namespace = _MODULE_DICT(self)
-        return namespace if _MODULE_CHECKS[1]() else types.MappingProxyType(namespace)
+        namespace, untrusted = _MODULE_DICT(self), []
+        _audit(READ_EVENT, self, untrusted)
+        return types.MappingProxyType(namespace) if untrusted else namespace
 
 
 GuardedModule.__module__ = "grading.runner"  # a class of the grader: notebook code cannot patch it
@@ -164,8 +164,9 @@ DICT_TAG_OFFSET = 24  # ob_refcnt, ob_type, ma_used, then ma_version_tag (64-bit
 def dict_tag_reader(offset: int = DICT_TAG_OFFSET):
     """``(view, "")``: ``view(d)`` is a ctypes ``c_uint64`` over dict ``d``'s version tag
     (PEP 509's ``ma_version_tag``, right after ``ma_used``: CPython 3.6 to 3.13 on 64-bit
-    builds), whose ``.value`` changes whenever ``d`` does (in 3.12 and 3.13 its low bits
-    are watcher bits; each change still moves it); or ``(None, why)`` where this
+    builds), whose ``.value >> view.shift`` changes whenever ``d`` does (in 3.12 and 3.13
+    the low 8 and 12 bits are watchers' bits, which a change does not move: each change
+    moves the bits above by one step, which the probe checks); or ``(None, why)`` where this
     interpreter has no such tag (Python 3.14 keeps a watcher tag that changes do not move;
     a free-threaded build lays a dict out otherwise). Found out on a probe dict (its
     ``ma_used`` must follow its length and its tag every change), never assumed."""
@@ -182,6 +183,9 @@ def dict_tag_reader(offset: int = DICT_TAG_OFFSET):
     def view(d):
         return ctypes.c_uint64.from_address(id(d) + offset)
 
+    view.shift = 12 if sys.version_info >= (3, 13) else 8 if sys.version_info >= (3, 12) else 0
+    step = 1 << view.shift
+
     probe: dict = {}
     used, tag = ctypes.c_ssize_t.from_address(id(probe) + offset - 8), view(probe)
     last = tag.value
@@ -189,7 +193,7 @@ def dict_tag_reader(offset: int = DICT_TAG_OFFSET):
                    lambda: probe.__setitem__("b", []), lambda: probe.pop("a"),
                    lambda: probe.update(c=3), lambda: probe.setdefault("d", 4), probe.clear):
         change()
-        if used.value != len(probe) or tag.value == last:
+        if used.value != len(probe) or tag.value == last or (tag.value - last) % step:
             return None, f"{version} has no dict version tag that every change of a dict moves"
         last = tag.value
     len(probe), probe.get("a")  # a read leaves it
@@ -263,7 +267,7 @@ class NamespaceTags:
     nothing is checked (``why`` says so)."""
 
     def __init__(self, view=None, why=""):
-        self.view, self.why = view, why
+        self.view, self.why, self.shift = view, why, getattr(view, "shift", 0)
         self.entries: dict = {}  # id(namespace) -> [name, namespace, tag, expected, writable, held]
         self.found: list = []
 
@@ -278,11 +282,11 @@ class NamespaceTags:
                 continue
             tag, writable = self.view(namespace), frozenset(writers.get(id(namespace), ()))
             self.entries[id(namespace)] = [str(namespace.get("__name__", "?")), namespace, tag,
-                                           tag.value, writable, dict(namespace) if writable else None]
-        _NAMESPACE_WRITES[:] = [self.before, self.after]
+                                           tag.value >> self.shift, writable,
+                                           dict(namespace) if writable else None]
 
     def _check(self, entry) -> None:
-        now = entry[2].value
+        now = entry[2].value >> self.shift
         if now == entry[3]:
             return
         if entry[4]:
@@ -296,15 +300,15 @@ class NamespaceTags:
             self.found.append(entry[0])
         entry[3] = now
 
-    def before(self, module) -> None:
-        entry = self.entries.get(id(_MODULE_DICT(module)))
+    def before(self, namespace) -> None:
+        entry = self.entries.get(id(namespace))
         if entry is not None:
             self._check(entry)  # a write past the guard before this one stays found
 
-    def after(self, module) -> None:
-        entry = self.entries.get(id(_MODULE_DICT(module)))
+    def after(self, namespace) -> None:
+        entry = self.entries.get(id(namespace))
         if entry is not None:
-            entry[3] = entry[2].value
+            entry[3] = entry[2].value >> self.shift
             if entry[5] is not None:
                 entry[5] = dict(entry[1])
 
@@ -355,6 +359,8 @@ class Fingerprint:
 
 
 def guarded_modules():
+    """builtins, NumPy's, minigrad's and the grader's modules, and this one where it runs as
+    ``__main__`` (a notebook's ``import __main__`` reaches it)."""
     mods = [builtins]
     for name, mod in sorted(sys.modules.items()):
         if mod is None:
@@ -362,6 +368,9 @@ def guarded_modules():
         root = name.split(".")[0]
         if root in ("numpy", "minigrad", "grading"):
             mods.append(mod)
+    main = sys.modules.get("__main__")
+    if main is not None and _MODULE_DICT(main).get("__file__") == __file__ and main not in mods:
+        mods.append(main)
     return mods
 
 
@@ -544,7 +553,8 @@ class Registries:
 _OBJECT_DICT = lambda obj: object.__getattribute__(obj, "__dict__")  # noqa: E731 - never a property
 
 
-def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = frozenset()):
+def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = frozenset(), tags=None,
+               refused_writes=None):
     """Install the audit hook; returns (enter, leave, trust, answers): the notebook phase
     begins and ends, ``trust(code, secret=False)`` adds code the grader compiled (tests,
     handout, fixtures; ``secret``: the tests and the fixtures, whose code objects the
@@ -554,12 +564,21 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
     raised it runs the grader's code (``grader``: this package, ``minigrad.testing``, what
     it compiled) or no frame on the stack runs code outside ``trusted`` (every module loaded
     before the notebook ran): the notebook's code cannot reach frames, the heap, new
-    processes or ``ctypes``, directly or through a library."""
+    processes or ``ctypes``, directly or through a library.
+
+    It also answers `GuardedModule`'s events: a write to a guarded module is checked
+    (``module_write``) and made here, between ``tags.before`` and ``tags.after`` (so that
+    it is the one write the namespace's expected version tag takes in); a refused one is
+    added to ``refused_writes`` (a list of the caller's)."""
     state = [False, False]  # in the notebook phase; inside the hook
+    refused_writes = [] if refused_writes is None else refused_writes
+    write_codes = frozenset(id(_CLASS_DICT(GuardedModule)[k].__code__) for k in ("__setattr__", "__delattr__"))
+    builtin_names = frozenset(vars(builtins))
     getframe, refused = sys._getframe, REFUSED_PREFIXES
     secret = {}  # id -> code: the tests' and the fixtures' (the reference of earlier questions)
     code_attributes, function_type, path_refusal = CODE_ATTRIBUTES, types.FunctionType, refused_path
     frame_events = ("sys._getframe", "object.__getattr__")
+    write_event, read_event = WRITE_EVENT, READ_EVENT
     leaky = leaky_codes()
     answer_event, canonical, compare = minigrad.testing.ANSWER_EVENT, minigrad.testing.canonical, minigrad.testing.compare
     answer_error, reference_value = minigrad.testing.AnswerError, minigrad.testing.REFERENCE
@@ -585,7 +604,7 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
         """(whether the frame ``depth`` levels above the caller of this runs trusted code,
         whether every frame from there up does): notebook code may pass its own arguments
         through a trusted library (``functools.update_wrapper``, ``string.Formatter``)."""
-        state[1] = True
+        inside, state[1] = state[1], True
         try:
             frame = getframe(depth + 1)
             first = frame is None or id(frame.f_code) in trusted
@@ -595,10 +614,10 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
                 frame = frame.f_back
             return first, True
         finally:
-            state[1] = False
+            state[1] = inside
 
     def module_write(module, name, value):
-        writer_trusted, all_trusted = stack_trusted(2)  # from the frame that wrote, up
+        writer_trusted, all_trusted = stack_trusted(4)  # from the frame that wrote, up
         if all_trusted:
             return
         namespace = _MODULE_DICT(module)
@@ -606,18 +625,40 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
         if writer_trusted and type(value) in (types.ModuleType, GuardedModule) \
                 and _MODULE_DICT(value).get("__name__") == f"{modname}.{name}":
             return  # the import system binds a submodule the notebook imported on its package
-        if name != "__class__" and value is not _DELETED and name not in namespace \
-                and not modname.startswith(("minigrad", "grading")):
+        new = name not in namespace
+        if new and name in builtin_names:
+            pass  # a new global named like a builtin would change what the module's code calls
+        elif name != "__class__" and value is not _DELETED and new \
+                and not modname.startswith(("minigrad", "grading", "__main__")):
             return  # a name NumPy lacks (``np.float_ = np.float64``) changes no code of its
-        old = namespace.get(name)
-        if name != "__class__" and type(value) in _PLAIN_TYPES and type(old) in _PLAIN_TYPES:
+        elif name != "__class__" and type(value) in _PLAIN_TYPES and type(namespace.get(name)) in _PLAIN_TYPES:
             return
         what = f"{modname}.{name}"
-        if len(REFUSED_WRITES) < 3 and what not in REFUSED_WRITES:
-            REFUSED_WRITES.append(what)
+        if len(refused_writes) < 3 and what not in refused_writes:
+            refused_writes.append(what)
         raise RuntimeError(f"changing {what} is not allowed while a notebook is graded")
 
-    _MODULE_CHECKS[:] = [module_write, lambda: stack_trusted(2)[1]]  # above the lambda and the property
+    def guarded_write(module, name, value, done):
+        """Check a write to a guarded module and make it, as the one change its namespace's
+        expected tag takes in: what it replaces is let go only after that (no finalizer of
+        the notebook's runs in between), and a name that is not exactly a ``str`` (whose
+        hash or comparison would run code) is copied to one first."""
+        if id(getframe(2).f_code) not in write_codes:  # above guarded_write and the hook
+            raise RuntimeError("a guarded module's write event is the guarded module's own")
+        name = "".join([name])
+        namespace = _MODULE_DICT(module)
+        if tags is not None:
+            tags.before(namespace)
+        module_write(module, name, value)
+        old = namespace.get(name)
+        if value is _DELETED:
+            _MODULE_DELATTR(module, name)
+        else:
+            _MODULE_SETATTR(module, name, value)
+        if tags is not None:
+            tags.after(namespace)
+        done.append(True)
+        del old
 
     def untrusted_on_stack(frame):
         while frame is not None:
@@ -627,6 +668,14 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
         return False
 
     def hook(event, args):
+        if event == write_event:  # GuardedModule.__setattr__ / __delattr__, even inside the hook
+            if len(args) == 4 and type(args[0]) is GuardedModule and type(args[3]) is list:
+                guarded_write(*args)
+            return
+        if event == read_event:  # GuardedModule.__dict__: the real namespace to trusted code only
+            if len(args) == 2 and type(args[1]) is list and not stack_trusted(2)[1]:
+                args[1].append(True)
+            return
         if event == answer_event:
             if collect[0] is not None and not state[1]:
                 state[1] = True
@@ -679,8 +728,8 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
             state[1] = True
             try:
                 if untrusted_on_stack(getframe(1)):
-                    if len(REFUSED_WRITES) < 3:
-                        REFUSED_WRITES.append(f"{_MODULE_DICT(args[0]).get('__name__', '?')}.__class__")
+                    if len(refused_writes) < 3:
+                        refused_writes.append(f"{_MODULE_DICT(args[0]).get('__name__', '?')}.__class__")
                     raise RuntimeError("changing the class of a module of minigrad, NumPy or the "
                                        "grader is not allowed while a notebook is graded")
                 return
@@ -862,6 +911,7 @@ def main() -> None:
     guarded = guard_modules(guarded_modules())
     tags = NamespaceTags(*dict_tag_reader())
     tags.install([m for m in guarded_modules() if type(m) is GuardedModule])
+    refused_writes: list = []  # what notebook code tried to change in a guarded module
     if tags.view is None:
         print(f"grader: {tags.why}: a module of minigrad, NumPy or the grader patched through a "
               "function's __globals__ or object.__setattr__ and put back at once is not seen",
@@ -869,7 +919,7 @@ def main() -> None:
     enter, leave, trust, answers = make_guard(trusted_map, grader_codes(),
                                               on_answer=lambda: live_problem.__setitem__(
                                                   0, live_problem[0] or registries.problem()),
-                                              guarded=guarded)
+                                              guarded=guarded, tags=tags, refused_writes=refused_writes)
     reference_run = bool(load.get("reference"))
 
     def trust_secret(code):
@@ -879,12 +929,12 @@ def main() -> None:
 
     def tampering() -> str:
         found = changed()[:3]
-        written = tags.problems()
+        written = ["grading.runner" if name == "__main__" else name for name in tags.problems()]
         if written:
             found.append(f"the namespace of {', '.join(written[:3])} was written past the grader's guard "
                          "(through a function's __globals__, object.__setattr__ or the raw __dict__), "
                          "even if put back")
-        found += [f"changing {what} (refused)" for what in REFUSED_WRITES]
+        found += [f"changing {what} (refused)" for what in refused_writes]
         for problem in (registries.problem(), live_problem[0]):
             if problem and problem not in found:
                 found.append(problem)
@@ -1017,6 +1067,11 @@ def main() -> None:
                     break
                 _sleep(0.02)
 
+
+# The grader's classes (this module runs as ``__main__``, the name a notebook's classes have):
+# the audit hook refuses notebook code's patches to them, as to GuardedModule.
+TimeLimit.__module__ = Fingerprint.__module__ = Registries.__module__ = "grading.runner"
+NamespaceTags.__module__ = "grading.runner"
 
 if __name__ == "__main__":
     main()
