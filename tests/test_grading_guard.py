@@ -154,7 +154,7 @@ runner_module = sys.modules["grading.runner"]
 for m in list(mods.values()) + [runner_module]:
     object.__setattr__(m, "__class__", R.GuardedModule)
 tags = R.NamespaceTags(*R.dict_tag_reader())
-tags.install(list(mods.values()) + [runner_module])
+tags.install(list(mods.values()) + [runner_module], classes=R.grader_classes([runner_module]))
 refused = []
 enter, leave, trust, answers = R.make_guard(R.trusted_codes(), {}, tags=tags, refused_writes=refused)
 out = {}
@@ -185,12 +185,15 @@ def guard_off(m):
         m.f = original
     finally:
         guard["_audit"] = saved
+def blind():
+    R.Fingerprint._take = lambda self: self.state  # the grader's own class, patched
+    del R.Fingerprint._take
 def plain(m):
     m.N = 3
 def view(m):
     return type(m.__dict__).__name__
 '''
-ns = {"types": types, "raw": raw, "sys": sys}
+ns = {"types": types, "raw": raw, "sys": sys, "R": R}
 exec(compile(cell, "<your cell 1>", "exec"), ns)
 enter()
 for name, call in [("refused", lambda: ns["refused_setattr"](mods["refused"])),
@@ -203,6 +206,10 @@ for name, call in [("refused", lambda: ns["refused_setattr"](mods["refused"])),
         out[name + "_raised"] = type(e).__name__
 out["took"] = {how: ns["rawpatch"](how, mods[how]) for how in ("globals", "object", "moduletype", "raw")}
 ns["plain"](mods["trusted"])
+try:
+    ns["blind"]()
+except Exception as e:
+    out["blind_raised"] = type(e).__name__
 out["view"] = ns["view"](mods["trusted"])
 leave()
 out["problems"] = sorted(tags.problems())
@@ -214,8 +221,9 @@ print(json.dumps(out))
 def test_the_guard_with_its_audit_hook_refuses_or_sees_every_route():
     """The runner's hook and guarded class together (in a process of its own: an audit hook
     stays for good): notebook code's setattr is refused and named; a patch through each
-    route is seen, as is switching the guard's own module off for a moment; a forged write
-    event is refused; the grader's writes and a plain value rebound are not tampering."""
+    route is seen, as is switching the guard's own module off for a moment or patching one
+    of its classes; a forged write event is refused; the grader's writes and a plain value
+    rebound are not tampering."""
     if runner.dict_tag_reader()[0] is None:
         pytest.skip("no dict version tag on this interpreter")
     env = {"PYTHONPATH": f"{ROOT / 'assignments'}:{ROOT}", "PATH": "/usr/bin:/bin"}
@@ -229,7 +237,8 @@ def test_the_guard_with_its_audit_hook_refuses_or_sees_every_route():
     assert out["view"] == "mappingproxy", out
     assert out["problems"] == sorted(["minigrad.victim_globals", "minigrad.victim_object",
                                       "minigrad.victim_moduletype", "minigrad.victim_raw",
-                                      "minigrad.victim_guard", "grading.runner"]), out
+                                      "minigrad.victim_guard", "grading.runner",
+                                      "grading.runner.Fingerprint"]), out
 
 
 def test_minigrad_and_the_grader_rebind_no_module_name_at_run_time():

@@ -137,7 +137,7 @@ class GuardedModule(types.ModuleType):
         return types.MappingProxyType(namespace) if untrusted else namespace
 
 
-GuardedModule.__module__ = "grading.runner"  # a class of the grader: notebook code cannot patch it
+GuardedModule.__module__ = "grading.runner"  # a class of the grader's (its __dict__ is watched)
 
 
 def guard_modules(modules) -> set:
@@ -267,55 +267,82 @@ class NamespaceTags:
     nothing is checked (``why`` says so)."""
 
     def __init__(self, view=None, why=""):
-        self.view, self.why, self.shift = view, why, getattr(view, "shift", 0)
-        self.entries: dict = {}  # id(namespace) -> [name, namespace, tag, expected, writable, held]
-        self.found: list = []
+        self.view, self.why = view, why
+        shift = getattr(view, "shift", 0)
+        entries: dict = {}  # id(namespace) -> [name, namespace, tag, expected, writable, held]
+        found: list = []
+        self.entries, self.found, self.shift = entries, found, shift
+        # The checks are closures over the names bound here, never methods or globals looked
+        # up when they run: a class attribute or a global of this module that notebook code
+        # replaced would otherwise blind them (it moves a watched tag instead).
+        _dict, _list, _id, _deleted = dict, list, id, _DELETED
 
-    def install(self, modules, writers=None) -> None:
+        def check(entry) -> None:
+            now = entry[2].value >> shift
+            if now == entry[3]:
+                return
+            if entry[4]:
+                held, namespace = entry[5], entry[1]
+                changed = {k for k in held.keys() | namespace.keys()
+                           if held.get(k, _deleted) is not namespace.get(k, _deleted)}
+                if changed <= entry[4]:
+                    entry[3], entry[5] = now, _dict(namespace)
+                    return
+            if entry[0] not in found:
+                found.append(entry[0])
+            entry[3] = now
+
+        def before(namespace) -> None:
+            entry = entries.get(_id(namespace))
+            if entry is not None:
+                check(entry)  # a write past the guard before this one stays found
+
+        def after(namespace) -> None:
+            entry = entries.get(_id(namespace))
+            if entry is not None:
+                entry[3] = entry[2].value >> shift
+                if entry[5] is not None:
+                    entry[5] = _dict(entry[1])
+
+        def problems() -> list:
+            for entry in _list(entries.values()):
+                check(entry)
+            return _list(found)
+
+        self.before, self.after, self.problems = before, after, problems
+
+    def install(self, modules, writers=None, classes=()) -> None:
+        """Watch each module's namespace and each class's ``__dict__`` (classes that nothing
+        writes while a notebook is graded: the grader's own)."""
         if self.view is None:
             return
         if writers is None:
             writers = global_writers({id(_MODULE_DICT(m)) for m in modules})
-        for mod in modules:
-            namespace = _MODULE_DICT(mod)
-            if id(namespace) in self.entries:
+        spaces = [(str(_MODULE_DICT(m).get("__name__", "?")), _MODULE_DICT(m)) for m in modules]
+        spaces += [(f"{_CLASS_DICT(c).get('__module__', '?')}.{c.__qualname__}",
+                    gc.get_referents(_CLASS_DICT(c))[0]) for c in classes]
+        for name, namespace in spaces:
+            if id(namespace) in self.entries or type(namespace) is not dict:
                 continue
             tag, writable = self.view(namespace), frozenset(writers.get(id(namespace), ()))
-            self.entries[id(namespace)] = [str(namespace.get("__name__", "?")), namespace, tag,
-                                           tag.value >> self.shift, writable,
+            self.entries[id(namespace)] = [name, namespace, tag, tag.value >> self.shift, writable,
                                            dict(namespace) if writable else None]
 
-    def _check(self, entry) -> None:
-        now = entry[2].value >> self.shift
-        if now == entry[3]:
-            return
-        if entry[4]:
-            held, namespace = entry[5], entry[1]
-            changed = {k for k in held.keys() | namespace.keys()
-                       if held.get(k, _DELETED) is not namespace.get(k, _DELETED)}
-            if changed <= entry[4]:
-                entry[3], entry[5] = now, dict(namespace)
-                return
-        if entry[0] not in self.found:
-            self.found.append(entry[0])
-        entry[3] = now
 
-    def before(self, namespace) -> None:
-        entry = self.entries.get(id(namespace))
-        if entry is not None:
-            self._check(entry)  # a write past the guard before this one stays found
-
-    def after(self, namespace) -> None:
-        entry = self.entries.get(id(namespace))
-        if entry is not None:
-            entry[3] = entry[2].value >> self.shift
-            if entry[5] is not None:
-                entry[5] = dict(entry[1])
-
-    def problems(self) -> list[str]:
-        for entry in list(self.entries.values()):
-            self._check(entry)
-        return list(self.found)
+def grader_classes(modules) -> list:
+    """The grader's own classes (this runner's, its package's, ``minigrad.testing``'s):
+    nothing writes them while a notebook is graded, so their ``__dict__`` is watched too."""
+    out = []
+    for mod in modules:
+        namespace = _MODULE_DICT(mod)
+        name = namespace.get("__name__")
+        if not (name in ("__main__", "minigrad.testing") or str(name).startswith("grading")):
+            continue
+        for value in list(namespace.values()):
+            if type(value) is type and _CLASS_DICT(value).get("__module__") in (name, "grading.runner") \
+                    and value not in out:
+                out.append(value)
+    return out
 
 
 class Fingerprint:
@@ -574,6 +601,7 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
     refused_writes = [] if refused_writes is None else refused_writes
     write_codes = frozenset(id(_CLASS_DICT(GuardedModule)[k].__code__) for k in ("__setattr__", "__delattr__"))
     builtin_names = frozenset(vars(builtins))
+    tags_before, tags_after = (tags.before, tags.after) if tags is not None else (None, None)
     getframe, refused = sys._getframe, REFUSED_PREFIXES
     secret = {}  # id -> code: the tests' and the fixtures' (the reference of earlier questions)
     code_attributes, function_type, path_refusal = CODE_ATTRIBUTES, types.FunctionType, refused_path
@@ -647,16 +675,16 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
             raise RuntimeError("a guarded module's write event is the guarded module's own")
         name = "".join([name])
         namespace = _MODULE_DICT(module)
-        if tags is not None:
-            tags.before(namespace)
+        if tags_before is not None:
+            tags_before(namespace)
         module_write(module, name, value)
         old = namespace.get(name)
         if value is _DELETED:
             _MODULE_DELATTR(module, name)
         else:
             _MODULE_SETATTR(module, name, value)
-        if tags is not None:
-            tags.after(namespace)
+        if tags_after is not None:
+            tags_after(namespace)
         done.append(True)
         del old
 
@@ -737,7 +765,8 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
                 state[1] = False
         if event == "object.__setattr__" and len(args) >= 2 and issubclass(type(args[0]), type):
             # a class of minigrad, NumPy or the grader patched (even if put back before the
-            # test ends) by notebook code itself
+            # test ends) by notebook code itself, where the interpreter raises this event for
+            # a class (CPython 3.11 to 3.13 do not: the grader's classes are watched by tag)
             owner = _CLASS_DICT(args[0]).get("__module__")
             if type(owner) is str and owner.split(".")[0] in ("minigrad", "numpy", "grading"):
                 state[1] = True
@@ -910,7 +939,9 @@ def main() -> None:
     live_problem = [""]  # an observer of the notebook's found live when an answer was recorded
     guarded = guard_modules(guarded_modules())
     tags = NamespaceTags(*dict_tag_reader())
-    tags.install([m for m in guarded_modules() if type(m) is GuardedModule])
+    tags.install([m for m in guarded_modules() if type(m) is GuardedModule],
+                 classes=grader_classes(guarded_modules()))
+    tag_problems = tags.problems  # a closure: nothing the notebook can replace
     refused_writes: list = []  # what notebook code tried to change in a guarded module
     if tags.view is None:
         print(f"grader: {tags.why}: a module of minigrad, NumPy or the grader patched through a "
@@ -929,11 +960,11 @@ def main() -> None:
 
     def tampering() -> str:
         found = changed()[:3]
-        written = ["grading.runner" if name == "__main__" else name for name in tags.problems()]
+        written = ["grading.runner" if name == "__main__" else name for name in tag_problems()]
         if written:
-            found.append(f"the namespace of {', '.join(written[:3])} was written past the grader's guard "
-                         "(through a function's __globals__, object.__setattr__ or the raw __dict__), "
-                         "even if put back")
+            found.append(f"{', '.join(written[:3])} written past the grader's guard (a write no audit "
+                         "event shows: through a function's __globals__, object.__setattr__, a raw "
+                         "__dict__ or a class attribute), even if put back")
         found += [f"changing {what} (refused)" for what in refused_writes]
         for problem in (registries.problem(), live_problem[0]):
             if problem and problem not in found:
@@ -1068,8 +1099,9 @@ def main() -> None:
                 _sleep(0.02)
 
 
-# The grader's classes (this module runs as ``__main__``, the name a notebook's classes have):
-# the audit hook refuses notebook code's patches to them, as to GuardedModule.
+# The grader's classes, named as its package's (this module runs as ``__main__``, the name a
+# notebook's classes have). Setting a class attribute raises no audit event (CPython 3.11 to
+# 3.13): their ``__dict__`` is watched by tag instead (`grader_classes`).
 TimeLimit.__module__ = Fingerprint.__module__ = Registries.__module__ = "grading.runner"
 NamespaceTags.__module__ = "grading.runner"
 
