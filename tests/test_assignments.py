@@ -137,6 +137,9 @@ def graded(name, demo, graded_all) -> tuple[Path, dict[str, str]]:
 # the runner's restart and quota do not depend on the assignment).
 SURVIVORS = ("crash", "segfault", "disk")
 SURVIVOR_CHECKS = (DEMO, "a5_selective")
+# The namespace watch (rawpatch) does not depend on the assignment either: the plain one and
+# the one that imports torch.
+GUARD_CHECKS = (DEMO, "a5_selective")
 
 
 @pytest.fixture(scope="module")
@@ -150,6 +153,8 @@ def attacked(built, tmp_path_factory) -> dict[str, Path]:
         if name != DEMO:
             (folder / "hang.ipynb").unlink()
             (folder / "rawpatch_late.ipynb").unlink()  # the same check as after the cells
+        if name not in GUARD_CHECKS:
+            (folder / "rawpatch.ipynb").unlink()
         if name not in SURVIVOR_CHECKS:
             for survivor in SURVIVORS:  # the runner's restart, the same for every assignment
                 (folder / f"{survivor}.ipynb").unlink()
