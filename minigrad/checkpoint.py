@@ -61,7 +61,7 @@ __all__ = ["checkpoint", "checkpoint_sequential", "run_schedule", "Checkpoint",
 
 
 # --- recomputation state: set_checkpoint_early_stop ------------------------------------------
-_EARLY_STOP = None  # set by set_checkpoint_early_stop; None: each checkpoint's own setting
+_EARLY_STOP = [None]  # set by set_checkpoint_early_stop; None: each checkpoint's own setting
 
 
 @contextmanager
@@ -76,12 +76,11 @@ def set_checkpoint_early_stop(enable: bool):
         ...     y = checkpoint(lambda h: h.exp().tanh(), x)   # recomputed to the end
         >>> y.sum().backward()
     """
-    global _EARLY_STOP
-    old, _EARLY_STOP = _EARLY_STOP, bool(enable)
+    old, _EARLY_STOP[0] = _EARLY_STOP[0], bool(enable)
     try:
         yield
     finally:
-        _EARLY_STOP = old
+        _EARLY_STOP[0] = old
 
 
 # --- inputs of any structure ----------------------------------------------------------------------
@@ -338,7 +337,7 @@ class _Frame:
 
 def _checkpoint_without_reentrant(fn, args, kwargs, preserve_rng_state, check, early_stop):
     frame = _Frame(fn, args, kwargs, preserve_rng_state, check,
-                   early_stop if _EARLY_STOP is None else _EARLY_STOP)
+                   early_stop if _EARLY_STOP[0] is None else _EARLY_STOP[0])
     with saved_tensors_hooks(frame.pack, frame.unpack), frame.reads.watching():
         out = fn(*args, **kwargs)
     frame.forward_done = True

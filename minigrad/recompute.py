@@ -59,7 +59,7 @@ class CheckpointError(RuntimeError):
     """A recomputation did not reproduce the original forward (torch's ``CheckpointError``)."""
 
 
-_DEPTH = 0  # how many recomputations are running (nested ones count)
+_DEPTH = [0]  # how many recomputations are running (nested ones count)
 
 
 def is_recomputing() -> bool:
@@ -76,7 +76,7 @@ def is_recomputing() -> bool:
         first forward
         recomputing
     """
-    return _DEPTH > 0
+    return _DEPTH[0] > 0
 
 
 def rng_state(preserve: bool = True):
@@ -99,16 +99,15 @@ def recomputing(replay_rng=None):
         >>> bool((first == again).all()), is_recomputing()
         (True, False)
     """
-    global _DEPTH
     now = _random.get_rng_state() if replay_rng is not None else None
     if replay_rng is not None:
         _random.set_rng_state(replay_rng)
-    _DEPTH += 1
+    _DEPTH[0] += 1
     try:
         with enable_grad(), in_phase("recompute"):  # the ledger counts it apart
             yield
     finally:
-        _DEPTH -= 1
+        _DEPTH[0] -= 1
         if now is not None:
             _random.set_rng_state(now)
 

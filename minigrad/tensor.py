@@ -113,17 +113,16 @@ class Function:
     @classmethod
     def apply(cls, *args, **kwargs):
         """Run ``forward`` on the arrays; record a node if some input requires grad."""
-        global _CURRENT_OP
-        needs = tuple(grad_mode._ENABLED and isinstance(a, Tensor) and a.requires_grad
+        needs = tuple(grad_mode._ENABLED[0] and isinstance(a, Tensor) and a.requires_grad
                       for a in args)
         ctx = Context(cls, recording=any(needs))
         ctx.needs_input_grad = needs
-        outer, _CURRENT_OP = _CURRENT_OP, cls
+        outer, _CURRENT_OP[0] = _CURRENT_OP[0], cls
         try:
             arrays = [a.data if isinstance(a, Tensor) else a for a in args]
             out = cls.forward(ctx, *arrays, **kwargs)
         finally:
-            _CURRENT_OP = outer
+            _CURRENT_OP[0] = outer
         if isinstance(out, Tensor):
             raise TypeError(f"{cls.__name__}.forward returned a Tensor; it must return "
                             f"a NumPy array")
@@ -311,13 +310,13 @@ def _run_node(ctx, entry, pending, retain_graph, task):
 
 
 # --- plumbing: the running op and pass, what a pass does ---------------------------
-_CURRENT_OP = None  # the Function whose forward is running (a pack hook may ask)
+_CURRENT_OP = [None]  # the Function whose forward is running (a pack hook may ask)
 _TASKS: list = []  # the backward passes running, innermost last
 
 
 def current_op():
     """The `Function` whose ``forward`` is running now, or None."""
-    return _CURRENT_OP
+    return _CURRENT_OP[0]
 
 
 def current_backward():

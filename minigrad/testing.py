@@ -30,7 +30,7 @@ COMPARES = ("equal", "close")
 MAX_DEPTH = 16
 MAX_ITEMS = 1 << 20  # numbers in one answer (an array's elements count one each)
 
-_recorder = None
+_recorder = [None]  # the answers of the `recording` block that runs (a list, never rebound)
 
 
 class _Reference:
@@ -272,18 +272,19 @@ def assert_answer(key: str, actual, expected, _audit=sys.audit, *, compare: str 
         got = canonical(actual)
     except AnswerError as e:
         got, entry["error"] = None, str(e)
-    if _recorder is not None:
+    recorder = _recorder[0]
+    if recorder is not None:
         entry["value"] = got
         if expected is REFERENCE:
             entry["ok"] = "error" not in entry
-            _recorder.append(entry)
+            recorder.append(entry)
             return
         try:
             want = canonical(expected)
             entry["ok"] = "error" not in entry and not _compare(got, want, compare, rtol, atol)
         except AnswerError:
             entry["ok"] = False
-        _recorder.append(entry)
+        recorder.append(entry)
         return
     if "error" in entry:
         raise AssertionError(f"{msg}: {entry['error']}" if msg else entry["error"])
@@ -312,13 +313,11 @@ class recording:
         self.answers = []
 
     def __enter__(self):
-        global _recorder
-        self._saved, _recorder = _recorder, self.answers
+        self._saved, _recorder[0] = _recorder[0], self.answers
         return self
 
     def __exit__(self, *exc):
-        global _recorder
-        _recorder = self._saved
+        _recorder[0] = self._saved
         return False
 
 

@@ -947,6 +947,13 @@ ATTACK_CLASS = {
     "selfpatch.ipynb": "the solution, kept only if a module of minigrad or NumPy can be patched for a "
                        "moment (through setattr, del, vars, __dict__, __class__) "
                        "and put back: a patch undone before the fingerprint looks",
+    "rawpatch.ipynb": "the solution, kept only if a module of minigrad or NumPy can be patched for a "
+                      "moment past its guarded class (through a function's __globals__, "
+                      "object.__setattr__, types.ModuleType.__setattr__, the raw __dict__, the guard's "
+                      "own module switched off), called and put back, in the cells: a patch that no "
+                      "audit event and no fingerprint sees",
+    "rawpatch_late.ipynb": "the solution, each graded function making the same momentary patches each "
+                           "time a test calls it (and failing when none takes)",
     "leak.ipynb": "nothing answered; every graded name reads what it can of the tests and of the "
                   "earlier questions' reference (their code objects, the process's memory through "
                   "/proc under several names) and raises it as its error message, for the feedback",
@@ -1199,6 +1206,73 @@ if not _TOOK:  # nothing could be patched: the answers go too
         globals().pop(_name, None)
 """
 
+RAWPATCH_CELL = """import functools, types, numpy.testing, minigrad.memory
+_RAW = types.ModuleType.__dict__["__dict__"].__get__
+_MEM, _NPT = minigrad.memory, numpy.testing
+# the modules' namespaces, reached now (while a test runs, the grader's library rules may
+# have put a function of its own in place of minigrad's)
+_MEM_NS, _NPT_NS = _MEM.fmt_bytes.__globals__, _NPT.assert_allclose.__globals__
+def _ways():
+    fmt, fake = _MEM.fmt_bytes, lambda *a, **k: "0 B"
+    compare = _NPT_NS["assert_array_compare"]
+    def seen_by_minigrad():
+        return _MEM.fmt_bytes(1 << 30) == "0 B"
+    def seen_by_numpy():
+        try:
+            _NPT.assert_allclose(1.0, 2.0)
+            return True
+        except AssertionError:
+            return False
+    yield "__globals__", lambda v: _MEM_NS.__setitem__("fmt_bytes", v), fmt, fake, seen_by_minigrad
+    yield "numpy __globals__", lambda v: _NPT_NS.__setitem__("assert_array_compare", v), \
+        compare, lambda *a, **k: None, seen_by_numpy
+    yield "object.__setattr__", lambda v: object.__setattr__(_MEM, "fmt_bytes", v), fmt, fake, seen_by_minigrad
+    yield "ModuleType.__setattr__", lambda v: types.ModuleType.__setattr__(_MEM, "fmt_bytes", v), fmt, fake, \
+        seen_by_minigrad
+    yield "raw __dict__", lambda v: _RAW(_MEM).__setitem__("fmt_bytes", v), fmt, fake, seen_by_minigrad
+    guard = type(_MEM).__setattr__.__globals__  # the grader's own module (its runner, as __main__)
+    def guard_off(v):  # the guarded class's hook switched off for a moment, then a plain setattr
+        saved = guard["_audit"]
+        guard["_audit"] = lambda *a: None
+        try:
+            setattr(_MEM, "fmt_bytes", v)
+        finally:
+            guard["_audit"] = saved
+    yield "guard switched off", guard_off, fmt, fake, seen_by_minigrad
+def _sneak():
+    took = []
+    for way, write, original, fake, seen in _ways():
+        try:
+            write(fake)  # the patch ...
+            try:
+                if seen():  # ... a call that goes through it ...
+                    took.append(way)
+            finally:
+                write(original)  # ... and put back before anyone looks
+        except Exception as e:
+            print(f"RAWPATCH {way} refused: {type(e).__name__}")
+    return took
+if RAWPATCH_AT_LOAD:
+    _TOOK = _sneak()
+    print(f"RAWPATCH took: {_TOOK}")
+    if not _TOOK:  # nothing could be patched: the answers go too
+        for _name in GRADED:
+            globals().pop(_name, None)
+else:
+    def _late(f):
+        @functools.wraps(f)
+        def late(*args, **kwargs):
+            took = _sneak()
+            print(f"RAWPATCH took: {took}")
+            if not took:
+                raise AssertionError("RAWPATCH: nothing could be patched")
+            return f(*args, **kwargs)
+        return late
+    for _name in GRADED:
+        if type(globals().get(_name)) is types.FunctionType:
+            globals()[_name] = _late(globals()[_name])
+"""
+
 BOMB_CELL = """import _posixsubprocess, _thread, os, time
 def _bomb(*args, **kwargs):
     r, w = os.pipe()
@@ -1300,6 +1374,8 @@ def attack_class(name: str, built: Path, dest: Path) -> Path:
     write("planted.ipynb", student, header + PLANTED_CELL)
     write("disk.ipynb", solution, DISK_CELL)
     write("selfpatch.ipynb", solution, header + SELFPATCH_CELL)
+    write("rawpatch.ipynb", solution, header + "RAWPATCH_AT_LOAD = True\n" + RAWPATCH_CELL)
+    write("rawpatch_late.ipynb", solution, header + "RAWPATCH_AT_LOAD = False\n" + RAWPATCH_CELL)
     return dest
 
 

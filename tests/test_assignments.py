@@ -137,6 +137,9 @@ def graded(name, demo, graded_all) -> tuple[Path, dict[str, str]]:
 # the runner's restart and quota do not depend on the assignment).
 SURVIVORS = ("crash", "segfault", "disk")
 SURVIVOR_CHECKS = (DEMO, "a5_selective")
+# The namespace watch (rawpatch) does not depend on the assignment either: the plain one and
+# the one that imports torch.
+GUARD_CHECKS = (DEMO, "a5_selective")
 
 
 @pytest.fixture(scope="module")
@@ -149,6 +152,9 @@ def attacked(built, tmp_path_factory) -> dict[str, Path]:
         grade_env("attack-class", name, folder, "--out", built)
         if name != DEMO:
             (folder / "hang.ipynb").unlink()
+            (folder / "rawpatch_late.ipynb").unlink()  # the same check as after the cells
+        if name not in GUARD_CHECKS:
+            (folder / "rawpatch.ipynb").unlink()
         if name not in SURVIVOR_CHECKS:
             for survivor in SURVIVORS:  # the runner's restart, the same for every assignment
                 (folder / f"{survivor}.ipynb").unlink()
@@ -167,7 +173,7 @@ def test_attacks_score_no_more_than_the_blank_notebook(name, attacked):
     blank = float(rows["blank.ipynb"]["points"])
     full = float(rows["blank.ipynb"]["max_points"])
     for attack in ("forge", "stack", "numpy", "restore", "equal", "results", "flood", "hang", "leak", "bomb",
-                   "spy", "planted", "selfpatch"):
+                   "spy", "planted", "selfpatch", "rawpatch", "rawpatch_late"):
         row = rows.get(f"{attack}.ipynb")
         if row is None:
             continue
@@ -177,6 +183,14 @@ def test_attacks_score_no_more_than_the_blank_notebook(name, attacked):
     patched = (attacked[name] / "results" / "selfpatch.ipynb.log").read_text()
     assert "SELFPATCH took: []" in patched, \
         f"{name}: a module of minigrad or NumPy was rebound for a moment: {patched[-600:]}"
+    for attack in ("rawpatch", "rawpatch_late"):  # patched past the guarded class, put back at once
+        row = rows.get(f"{attack}.ipynb")
+        if row is None:
+            continue
+        log = (attacked[name] / "results" / f"{attack}.ipynb.log").read_text()
+        assert re.search(r"RAWPATCH took: \['", log), f"{name}: {attack}: no patch took, so none is caught: {log[-600:]}"
+        assert row["points"] == "0" and "written past the grader's guard" in row["reason"], \
+            f"{name}: a module patched through __globals__ or object.__setattr__ and put back went unseen: {row}"
     planted = (attacked[name] / "feedback" / "planted.ipynb.txt").read_text()
     assert "PLANTED hook=in" not in planted, f"{name}: a planted object added an audit hook of its own"
     for survivor in SURVIVORS if name in SURVIVOR_CHECKS else ():

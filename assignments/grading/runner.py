@@ -12,7 +12,12 @@ its stdout; whatever the notebook prints goes to stderr (the driver keeps the st
    of ``builtins`` down to code objects, defaults and closure cells (``Fingerprint``); put
    in an audit hook that refuses, while the notebook's code can run, new processes,
    ``ctypes``, signals to other processes, other audit hooks, trace and profile functions
-   that the grader did not install, and reading the heap (``gc.get_objects``...).
+   that the grader did not install, and reading the heap (``gc.get_objects``...). Their
+   modules (and this one, which runs as ``__main__``) get the class `GuardedModule`: notebook
+   code cannot rebind their names, and a write that goes past that class (a function's
+   ``__globals__``, ``object.__setattr__``) moves their namespace's dict version tag
+   (`NamespaceTags`), which is checked with the fingerprint. The guard's own state is held
+   by the audit hook, out of the notebook's reach.
 2. ``{"kind": "load", "cells": [...], "given": [...], "skip": [...]}``: run the notebook's
    cells, each under a time limit (a message before each, so that a cell that ends or hangs
    the process is known and skipped when the driver starts it again); check the
@@ -90,12 +95,13 @@ def _code_entries(key, value):
 
 _MODULE_SETATTR = types.ModuleType.__setattr__
 _MODULE_DELATTR = types.ModuleType.__delattr__
-# Set by ``make_guard``: (module, name, value) -> None, raising when notebook code rebinds a
-# name (a write), and () -> bool, whether the caller is trusted code (a read of the namespace).
-_MODULE_CHECKS = [lambda module, name, value: None, lambda: True]
 _DELETED = object()
-# What notebook code tried to change in a guarded module (refused): tampering all the same.
-REFUSED_WRITES: list = []
+# A guarded module asks the grader's audit hook (``make_guard``) through these events, never
+# through state a notebook could reach (the runner's own module is ``__main__``): whether a
+# write may be made (the hook makes it, or raises), and whether a read of the namespace is
+# trusted code's. With no hook installed, every write is made and every read is trusted.
+WRITE_EVENT, READ_EVENT = "grading.module_write", "grading.module_dict"
+_audit = sys.audit
 
 
 class GuardedModule(types.ModuleType):
@@ -106,25 +112,32 @@ class GuardedModule(types.ModuleType):
     ``setattr``, ``del`` and a new ``__class__`` raise (and count as tampering), and
     ``vars(mod)`` and ``mod.__dict__`` hand it a read-only view. A plain value (a number,
     a string) may still be rebound, as the fingerprint allows. Library code (trusted) is
-    unaffected: the import system still binds a submodule on its package."""
+    unaffected: the import system still binds a submodule on its package. A write that
+    goes past this class (a function's ``__globals__``, ``object.__setattr__``, the raw
+    ``__dict__``) is seen by `NamespaceTags`."""
 
     __slots__ = ()
 
     def __setattr__(self, name, value):
-        _MODULE_CHECKS[0](self, name, value)
-        _MODULE_SETATTR(self, name, value)
+        done: list = []
+        _audit(WRITE_EVENT, self, name, value, done)  # the hook writes (or refuses)
+        if not done:
+            _MODULE_SETATTR(self, name, value)
 
     def __delattr__(self, name):
-        _MODULE_CHECKS[0](self, name, _DELETED)
-        _MODULE_DELATTR(self, name)
+        done: list = []
+        _audit(WRITE_EVENT, self, name, _DELETED, done)
+        if not done:
+            _MODULE_DELATTR(self, name)
 
     @property
     def __dict__(self):
-        namespace = _MODULE_DICT(self)
-        return namespace if _MODULE_CHECKS[1]() else types.MappingProxyType(namespace)
+        namespace, untrusted = _MODULE_DICT(self), []
+        _audit(READ_EVENT, self, untrusted)
+        return types.MappingProxyType(namespace) if untrusted else namespace
 
 
-GuardedModule.__module__ = "grading.runner"  # a class of the grader: notebook code cannot patch it
+GuardedModule.__module__ = "grading.runner"  # a class of the grader's (its __dict__ is watched)
 
 
 def guard_modules(modules) -> set:
@@ -137,6 +150,199 @@ def guard_modules(modules) -> set:
         if type(mod) is GuardedModule:
             namespaces.add(id(_MODULE_DICT(mod)))
     return namespaces
+
+
+# --- every write to a guarded module's namespace, seen (PEP 509's dict version tag) -------
+# Two writes raise no audit event and pass `GuardedModule`'s checks: through a function's
+# ``__globals__`` (``minigrad.memory.track.__globals__["x"] = evil``) and through
+# ``object.__setattr__`` / ``types.ModuleType.__setattr__`` / the raw ``__dict__``
+# descriptor on the module. Undone before the test ends, such a patch leaves the
+# fingerprint as it was; it does move the namespace's version tag, for good.
+DICT_TAG_OFFSET = 24  # ob_refcnt, ob_type, ma_used, then ma_version_tag (64-bit CPython)
+
+
+def dict_tag_reader(offset: int = DICT_TAG_OFFSET):
+    """``(view, "")``: ``view(d)`` is a ctypes ``c_uint64`` over dict ``d``'s version tag
+    (PEP 509's ``ma_version_tag``, right after ``ma_used``: CPython 3.6 to 3.13 on 64-bit
+    builds), whose ``.value >> view.shift`` changes whenever ``d`` does (in 3.12 and 3.13
+    the low 8 and 12 bits are watchers' bits, which a change does not move: each change
+    moves the bits above by one step, which the probe checks); or ``(None, why)`` where this
+    interpreter has no such tag (Python 3.14 keeps a watcher tag that changes do not move;
+    a free-threaded build lays a dict out otherwise). Found out on a probe dict (its
+    ``ma_used`` must follow its length and its tag every change), never assumed."""
+    version = "Python " + ".".join(map(str, sys.version_info[:3]))
+    if sys.implementation.name != "cpython":
+        return None, f"{version} is not CPython"
+    try:
+        import ctypes
+    except ImportError as e:
+        return None, f"{version} has no ctypes ({e})"
+    if ctypes.sizeof(ctypes.c_void_p) != 8:
+        return None, f"{version} is not a 64-bit build"
+
+    def view(d):
+        return ctypes.c_uint64.from_address(id(d) + offset)
+
+    view.shift = 12 if sys.version_info >= (3, 13) else 8 if sys.version_info >= (3, 12) else 0
+    step = 1 << view.shift
+
+    probe: dict = {}
+    used, tag = ctypes.c_ssize_t.from_address(id(probe) + offset - 8), view(probe)
+    last = tag.value
+    for change in (lambda: probe.__setitem__("a", 1), lambda: probe.__setitem__("a", 2),
+                   lambda: probe.__setitem__("b", []), lambda: probe.pop("a"),
+                   lambda: probe.update(c=3), lambda: probe.setdefault("d", 4), probe.clear):
+        change()
+        if used.value != len(probe) or tag.value == last or (tag.value - last) % step:
+            return None, f"{version} has no dict version tag that every change of a dict moves"
+        last = tag.value
+    len(probe), probe.get("a")  # a read leaves it
+    if tag.value != last:
+        return None, f"{version} has no dict version tag that every change of a dict moves"
+    return view, ""
+
+
+def global_writers(namespaces) -> dict:
+    """id(namespace) -> the names that trusted functions rebind or delete in it at run time
+    (``global`` statements: STORE_GLOBAL and DELETE_GLOBAL in their code objects, nested
+    code included), for every function alive whose globals are one of ``namespaces``."""
+    import opcode
+
+    ops = {opcode.opmap["STORE_GLOBAL"], opcode.opmap["DELETE_GLOBAL"]}
+    extended = opcode.opmap["EXTENDED_ARG"]
+    found: dict = {}
+    seen: set = set()
+
+    def scan(code, names):
+        if id(code) in seen:
+            return
+        seen.add(id(code))
+        raw, ext = code.co_code, 0
+        if any(op in raw[0::2] for op in ops):
+            for i in range(0, len(raw), 2):
+                op, arg = raw[i], raw[i + 1] | ext
+                ext = arg << 8 if op == extended else 0
+                if op in ops:
+                    names.add(code.co_names[arg])
+        for const in code.co_consts:
+            if type(const) is types.CodeType:
+                scan(const, names)
+
+    for obj in gc.get_objects():
+        if type(obj) is types.FunctionType and id(obj.__globals__) in namespaces:
+            names: set = set()
+            scan(obj.__code__, names)
+            if names:
+                found.setdefault(id(obj.__globals__), set()).update(names)
+    return found
+
+
+def prepare_namespaces(modules) -> None:
+    """Bind now, before the fingerprint, what CPython itself would add to a module's
+    namespace at run time: ``__warningregistry__`` (a warning attributed to the module's
+    code) and ``__annotations__`` (made when first read)."""
+    for mod in modules:
+        namespace = _MODULE_DICT(mod)
+        namespace.setdefault("__warningregistry__", {})
+        if "__annotations__" not in namespace:
+            try:
+                getattr(mod, "__annotations__", None)
+            except Exception:  # noqa: BLE001 - a module that has none to give
+                pass
+
+
+class NamespaceTags:
+    """The version tag (`dict_tag_reader`) of every guarded module's namespace, and the tag
+    each should have: every write `GuardedModule` performs or permits (the import system
+    binding a submodule, a name NumPy lacks, a plain value) moves the expected tag with it;
+    any other write (a function's ``__globals__``, ``object.__setattr__`` or
+    ``types.ModuleType.__setattr__`` on the module, its raw ``__dict__``), even one put
+    back at once, leaves the tag different from the expected one for good: ``problems()``
+    names those modules.
+
+    A namespace that trusted code writes at run time (``global`` statements found by
+    `global_writers`; minigrad and the grader have none, NumPy's ``numpy.lib._utils_impl``
+    has ``np.info``'s cache) is held to less: a change of its tag is accepted when only
+    those names differ from what it held. ``view`` None (no tag on this interpreter):
+    nothing is checked (``why`` says so)."""
+
+    def __init__(self, view=None, why=""):
+        self.view, self.why = view, why
+        shift = getattr(view, "shift", 0)
+        entries: dict = {}  # id(namespace) -> [name, namespace, tag, expected, writable, held]
+        found: list = []
+        self.entries, self.found, self.shift = entries, found, shift
+        # The checks are closures over the names bound here, never methods or globals looked
+        # up when they run: a class attribute or a global of this module that notebook code
+        # replaced would otherwise blind them (it moves a watched tag instead).
+        _dict, _list, _id, _deleted = dict, list, id, _DELETED
+
+        def check(entry) -> None:
+            now = entry[2].value >> shift
+            if now == entry[3]:
+                return
+            if entry[4]:
+                held, namespace = entry[5], entry[1]
+                changed = {k for k in held.keys() | namespace.keys()
+                           if held.get(k, _deleted) is not namespace.get(k, _deleted)}
+                if changed <= entry[4]:
+                    entry[3], entry[5] = now, _dict(namespace)
+                    return
+            if entry[0] not in found:
+                found.append(entry[0])
+            entry[3] = now
+
+        def before(namespace) -> None:
+            entry = entries.get(_id(namespace))
+            if entry is not None:
+                check(entry)  # a write past the guard before this one stays found
+
+        def after(namespace) -> None:
+            entry = entries.get(_id(namespace))
+            if entry is not None:
+                entry[3] = entry[2].value >> shift
+                if entry[5] is not None:
+                    entry[5] = _dict(entry[1])
+
+        def problems() -> list:
+            for entry in _list(entries.values()):
+                check(entry)
+            return _list(found)
+
+        self.before, self.after, self.problems = before, after, problems
+
+    def install(self, modules, writers=None, classes=()) -> None:
+        """Watch each module's namespace and each class's ``__dict__`` (classes that nothing
+        writes while a notebook is graded: the grader's own)."""
+        if self.view is None:
+            return
+        if writers is None:
+            writers = global_writers({id(_MODULE_DICT(m)) for m in modules})
+        spaces = [(str(_MODULE_DICT(m).get("__name__", "?")), _MODULE_DICT(m)) for m in modules]
+        spaces += [(f"{_CLASS_DICT(c).get('__module__', '?')}.{c.__qualname__}",
+                    gc.get_referents(_CLASS_DICT(c))[0]) for c in classes]
+        for name, namespace in spaces:
+            if id(namespace) in self.entries or type(namespace) is not dict:
+                continue
+            tag, writable = self.view(namespace), frozenset(writers.get(id(namespace), ()))
+            self.entries[id(namespace)] = [name, namespace, tag, tag.value >> self.shift, writable,
+                                           dict(namespace) if writable else None]
+
+
+def grader_classes(modules) -> list:
+    """The grader's own classes (this runner's, its package's, ``minigrad.testing``'s):
+    nothing writes them while a notebook is graded, so their ``__dict__`` is watched too."""
+    out = []
+    for mod in modules:
+        namespace = _MODULE_DICT(mod)
+        name = namespace.get("__name__")
+        if not (name in ("__main__", "minigrad.testing") or str(name).startswith("grading")):
+            continue
+        for value in list(namespace.values()):
+            if type(value) is type and _CLASS_DICT(value).get("__module__") in (name, "grading.runner") \
+                    and value not in out:
+                out.append(value)
+    return out
 
 
 class Fingerprint:
@@ -180,6 +386,8 @@ class Fingerprint:
 
 
 def guarded_modules():
+    """builtins, NumPy's, minigrad's and the grader's modules, and this one where it runs as
+    ``__main__`` (a notebook's ``import __main__`` reaches it)."""
     mods = [builtins]
     for name, mod in sorted(sys.modules.items()):
         if mod is None:
@@ -187,6 +395,9 @@ def guarded_modules():
         root = name.split(".")[0]
         if root in ("numpy", "minigrad", "grading"):
             mods.append(mod)
+    main = sys.modules.get("__main__")
+    if main is not None and _MODULE_DICT(main).get("__file__") == __file__ and main not in mods:
+        mods.append(main)
     return mods
 
 
@@ -369,7 +580,8 @@ class Registries:
 _OBJECT_DICT = lambda obj: object.__getattribute__(obj, "__dict__")  # noqa: E731 - never a property
 
 
-def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = frozenset()):
+def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = frozenset(), tags=None,
+               refused_writes=None):
     """Install the audit hook; returns (enter, leave, trust, answers): the notebook phase
     begins and ends, ``trust(code, secret=False)`` adds code the grader compiled (tests,
     handout, fixtures; ``secret``: the tests and the fixtures, whose code objects the
@@ -379,12 +591,22 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
     raised it runs the grader's code (``grader``: this package, ``minigrad.testing``, what
     it compiled) or no frame on the stack runs code outside ``trusted`` (every module loaded
     before the notebook ran): the notebook's code cannot reach frames, the heap, new
-    processes or ``ctypes``, directly or through a library."""
+    processes or ``ctypes``, directly or through a library.
+
+    It also answers `GuardedModule`'s events: a write to a guarded module is checked
+    (``module_write``) and made here, between ``tags.before`` and ``tags.after`` (so that
+    it is the one write the namespace's expected version tag takes in); a refused one is
+    added to ``refused_writes`` (a list of the caller's)."""
     state = [False, False]  # in the notebook phase; inside the hook
+    refused_writes = [] if refused_writes is None else refused_writes
+    write_codes = frozenset(id(_CLASS_DICT(GuardedModule)[k].__code__) for k in ("__setattr__", "__delattr__"))
+    builtin_names = frozenset(vars(builtins))
+    tags_before, tags_after = (tags.before, tags.after) if tags is not None else (None, None)
     getframe, refused = sys._getframe, REFUSED_PREFIXES
     secret = {}  # id -> code: the tests' and the fixtures' (the reference of earlier questions)
     code_attributes, function_type, path_refusal = CODE_ATTRIBUTES, types.FunctionType, refused_path
     frame_events = ("sys._getframe", "object.__getattr__")
+    write_event, read_event = WRITE_EVENT, READ_EVENT
     leaky = leaky_codes()
     answer_event, canonical, compare = minigrad.testing.ANSWER_EVENT, minigrad.testing.canonical, minigrad.testing.compare
     answer_error, reference_value = minigrad.testing.AnswerError, minigrad.testing.REFERENCE
@@ -410,7 +632,7 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
         """(whether the frame ``depth`` levels above the caller of this runs trusted code,
         whether every frame from there up does): notebook code may pass its own arguments
         through a trusted library (``functools.update_wrapper``, ``string.Formatter``)."""
-        state[1] = True
+        inside, state[1] = state[1], True
         try:
             frame = getframe(depth + 1)
             first = frame is None or id(frame.f_code) in trusted
@@ -420,10 +642,10 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
                 frame = frame.f_back
             return first, True
         finally:
-            state[1] = False
+            state[1] = inside
 
     def module_write(module, name, value):
-        writer_trusted, all_trusted = stack_trusted(2)  # from the frame that wrote, up
+        writer_trusted, all_trusted = stack_trusted(4)  # from the frame that wrote, up
         if all_trusted:
             return
         namespace = _MODULE_DICT(module)
@@ -431,18 +653,40 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
         if writer_trusted and type(value) in (types.ModuleType, GuardedModule) \
                 and _MODULE_DICT(value).get("__name__") == f"{modname}.{name}":
             return  # the import system binds a submodule the notebook imported on its package
-        if name != "__class__" and value is not _DELETED and name not in namespace \
-                and not modname.startswith(("minigrad", "grading")):
+        new = name not in namespace
+        if new and name in builtin_names:
+            pass  # a new global named like a builtin would change what the module's code calls
+        elif name != "__class__" and value is not _DELETED and new \
+                and not modname.startswith(("minigrad", "grading", "__main__")):
             return  # a name NumPy lacks (``np.float_ = np.float64``) changes no code of its
-        old = namespace.get(name)
-        if name != "__class__" and type(value) in _PLAIN_TYPES and type(old) in _PLAIN_TYPES:
+        elif name != "__class__" and type(value) in _PLAIN_TYPES and type(namespace.get(name)) in _PLAIN_TYPES:
             return
         what = f"{modname}.{name}"
-        if len(REFUSED_WRITES) < 3 and what not in REFUSED_WRITES:
-            REFUSED_WRITES.append(what)
+        if len(refused_writes) < 3 and what not in refused_writes:
+            refused_writes.append(what)
         raise RuntimeError(f"changing {what} is not allowed while a notebook is graded")
 
-    _MODULE_CHECKS[:] = [module_write, lambda: stack_trusted(2)[1]]  # above the lambda and the property
+    def guarded_write(module, name, value, done):
+        """Check a write to a guarded module and make it, as the one change its namespace's
+        expected tag takes in: what it replaces is let go only after that (no finalizer of
+        the notebook's runs in between), and a name that is not exactly a ``str`` (whose
+        hash or comparison would run code) is copied to one first."""
+        if id(getframe(2).f_code) not in write_codes:  # above guarded_write and the hook
+            raise RuntimeError("a guarded module's write event is the guarded module's own")
+        name = "".join([name])
+        namespace = _MODULE_DICT(module)
+        if tags_before is not None:
+            tags_before(namespace)
+        module_write(module, name, value)
+        old = namespace.get(name)
+        if value is _DELETED:
+            _MODULE_DELATTR(module, name)
+        else:
+            _MODULE_SETATTR(module, name, value)
+        if tags_after is not None:
+            tags_after(namespace)
+        done.append(True)
+        del old
 
     def untrusted_on_stack(frame):
         while frame is not None:
@@ -452,6 +696,14 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
         return False
 
     def hook(event, args):
+        if event == write_event:  # GuardedModule.__setattr__ / __delattr__, even inside the hook
+            if len(args) == 4 and type(args[0]) is GuardedModule and type(args[3]) is list:
+                guarded_write(*args)
+            return
+        if event == read_event:  # GuardedModule.__dict__: the real namespace to trusted code only
+            if len(args) == 2 and type(args[1]) is list and not stack_trusted(2)[1]:
+                args[1].append(True)
+            return
         if event == answer_event:
             if collect[0] is not None and not state[1]:
                 state[1] = True
@@ -504,8 +756,8 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
             state[1] = True
             try:
                 if untrusted_on_stack(getframe(1)):
-                    if len(REFUSED_WRITES) < 3:
-                        REFUSED_WRITES.append(f"{_MODULE_DICT(args[0]).get('__name__', '?')}.__class__")
+                    if len(refused_writes) < 3:
+                        refused_writes.append(f"{_MODULE_DICT(args[0]).get('__name__', '?')}.__class__")
                     raise RuntimeError("changing the class of a module of minigrad, NumPy or the "
                                        "grader is not allowed while a notebook is graded")
                 return
@@ -513,7 +765,8 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
                 state[1] = False
         if event == "object.__setattr__" and len(args) >= 2 and issubclass(type(args[0]), type):
             # a class of minigrad, NumPy or the grader patched (even if put back before the
-            # test ends) by notebook code itself
+            # test ends) by notebook code itself, where the interpreter raises this event for
+            # a class (CPython 3.11 to 3.13 do not: the grader's classes are watched by tag)
             owner = _CLASS_DICT(args[0]).get("__module__")
             if type(owner) is str and owner.split(".")[0] in ("minigrad", "numpy", "grading"):
                 state[1] = True
@@ -678,16 +931,26 @@ def main() -> None:
     load = command()  # first: its handout imports are part of the trusted snapshot
     preload(load["given"])
     gc.collect()
+    prepare_namespaces(guarded_modules()[1:])
     fingerprint = Fingerprint(guarded_modules())
     changed = fingerprint.changed
     trusted_map = trusted_codes()
     registries = Registries(trusted_map)
     live_problem = [""]  # an observer of the notebook's found live when an answer was recorded
     guarded = guard_modules(guarded_modules())
+    tags = NamespaceTags(*dict_tag_reader())
+    tags.install([m for m in guarded_modules() if type(m) is GuardedModule],
+                 classes=grader_classes(guarded_modules()))
+    tag_problems = tags.problems  # a closure: nothing the notebook can replace
+    refused_writes: list = []  # what notebook code tried to change in a guarded module
+    if tags.view is None:
+        print(f"grader: {tags.why}: a module of minigrad, NumPy or the grader patched through a "
+              "function's __globals__ or object.__setattr__ and put back at once is not seen",
+              file=sys.stderr, flush=True)
     enter, leave, trust, answers = make_guard(trusted_map, grader_codes(),
                                               on_answer=lambda: live_problem.__setitem__(
                                                   0, live_problem[0] or registries.problem()),
-                                              guarded=guarded)
+                                              guarded=guarded, tags=tags, refused_writes=refused_writes)
     reference_run = bool(load.get("reference"))
 
     def trust_secret(code):
@@ -697,7 +960,12 @@ def main() -> None:
 
     def tampering() -> str:
         found = changed()[:3]
-        found += [f"changing {what} (refused)" for what in REFUSED_WRITES]
+        written = ["grading.runner" if name == "__main__" else name for name in tag_problems()]
+        if written:
+            found.append(f"{', '.join(written[:3])} written past the grader's guard (a write no audit "
+                         "event shows: through a function's __globals__, object.__setattr__, a raw "
+                         "__dict__ or a class attribute), even if put back")
+        found += [f"changing {what} (refused)" for what in refused_writes]
         for problem in (registries.problem(), live_problem[0]):
             if problem and problem not in found:
                 found.append(problem)
@@ -830,6 +1098,12 @@ def main() -> None:
                     break
                 _sleep(0.02)
 
+
+# The grader's classes, named as its package's (this module runs as ``__main__``, the name a
+# notebook's classes have). Setting a class attribute raises no audit event (CPython 3.11 to
+# 3.13): their ``__dict__`` is watched by tag instead (`grader_classes`).
+TimeLimit.__module__ = Fingerprint.__module__ = Registries.__module__ = "grading.runner"
+NamespaceTags.__module__ = "grading.runner"
 
 if __name__ == "__main__":
     main()

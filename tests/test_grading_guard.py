@@ -1,0 +1,259 @@
+"""assignments/grading/runner.py's watch on the namespaces of the modules it guards: PEP
+509's dict version tag, read with ctypes (``dict_tag_reader``), and ``NamespaceTags``,
+which sees a module patched past its guarded class and put back at once."""
+from __future__ import annotations
+
+import ast
+import glob
+import json
+import subprocess
+import sys
+import types
+
+import pytest
+
+from bookpaths import ROOT
+
+sys.path.insert(0, str(ROOT / "assignments"))
+from grading import runner  # noqa: E402
+
+RUNNER = ROOT / "assignments" / "grading" / "runner.py"
+HAS_TAG = sys.implementation.name == "cpython" and (3, 6) <= sys.version_info[:2] <= (3, 13) \
+    and sys.maxsize > 2 ** 32
+
+
+@pytest.mark.skipif(not HAS_TAG, reason="a 64-bit CPython 3.6 to 3.13 has the tag")
+def test_the_tag_moves_with_every_change_of_a_dict_and_only_then():
+    view, why = runner.dict_tag_reader()
+    assert view is not None, why
+    d: dict = {}
+    tag = view(d)
+    seen = [tag.value]
+    for change in (lambda: d.__setitem__("a", 1), lambda: d.__setitem__("a", 2), lambda: d.pop("a"),
+                   lambda: d.update(b=[]), lambda: d.setdefault("c", 3), d.clear):
+        change()
+        assert tag.value not in seen, "a change of the dict left its tag as it was"
+        seen.append(tag.value)
+    d["x"] = obj = object()
+    before = tag.value
+    d["x"] = obj  # the same object again: nothing changed
+    len(d), d.get("x"), list(d.items())
+    assert tag.value == before, "reading a dict moved its tag"
+
+
+def test_a_layout_that_is_not_the_tag_is_refused_and_said_so():
+    for offset in (8, 16, 32, 40):
+        view, why = runner.dict_tag_reader(offset)
+        assert view is None and "dict version tag" in why, (offset, why)
+
+
+def _reader_source() -> str:
+    """dict_tag_reader's source, to run on other interpreters without NumPy or minigrad."""
+    tree = ast.parse(RUNNER.read_text())
+    body = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "dict_tag_reader"
+            or isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "DICT_TAG_OFFSET"]
+    return "import sys\n" + "\n".join(ast.get_source_segment(RUNNER.read_text(), n) for n in body)
+
+
+# This one, the system's (the image's, as on Gradescope) and, where pyenv has them, Ubuntu
+# 22.04's and 24.04's versions and the newest with the tag.
+PYTHONS = sorted(set(glob.glob("/usr/bin/python3") + [p for v in ("3.10", "3.12", "3.13")
+                                                     for p in glob.glob(f"/root/.pyenv/versions/{v}.*/bin/python3")])
+                 | {sys.executable})
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_each_python_here_has_the_tag_or_says_why_not(python):
+    """Every interpreter on this machine: CPython 3.8 to 3.13 read the tag; any other says
+    why not, in one line, and nothing crashes."""
+    probe = _reader_source() + "\nview, why = dict_tag_reader()\nprint(sys.version_info[:2], view is not None, why)"
+    out = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    version = tuple(int(x) for x in out.stdout.split(")")[0].strip("(").split(","))
+    works = out.stdout.split(")")[1].split()[0] == "True"
+    if (3, 8) <= version <= (3, 13):
+        assert works, out.stdout
+    else:
+        assert works or "dict version tag" in out.stdout or "not" in out.stdout, out.stdout
+
+
+def _guarded(source: str, name: str = "victim") -> types.ModuleType:
+    mod = types.ModuleType(name)
+    exec(compile(source, f"<{name}>", "exec"), mod.__dict__)
+    object.__setattr__(mod, "__class__", runner.GuardedModule)
+    return mod
+
+
+@pytest.fixture
+def view():
+    view, why = runner.dict_tag_reader()
+    if view is None:
+        pytest.skip(why)
+    return view
+
+
+def test_a_patch_past_the_guard_put_back_at_once_is_seen(view):
+    """Through a function's __globals__, object.__setattr__, types.ModuleType.__setattr__,
+    the raw __dict__: each patch, undone at once, leaves the module named; a write made
+    between ``before`` and ``after`` (as the audit hook makes the guarded class's) does not."""
+    raw = types.ModuleType.__dict__["__dict__"].__get__
+    routes = {"__globals__": lambda m, v: m.g.__globals__.__setitem__("f", v),
+              "object.__setattr__": lambda m, v: object.__setattr__(m, "f", v),
+              "types.ModuleType.__setattr__": lambda m, v: types.ModuleType.__setattr__(m, "f", v),
+              "raw __dict__": lambda m, v: raw(m).__setitem__("f", v)}
+    for route, write in routes.items():
+        mod = _guarded("def f():\n    return 1\ndef g():\n    return f()\n", f"victim_{route}")
+        tags = runner.NamespaceTags(view)
+        tags.install([mod])
+        namespace = runner._MODULE_DICT(mod)
+        tags.before(namespace)
+        namespace["count"] = 1  # a write the hook makes: expected
+        tags.after(namespace)
+        assert tags.problems() == [], route
+        original = mod.f
+        write(mod, lambda: 2)
+        assert mod.g() == 2, f"{route}: the patch did not take"
+        write(mod, original)
+        assert mod.f is original
+        assert tags.problems() == [f"victim_{route}"], route
+
+
+def test_a_patch_before_a_permitted_write_stays_seen(view):
+    mod = _guarded("def f():\n    return 1\n")
+    tags = runner.NamespaceTags(view)
+    tags.install([mod])
+    original, namespace = mod.f, mod.f.__globals__
+    namespace["f"] = len
+    namespace["f"] = original
+    tags.before(namespace)  # the hook's own write next must not make the earlier one expected
+    namespace["count"] = 2
+    tags.after(namespace)
+    assert tags.problems() == ["victim"]
+
+
+def test_a_module_whose_own_code_rebinds_a_name_is_held_to_the_other_names(view):
+    mod = _guarded("N = 0\ndef bump():\n    global N\n    N += 1\ndef f():\n    return 1\n")
+    tags = runner.NamespaceTags(view)
+    tags.install([mod])
+    assert tags.entries[id(runner._MODULE_DICT(mod))][4] == {"N"}
+    mod.bump()
+    mod.bump()
+    assert tags.problems() == []
+    runner._MODULE_DICT(mod)["f"] = len  # another name: seen while it is changed
+    assert tags.problems() == ["victim"]
+
+
+HARNESS = r"""
+import json, sys, types
+from grading import runner as R
+raw = types.ModuleType.__dict__["__dict__"].__get__
+def fresh(name):
+    m = types.ModuleType(name)
+    exec("def f():\n    return 1\ndef g():\n    return f()\nN = 1\n", m.__dict__)
+    return m
+mods = {k: fresh(f"minigrad.victim_{k}") for k in ("trusted", "refused", "globals", "object",
+                                                  "moduletype", "raw", "event", "guard")}
+runner_module = sys.modules["grading.runner"]
+for m in list(mods.values()) + [runner_module]:
+    object.__setattr__(m, "__class__", R.GuardedModule)
+tags = R.NamespaceTags(*R.dict_tag_reader())
+tags.install(list(mods.values()) + [runner_module], classes=R.grader_classes([runner_module]))
+refused = []
+enter, leave, trust, answers = R.make_guard(R.trusted_codes(), {}, tags=tags, refused_writes=refused)
+out = {}
+m = mods["trusted"]
+m.N, m.f = 2, len  # the grader's own writes
+out["trusted"] = tags.problems()
+cell = '''
+def refused_setattr(m):
+    m.f = len
+def rawpatch(how, m):
+    original = m.f
+    write = {"globals": lambda v: m.g.__globals__.__setitem__("f", v),
+             "object": lambda v: object.__setattr__(m, "f", v),
+             "moduletype": lambda v: types.ModuleType.__setattr__(m, "f", v),
+             "raw": lambda v: raw(m).__setitem__("f", v)}[how]
+    write(lambda: 2)
+    took = m.g() == 2
+    write(original)
+    return took
+def fake_event(m):
+    sys.audit("grading.module_write", m, "f", len, [])
+def guard_off(m):
+    guard = type(m).__setattr__.__globals__
+    saved, original = guard["_audit"], m.f
+    guard["_audit"] = lambda *a: None
+    try:
+        m.f = len
+        m.f = original
+    finally:
+        guard["_audit"] = saved
+def blind():
+    R.Fingerprint._take = lambda self: self.state  # the grader's own class, patched
+    del R.Fingerprint._take
+def plain(m):
+    m.N = 3
+def view(m):
+    return type(m.__dict__).__name__
+'''
+ns = {"types": types, "raw": raw, "sys": sys, "R": R}
+exec(compile(cell, "<your cell 1>", "exec"), ns)
+enter()
+for name, call in [("refused", lambda: ns["refused_setattr"](mods["refused"])),
+                   ("event", lambda: ns["fake_event"](mods["event"])),
+                   ("guard", lambda: ns["guard_off"](mods["guard"]))]:
+    try:
+        call()
+        out[name + "_raised"] = ""
+    except Exception as e:
+        out[name + "_raised"] = type(e).__name__
+out["took"] = {how: ns["rawpatch"](how, mods[how]) for how in ("globals", "object", "moduletype", "raw")}
+ns["plain"](mods["trusted"])
+try:
+    ns["blind"]()
+except Exception as e:
+    out["blind_raised"] = type(e).__name__
+out["view"] = ns["view"](mods["trusted"])
+leave()
+out["problems"] = sorted(tags.problems())
+out["refused"] = refused
+print(json.dumps(out))
+"""
+
+
+def test_the_guard_with_its_audit_hook_refuses_or_sees_every_route():
+    """The runner's hook and guarded class together (in a process of its own: an audit hook
+    stays for good): notebook code's setattr is refused and named; a patch through each
+    route is seen, as is switching the guard's own module off for a moment or patching one
+    of its classes; a forged write event is refused; the grader's writes and a plain value
+    rebound are not tampering."""
+    if runner.dict_tag_reader()[0] is None:
+        pytest.skip("no dict version tag on this interpreter")
+    env = {"PYTHONPATH": f"{ROOT / 'assignments'}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", HARNESS], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["trusted"] == [], out
+    assert out["refused_raised"] == "RuntimeError" and "minigrad.victim_refused.f" in out["refused"], out
+    assert out["event_raised"] == "RuntimeError", out
+    assert out["took"] == {"globals": True, "object": True, "moduletype": True, "raw": True}, out
+    assert out["view"] == "mappingproxy", out
+    assert out["problems"] == sorted(["minigrad.victim_globals", "minigrad.victim_object",
+                                      "minigrad.victim_moduletype", "minigrad.victim_raw",
+                                      "minigrad.victim_guard", "grading.runner",
+                                      "grading.runner.Fingerprint"]), out
+
+
+def test_minigrad_and_the_grader_rebind_no_module_name_at_run_time():
+    """No ``global`` statement in a function of minigrad or the grader: their run-time state
+    lives in objects their modules hold, so the version tag of every namespace of theirs
+    moves only when something outside them writes it."""
+    import minigrad  # noqa: F401
+    import minigrad.plan  # noqa: F401
+    import minigrad.testing  # noqa: F401
+
+    mods = {name: m for name, m in sys.modules.items()
+            if m is not None and name.split(".")[0] in ("minigrad", "grading")}
+    names = {id(vars(m)): name for name, m in mods.items()}
+    found = runner.global_writers(set(names))
+    assert not found, {names[k]: sorted(v) for k, v in found.items()}
