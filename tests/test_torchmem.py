@@ -555,3 +555,44 @@ def test_older_objects_frozen_leaves_a_callers_freeze_alone():
         assert 0 < gc.get_freeze_count() <= frozen
     finally:
         gc.unfreeze()
+
+
+from bookkit import torchmem as tm  # noqa: E402
+
+
+def test_cuda_step_maxima_measures_the_second_step(monkeypatch):
+    calls = []
+    fake = {"reset_peak_memory_stats": lambda: calls.append("reset"),
+            "synchronize": lambda: calls.append("sync"),
+            "max_memory_allocated": lambda: 3 * 2**20,
+            "max_memory_reserved": lambda: 4 * 2**20}
+    for name, fn in fake.items():
+        monkeypatch.setattr(torch.cuda, name, fn)
+    model = torch.nn.Linear(2, 2)
+    model(torch.ones(1, 2)).sum().backward()
+
+    def step():
+        calls.append(("step", model.weight.grad is None))
+
+    assert tm.cuda_step_maxima(step, model) == (3 * 2**20, 4 * 2**20)
+    # warm-up with the old gradient, gradients dropped, peaks reset, measured step
+    assert calls == [("step", False), "reset", ("step", True), "sync"]
+
+
+def test_largest_allocations_sorts_and_names_the_frame():
+    def alloc(size, *files):
+        return {"action": "alloc", "size": size,
+                "frames": [{"filename": f, "line": k} for k, f in enumerate(files)]}
+
+    traces = [[alloc(10, "a.py"), {"action": "free_requested", "size": 99}],
+              [alloc(30, "<frozen>", "/p/b.py"), alloc(20)]]
+    n, largest = tm.largest_allocations({"device_traces": traces}, 2)
+    assert n == 4 and largest == [(30, "b.py:1"), (20, "?")]
+
+
+def test_run_in_fresh_process_passes_the_environment_and_fails_loudly():
+    import subprocess
+
+    assert tm.run_in_fresh_process("import os; print(os.environ['BOOK_T'])", BOOK_T="x y") == ["x", "y"]
+    with pytest.raises(subprocess.CalledProcessError):
+        tm.run_in_fresh_process("raise SystemExit(3)")
