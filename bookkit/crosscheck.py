@@ -13,9 +13,6 @@ one model. This module builds the pair and runs the step in both frameworks:
     `StepRecord`: the loss, the gradients and the bytes per memory category at fixed
     points of the step (after the model's forward, after the loss, after backward,
     after the optimizer step), each from the framework's own meters.
-``four_steps`` / ``device_steps``
-    The step four ways (minigrad and torch, plain and checkpointed), and torch's two on
-    another device (chapter 9's GPU cell).
 ``train``
     A few steps on a fixed sequence of batches (the S9 check): losses, final parameters
     and optimizer state.
@@ -37,8 +34,7 @@ from minigrad.memory import BYTE_UNITS
 
 __all__ = ["build_mlps", "copy_weights", "StepRecord", "minigrad_step", "torch_step",
            "minigrad_saved_arrays", "TrainRun", "train", "batches", "category_table",
-           "saved_table", "CATEGORY_ROWS", "max_abs_diff", "four_steps", "device_steps",
-           "device_vs_cpu"]
+           "saved_table", "CATEGORY_ROWS", "max_abs_diff"]
 
 # The rows of `category_table`: (key in StepRecord.categories, label). Each is measured
 # at a fixed point of the step, in bytes.
@@ -455,101 +451,6 @@ def _torch_train_step(model, x, checkpointed, opt) -> float:
     loss.backward()
     opt.step()
     return float(loss.item())
-
-
-# --- the four runs of chapter 9, and the same step on another device -------------------
-
-def four_steps(sizes, x, seed: int = 0, dtype=np.float32, lr: float = 1e-3) -> dict:
-    """One step four ways: minigrad and torch, plain and checkpointed, each from fresh
-    copies of ``build_mlps(sizes, seed, dtype)`` and a fresh AdamW (``lr``, each
-    framework's default weight decay), on the same batch ``x``.
-
-    Returns:
-        ``{(framework, checkpointed): StepRecord}`` in the order ``("minigrad", False),
-        ("torch", False), ("minigrad", True), ("torch", True)``: the columns of
-        `category_table` and `saved_table`. Shown in chapter 9.
-
-    Example:
-        >>> import numpy as np
-        >>> from bookkit.crosscheck import batches, four_steps
-        >>> runs = four_steps((16, 32, 8), batches(1, 4, 16)[0])
-        >>> [r.model_forwards for r in runs.values()]
-        [1, 1, 2, 2]
-        >>> runs["minigrad", False].loss == runs["minigrad", True].loss
-        True
-    """
-    import torch
-    from minigrad import optim
-
-    runs = {}
-    for checkpointed in (False, True):
-        mg_model, t_model = build_mlps(sizes, seed=seed, dtype=dtype)
-        runs["minigrad", checkpointed] = minigrad_step(
-            mg_model, x, checkpointed, optim.AdamW(mg_model.parameters(), lr=lr))
-        runs["torch", checkpointed] = torch_step(
-            t_model, x, checkpointed, torch.optim.AdamW(t_model.parameters(), lr=lr))
-    return runs
-
-
-def device_steps(sizes, x, device: str = "cuda", seed: int = 0,
-                 lr: float = 1e-3) -> dict:
-    """The two torch steps of `four_steps` on ``device`` (chapter 9's GPU cell).
-
-    A warm-up forward and backward of the same model first, so that a GPU library's
-    workspace (cuBLAS's) is allocated before anything is measured; then the plain and
-    the checkpointed step, each from fresh weights, with AdamW's per-parameter loop
-    (``foreach=False``, as on a CPU: on a GPU AdamW otherwise switches to its
-    multi-tensor implementation, whose scratch memory is a different size). Runs on
-    any device torch has, the CPU included (as the tests do).
-
-    Returns:
-        ``{checkpointed: StepRecord}`` for False and True.
-
-    Example:
-        >>> from bookkit.crosscheck import batches, device_steps
-        >>> runs = device_steps((16, 32, 8), batches(1, 4, 16)[0], device="cpu")
-        >>> [(c, r.model_forwards) for c, r in runs.items()]
-        [(False, 1), (True, 2)]
-    """
-    import torch
-
-    _, warm = build_mlps(sizes, seed=seed)
-    warm = warm.to(device)
-    warm(torch.from_numpy(x).to(device)).sum().backward()
-    del warm
-    runs = {}
-    for checkpointed in (False, True):
-        _, model = build_mlps(sizes, seed=seed)
-        model = model.to(device)
-        opt = torch.optim.AdamW(model.parameters(), lr=lr, foreach=False)
-        runs[checkpointed] = torch_step(model, x, checkpointed, opt, device=device)
-    return runs
-
-
-def device_vs_cpu(name: str, dev: StepRecord, cpu: StepRecord,
-                  device: str = "CUDA") -> str:
-    """Three lines comparing a torch step on a device with the same step on the CPU:
-    the bytes the device's allocator holds after the loss against the bytes saved for
-    backward, the step's peak against the CPU allocator's, and the loss and gradient
-    differences (rounding: different kernels). Shown in chapter 9.
-
-    Example:
-        >>> from bookkit.crosscheck import batches, device_steps, device_vs_cpu
-        >>> runs = device_steps((16, 32, 8), batches(1, 4, 16)[0], device="cpu")
-        >>> print(device_vs_cpu("plain", runs[False], runs[False], device="CPU"))
-        ... # doctest: +ELLIPSIS
-        plain: CPU after the loss ... bytes (CPU saved ...)
-          CPU step peak ... (CPU allocator ...)
-          |loss GPU - CPU| = 0.0e+00, largest |gradient GPU - CPU| = 0.0e+00
-    """
-    m, cm = dev.meters, cpu.meters
-    grad_gap = max_abs_diff(dev.grads, cpu.grads)
-    return (f"{name}: {device} after the loss {m['allocator_after_forward']:,} bytes"
-            f" (CPU saved {cpu.categories['saved']:,})\n"
-            f"  {device} step peak {m['allocator_step_peak']:,}"
-            f" (CPU allocator {cm['allocator_step_peak']:,})\n"
-            f"  |loss GPU - CPU| = {abs(dev.loss - cpu.loss):.1e},"
-            f" largest |gradient GPU - CPU| = {grad_gap:.1e}")
 
 
 # --- tables ----------------------------------------------------------------------------

@@ -245,33 +245,3 @@ def test_allocator_figures_count_the_input_and_compare_like_with_like(sizes, che
     p = r.meters["tracker_peak"]
     beyond_weights = p["Total"] - p["Parameter"] - p["Buffer"]
     assert 0 <= r.meters["allocator_step_peak"] - beyond_weights <= rng_state + 4096
-
-
-def test_four_steps_is_the_loop_it_replaces():
-    sizes, x = (16, 32, 8), cc.batches(1, 4, 16, seed=3)[0]
-    runs = cc.four_steps(sizes, x, seed=1)
-    assert list(runs) == [("minigrad", False), ("torch", False), ("minigrad", True), ("torch", True)]
-    for checkpointed in (False, True):
-        mg_model, t_model = cc.build_mlps(sizes, seed=1)
-        mg = cc.minigrad_step(mg_model, x, checkpointed, optim.AdamW(mg_model.parameters(), lr=1e-3))
-        t = cc.torch_step(t_model, x, checkpointed, torch.optim.AdamW(t_model.parameters(), lr=1e-3))
-        for ref, got in ((mg, runs["minigrad", checkpointed]), (t, runs["torch", checkpointed])):
-            assert got.loss == ref.loss and got.categories == ref.categories
-            assert cc.max_abs_diff(got.grads, ref.grads) == 0.0
-    runs64 = cc.four_steps(sizes, x.astype(np.float64), seed=1, dtype=np.float64)
-    assert all(runs64[k].categories["parameters"] == 2 * runs[k].categories["parameters"]
-               for k in runs)
-
-
-def test_device_steps_on_the_cpu_match_the_cpu_steps():
-    sizes, x = (16, 32, 8), cc.batches(1, 4, 16)[0]
-    dev = cc.device_steps(sizes, x, device="cpu")
-    cpu = cc.four_steps(sizes, x)
-    for checkpointed in (False, True):
-        d, c = dev[checkpointed], cpu["torch", checkpointed]
-        assert d.checkpointed == checkpointed and d.model_forwards == 1 + checkpointed
-        assert d.loss == c.loss and d.categories["saved"] == c.categories["saved"]
-        text = cc.device_vs_cpu("x", d, c, device="CPU")
-        assert text.splitlines()[0] == (f"x: CPU after the loss {d.meters['allocator_after_forward']:,}"
-                                        f" bytes (CPU saved {c.categories['saved']:,})")
-        assert len(text.splitlines()) == 3
