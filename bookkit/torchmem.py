@@ -70,9 +70,6 @@ __all__ = [
     "step_time",
     "storage_key",
     "ForwardMemoryMeter",
-    "cuda_step_maxima",
-    "largest_allocations",
-    "run_in_fresh_process",
 ]
 
 # MemTracker's category names (the values of its private ``_MemRefType`` enum, copied
@@ -553,86 +550,6 @@ def cuda_peak_bytes(fn: Callable[[], Any], device=None) -> int | None:
     fn()
     torch.cuda.synchronize(device)
     return int(torch.cuda.max_memory_allocated(device) - base)
-
-
-# --- chapter 15b's GPU cells: allocated against reserved, the snapshot, fresh processes --
-def cuda_step_maxima(step: Callable[[], Any], model=None) -> tuple[int, int]:
-    """``(max_memory_allocated, max_memory_reserved)`` of one training step on a GPU.
-
-    ``step()`` runs once as a warm-up (cuBLAS's workspace, the kernels), the model's
-    gradients are dropped (``model.zero_grad(set_to_none=True)``, when a model is
-    given), the allocator's peak statistics are reset, and ``step()`` runs again: the
-    maxima are that second step's. The reserved figure keeps what earlier code in the
-    process reserved (the allocator's cache), which is the point chapter 15b makes.
-    Shown in chapter 15b (GPU cells).
-
-    Example:
-        >>> from bookkit.torchmem import cuda_step_maxima
-        >>> cuda_step_maxima.__name__  # needs a GPU: tests/test_torchmem.py fakes one
-        'cuda_step_maxima'
-    """
-    step()
-    if model is not None:
-        model.zero_grad(set_to_none=True)
-    torch.cuda.reset_peak_memory_stats()
-    step()
-    torch.cuda.synchronize()
-    return int(torch.cuda.max_memory_allocated()), int(torch.cuda.max_memory_reserved())
-
-
-def largest_allocations(snapshot: dict, n: int = 5) -> tuple[int, list[tuple[int, str]]]:
-    """The ``n`` largest allocations in a CUDA memory snapshot, and where they were made.
-
-    ``snapshot`` is what ``torch.cuda.memory._snapshot()`` returns after
-    ``torch.cuda.memory._record_memory_history()``: its ``"device_traces"`` hold one
-    list of allocator events per device, each a dict with ``"action"``, ``"size"`` and
-    the ``"frames"`` of the stack that caused it.
-
-    Returns:
-        ``(number of events, [(bytes, "file.py:line"), ...])``, largest first; the
-        place is the innermost Python frame (``"?"`` when the event has none).
-
-    Example:
-        >>> from bookkit.torchmem import largest_allocations
-        >>> events = [{"action": "alloc", "size": 512,
-        ...            "frames": [{"filename": "/x/y/model.py", "line": 7}]},
-        ...           {"action": "free_completed", "size": 512, "frames": []},
-        ...           {"action": "alloc", "size": 1024, "frames": []}]
-        >>> largest_allocations({"device_traces": [events]}, 5)
-        (3, [(1024, '?'), (512, 'model.py:7')])
-    """
-    import os
-
-    events = [e for trace in snapshot["device_traces"] for e in trace]
-    allocs = sorted((e for e in events if e["action"] == "alloc"), key=lambda e: -e["size"])
-    largest = []
-    for e in allocs[:n]:
-        frame = next((f for f in e.get("frames", []) if f["filename"].endswith(".py")), None)
-        where = f"{os.path.basename(frame['filename'])}:{frame['line']}" if frame else "?"
-        largest.append((e["size"], where))
-    return len(events), largest
-
-
-def run_in_fresh_process(script: str, **env: str) -> list[str]:
-    """Run a Python ``script`` in a fresh interpreter, with ``env`` added to the
-    environment, and return the words it printed.
-
-    For settings read once, when CUDA starts (``PYTORCH_CUDA_ALLOC_CONF``): a notebook
-    that has used the GPU cannot change them, a new process can. Raises
-    ``subprocess.CalledProcessError`` when the script fails. Shown in chapter 15b.
-
-    Example:
-        >>> from bookkit.torchmem import run_in_fresh_process
-        >>> run_in_fresh_process("import os; print(os.environ['BOOK_X'], 2 + 2)",
-        ...                      BOOK_X="fresh")
-        ['fresh', '4']
-    """
-    import os
-    import subprocess
-    import sys
-
-    return subprocess.run([sys.executable, "-c", script], env=dict(os.environ, **env),
-                          capture_output=True, text=True, check=True).stdout.split()
 
 
 # --- the forward meter of the memory calculator (chapter 23) ---------------------------
