@@ -11,8 +11,8 @@ its own size (15 px). Each PNG records the smallest text it draws
 (`SMALLEST_TEXT_KEY`), which tests/test_browser.py reads to check that size on every
 page. Scripts and tests that import bookkit are left alone.
 
-Chapters draw through `subplots`, `plot` (as d2l's ``d2l.plot``), `bars` and
-`add_legend` where the plot is not the lesson, so a visible cell holds what is
+Chapters draw through `subplots`, `plot` (as d2l's ``d2l.plot``), `bars`, `scatter`
+and `add_legend` where the plot is not the lesson, so a visible cell holds what is
 plotted, not how.
 """
 from __future__ import annotations
@@ -410,6 +410,79 @@ def bars(labels, parts, *, ax=None, colors=None, horizontal: bool = False,
     ax.figure.tight_layout()
     if legend is not None:
         add_legend(ax, legend)
+        ax.figure.tight_layout()
+    return ax
+
+
+def scatter(points, *, ax=None, xlabel: str | None = None,
+            ylabel: str | None = None, title: str | None = None, xlim=None,
+            ylim=None, legend: str | None = "best", legend_cols: int = 1,
+            height: float = 3.6, size: float = 10):
+    """Points named by two keys: one colour per member, one marker per group.
+
+    For a trade-off of several options (members) measured under a few settings
+    (groups): each point is ``(group, member): (x, y)``. Every member keeps its colour
+    in every group; the first group draws filled circles, the next ones open squares,
+    triangles, diamonds. The legend lists the members (coloured circles), then the
+    groups (grey markers), so a reader matches a point by colour and by shape.
+
+    Args:
+        points: ``{(group, member): (x, y)}``, in drawing order.
+        ax: draw into these axes; by default a new figure from `subplots`.
+        xlabel, ylabel, title: the axes' texts.
+        xlim, ylim: the axes' limits, ``(low, high)``.
+        legend: the legend's ``loc`` (``"below"``: under the axes, see `add_legend`),
+            or None for no legend.
+        legend_cols: the legend's columns.
+        height: the new figure's height (inches), when ``ax`` is None.
+        size: the markers' size (points).
+
+    Returns:
+        The matplotlib Axes.
+
+    Example:
+        >>> import matplotlib
+        >>> matplotlib.use("Agg")
+        >>> from bookkit.figures import scatter
+        >>> ax = scatter({("naive", "none"): (0, 60), ("naive", "full"): (30, 4),
+        ...               ("fused", "none"): (0, 40), ("fused", "full"): (25, 4)},
+        ...              xlabel="extra FLOPs (%)", ylabel="held (·sbh)")
+        >>> len(ax.get_lines()), [t.get_text() for t in ax.get_legend().get_texts()]
+        (4, ['none', 'full', 'naive', 'fused'])
+    """
+    from matplotlib.lines import Line2D
+
+    shapes = "osD^v"
+    groups, members = [], []
+    for key in points:
+        if not (isinstance(key, tuple) and len(key) == 2):
+            raise ValueError(f"points are keyed (group, member), got {key!r}")
+        for seen, name in ((groups, key[0]), (members, key[1])):
+            if name not in seen:
+                seen.append(name)
+    if len(groups) > len(shapes):
+        raise ValueError(f"{len(groups)} groups; at most {len(shapes)} marker shapes")
+    if ax is None:
+        _, ax = subplots(height=height)
+
+    def style(g, m):
+        color = "0.3" if m is None else f"C{members.index(m)}"
+        filled = g is None or groups.index(g) == 0
+        return dict(ls="", marker="o" if g is None else shapes[groups.index(g)],
+                    ms=size, color=color, mfc=color if filled else "none", mew=2)
+
+    for (g, m), (x, y) in points.items():
+        ax.plot([x], [y], **style(g, m))
+    for setter, value in ((ax.set_xlabel, xlabel), (ax.set_ylabel, ylabel),
+                          (ax.set_title, title), (ax.set_xlim, xlim),
+                          (ax.set_ylim, ylim)):
+        if value is not None:
+            setter(*value) if setter in (ax.set_xlim, ax.set_ylim) else setter(value)
+    ax.figure.tight_layout()
+    if legend is not None:
+        keys = ([Line2D([], [], label=m, **style(None, m)) for m in members]
+                + [Line2D([], [], label=g, **style(g, None)) for g in groups])
+        add_legend(ax, legend, handles=keys, ncols=legend_cols)
         ax.figure.tight_layout()
     return ax
 

@@ -152,3 +152,27 @@ def test_residuals_by_kind_stack_each_kind_once_and_write_the_flops():
         assert labels == ["model input", "ReLU output", "ReLU derivative"]  # each once
         assert ax.get_xlim() == (0, 20)
         plt.close(fig)
+
+
+def test_scatter_colours_members_and_shapes_groups():
+    points = {("naive", "none"): (0, 60), ("naive", "full"): (30, 4),
+              ("fused", "none"): (0, 40), ("fused", "full"): (25, 4)}
+    with mpl.rc_context(figures.BOOK_RC):
+        ax = figures.scatter(points, xlabel="extra FLOPs (%)", ylabel="held",
+                             legend="upper right", legend_cols=2)
+        lines = ax.get_lines()
+        assert [tuple(line.get_xydata()[0]) for line in lines] == list(points.values())
+        colors = [line.get_color() for line in lines]
+        assert colors[0] == colors[2] != colors[1] == colors[3]  # one colour per member
+        assert [line.get_marker() for line in lines] == ["o", "o", "s", "s"]
+        assert lines[2].get_markerfacecolor() == "none" != lines[0].get_markerfacecolor()
+        texts = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert texts == ["none", "full", "naive", "fused"]
+        assert ax.figure.get_size_inches()[0] == figures.FIGURE_WIDTH_IN
+        plt.close(ax.figure)
+
+
+@pytest.mark.parametrize("bad", [{"none": (0, 1)}, {(g, "m"): (0, 1) for g in "abcdef"}])
+def test_scatter_refuses_bad_keys(bad):
+    with pytest.raises(ValueError, match="keyed|groups"):
+        figures.scatter(bad)

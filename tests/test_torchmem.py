@@ -555,3 +555,19 @@ def test_older_objects_frozen_leaves_a_callers_freeze_alone():
         assert 0 < gc.get_freeze_count() <= frozen
     finally:
         gc.unfreeze()
+
+
+from bookkit import torchmem as tm  # noqa: E402
+
+def test_held_and_peak_counts_what_the_forward_keeps():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    x = torch.randn(4, 8, requires_grad=True)
+    held, peak = tm.held_and_peak(model, x)
+    # the first Linear keeps x; ReLU's output is kept once for ReLU and the second Linear
+    assert held == 4 * 8 * 4 + 4 * 16 * 4
+    assert peak >= held
+    assert all(p.grad is None for p in model.parameters())  # gradients dropped
+    ckpt = nn.Sequential(model)
+    ckpt.forward = lambda v: checkpoint(model, v, use_reentrant=False)
+    assert tm.held_and_peak(ckpt, x)[0] == 4 * 8 * 4  # only the input
