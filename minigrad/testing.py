@@ -47,6 +47,11 @@ class AnswerError(TypeError):
     """Raised when a value cannot be graded: not a number, string, list, dict or array."""
 
 
+# Exactly these types (never a subclass) are NumPy scalars to `canonical`.
+_NUMPY_INTEGERS = tuple(sorted({np.dtype(c).type for c in np.typecodes["AllInteger"]}, key=str))
+_NUMPY_FLOATS = tuple(sorted({np.dtype(c).type for c in np.typecodes["Float"]}, key=str))
+
+
 def canonical(value, _depth=0, _budget=None):
     """``value`` as plain JSON-ready data, with exact types.
 
@@ -83,10 +88,13 @@ def canonical(value, _depth=0, _budget=None):
         return float(value)
     if kind is np.bool_:
         return bool(value)
-    if issubclass(kind, np.generic) and kind.__module__ == "numpy":  # (never value.__class__)
-        if np.issubdtype(kind, np.integer):
+    # NumPy's own scalar types, by identity: a subclass (whatever ``__module__`` it claims)
+    # would have its own ``__int__``/``__float__`` run here, inside the grader's audit hook
+    for scalar in _NUMPY_INTEGERS:
+        if kind is scalar:
             return int(value)
-        if np.issubdtype(kind, np.floating):
+    for scalar in _NUMPY_FLOATS:
+        if kind is scalar:
             return float(value)
     if kind is list or kind is tuple:
         return [canonical(v, _depth + 1, budget) for v in value]

@@ -257,3 +257,67 @@ def test_minigrad_and_the_grader_rebind_no_module_name_at_run_time():
     names = {id(vars(m)): name for name, m in mods.items()}
     found = runner.global_writers(set(names))
     assert not found, {names[k]: sorted(v) for k, v in found.items()}
+
+
+LIAR_HARNESS = r"""
+import json, sys
+import numpy as np
+from grading import runner as R
+from minigrad.testing import assert_answer, recording
+enter, leave, trust, answers = R.make_guard(R.trusted_codes(), {})
+cell = '''
+ran = []
+def expected_seen():
+    f = sys._getframe(2)  # refused to notebook code, but not inside the grader's hook
+    while f is not None and f.f_code.co_name != "record":
+        f = f.f_back
+    ran.append(True)
+    return f.f_locals["expected"]
+class LiarInt(np.int64):
+    __module__ = "numpy"
+    def __int__(self):
+        return int(expected_seen())
+class LiarFloat(np.float64):
+    __module__ = "numpy"
+    def __float__(self):
+        return float(expected_seen())
+'''
+ns = {"np": np, "sys": sys}
+exec(compile(cell, "<your cell 1>", "exec"), ns)
+enter()
+answers(start=True)
+with recording():  # the grader's mode: answers recorded, never asserted
+    assert_answer("int", ns["LiarInt"](0), 5)
+    assert_answer("float", ns["LiarFloat"](0.0), 2.5)
+got = answers()
+leave()
+print(json.dumps({"ran": len(ns["ran"]), "answers": got}))
+"""
+
+
+def test_an_answer_that_claims_to_be_numpy_runs_no_code_in_the_hook():
+    """A subclass of a NumPy scalar that says its ``__module__`` is "numpy" is no NumPy
+    scalar: ``canonical`` (run inside the grader's audit hook, where every event passes)
+    must never call its ``__int__``/``__float__``, which would read the test's expected
+    value off the stack (a3's q3 scored full marks from a constant this way)."""
+    from minigrad.testing import AnswerError, canonical
+    import numpy as np
+
+    class Liar(np.float64):
+        __module__ = "numpy"
+
+        def __float__(self):
+            raise AssertionError("canonical ran the answer's own __float__")
+
+    with pytest.raises(AnswerError):
+        canonical(Liar(1.0))
+    assert canonical(np.float16(0.5)) == 0.5 and canonical(np.uint8(3)) == 3
+    assert type(canonical(np.longdouble(2))) is float and type(canonical(np.intp(2))) is int
+    env = {"PYTHONPATH": f"{ROOT / 'assignments'}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", LIAR_HARNESS], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["ran"] == 0
+    assert [(a["key"], a["value"], "error" in a) for a in out["answers"]] == \
+        [("int", None, True), ("float", None, True)]

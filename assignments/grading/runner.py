@@ -613,9 +613,14 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
     collect = [None, False]  # the answers of the test that runs; whether to check `expected`
 
     def record(args):
+        # No code of the notebook's may run here (every event passes while the hook runs):
+        # only exact types are read (``canonical`` too), never converted through a method.
         key, actual, expected, how, rtol, atol, msg = args
-        entry = {"key": str(key), "compare": how if how in ("equal", "close") else "equal",
-                 "rtol": float(rtol), "atol": float(atol), "msg": str(msg)[:2000]}
+        entry = {"key": key if type(key) is str else "?",
+                 "compare": how if type(how) is str and how in ("equal", "close") else "equal",
+                 "rtol": float(rtol) if type(rtol) in (int, float) else 0.0,
+                 "atol": float(atol) if type(atol) in (int, float) else 0.0,
+                 "msg": msg[:2000] if type(msg) is str else ""}
         try:
             entry["value"] = canonical(actual)
         except answer_error as e:
