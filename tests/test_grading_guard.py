@@ -300,8 +300,9 @@ def test_an_answer_that_claims_to_be_numpy_runs_no_code_in_the_hook():
     scalar: ``canonical`` (run inside the grader's audit hook, where every event passes)
     must never call its ``__int__``/``__float__``, which would read the test's expected
     value off the stack (a3's q3 scored full marks from a constant this way)."""
-    from minigrad.testing import AnswerError, canonical
     import numpy as np
+
+    from minigrad.testing import AnswerError, canonical
 
     class Liar(np.float64):
         __module__ = "numpy"
