@@ -70,6 +70,7 @@ class TimeLimit(BaseException):
 _PLAIN_TYPES = (int, float, str, bytes, bool, type(None))
 _CLASS_DICT = type.__dict__["__dict__"].__get__
 _MODULE_DICT = types.ModuleType.__dict__["__dict__"].__get__
+_CLASS_MRO = type.__dict__["__mro__"].__get__
 
 
 def _code_entries(key, value):
@@ -385,6 +386,16 @@ class Fingerprint:
         return sorted(k for k in self.state if self.state[k] != now.get(k))
 
 
+# The standard library's modules whose functions the grader's own code calls while a
+# notebook is graded, inside the audit hook (where every event passes) or between its
+# checks and its messages: ``os.path`` for the files a notebook opens, ``base64`` and
+# ``binascii`` for array answers, ``json`` for every message. A notebook that replaced one
+# of their functions (``base64.b64encode``, ``os.fsdecode``, ``json._default_encoder``)
+# would run its own code there: they are guarded like NumPy's.
+STDLIB_GUARDED = ("os", "posixpath", "genericpath", "stat", "base64", "binascii", "json",
+                  "json.encoder", "json.decoder", "json.scanner", "traceback", "types", "signal")
+
+
 def guarded_modules():
     """builtins, NumPy's, minigrad's and the grader's modules, and this one where it runs as
     ``__main__`` (a notebook's ``import __main__`` reaches it)."""
@@ -393,7 +404,7 @@ def guarded_modules():
         if mod is None:
             continue
         root = name.split(".")[0]
-        if root in ("numpy", "minigrad", "grading"):
+        if root in ("numpy", "minigrad", "grading") or name in STDLIB_GUARDED:
             mods.append(mod)
     main = sys.modules.get("__main__")
     if main is not None and _MODULE_DICT(main).get("__file__") == __file__ and main not in mods:
@@ -547,7 +558,7 @@ class Registries:
         elif kind is types.MethodType and type(entry.__func__) is types.FunctionType:
             code = entry.__func__.__code__
         else:
-            for klass in kind.__mro__:
+            for klass in _CLASS_MRO(kind):  # never a metaclass's __mro__ property (it would run)
                 call = _CLASS_DICT(klass).get("__call__")
                 if call is not None:
                     code = call.__code__ if type(call) is types.FunctionType else None
@@ -944,7 +955,9 @@ def main() -> None:
     live_problem = [""]  # an observer of the notebook's found live when an answer was recorded
     guarded = guard_modules(guarded_modules())
     tags = NamespaceTags(*dict_tag_reader())
-    tags.install([m for m in guarded_modules() if type(m) is GuardedModule],
+    # builtins too (never a GuardedModule: every write of a notebook's to it is tampering,
+    # even one put back at once: the grader's code looks its builtins up when it runs)
+    tags.install([m for m in guarded_modules() if type(m) is GuardedModule] + [builtins],
                  classes=grader_classes(guarded_modules()))
     tag_problems = tags.problems  # a closure: nothing the notebook can replace
     refused_writes: list = []  # what notebook code tried to change in a guarded module
