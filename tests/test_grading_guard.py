@@ -397,7 +397,9 @@ def test_canonical_looks_nothing_up_when_it_runs(monkeypatch):
     monkeypatch.setattr(base64, "b64encode", boom)
     monkeypatch.setattr(binascii, "b2a_base64", boom)
     monkeypatch.setattr("builtins.list", boom)
-    got = canonical([np.arange(3, dtype=np.int16), 2, 0.5, {"a": (True,)}])
-    monkeypatch.undo()
+    try:
+        got = canonical([np.arange(3, dtype=np.int16), 2, 0.5, {"a": (True,)}])
+    finally:
+        monkeypatch.undo()  # before pytest itself needs list
     assert got == want == [{"__ndarray__": ["<i2", [3], "AAABAAIA"]}, 2, 0.5,
                            {"__dict__": [["a", [True]]]}]
