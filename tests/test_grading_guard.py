@@ -403,3 +403,26 @@ def test_canonical_looks_nothing_up_when_it_runs(monkeypatch):
         monkeypatch.undo()  # before pytest itself needs list
     assert got == want == [{"__ndarray__": ["<i2", [3], "AAABAAIA"]}, 2, 0.5,
                            {"__dict__": [["a", [True]]]}]
+
+
+def test_the_channel_codec_runs_nothing_a_notebook_can_replace(monkeypatch):
+    """The runner's messages are written with json's C encoder bound when it starts: a
+    notebook that replaces ``JSONEncoder.encode`` (a class attribute: no audit event, no
+    tag) or ``json._default_encoder`` later cannot rewrite them (it wiped "tampered")."""
+    import json.encoder
+
+    dumps, loads = runner.json_codec()
+
+    def scrub(self, o):
+        raise AssertionError("the runner's codec ran JSONEncoder.encode")
+
+    monkeypatch.setattr(json.encoder.JSONEncoder, "encode", scrub)
+    monkeypatch.setattr(json, "_default_encoder", None)
+    monkeypatch.setattr(json, "_default_decoder", None)
+    msg = {"kind": "answers", "tampered": "x", "record": {"answers": [1, 0.5, None, True, "é"]}}
+    line = dumps(msg)
+    monkeypatch.undo()
+    assert line == json.dumps(msg)
+    assert loads(line.encode()) == msg and loads(line) == msg
+    with pytest.raises(ValueError):
+        loads(b'{"kind": "test"} {"kind": "x"}')

@@ -891,10 +891,47 @@ def grader_codes() -> dict:
     return out
 
 
+def json_codec():
+    """(dumps, loads) for the channel, made of json's C encoder and scanner bound now:
+    nothing they run is looked up when a message is written or read (``json.dumps`` looks
+    up ``json._default_encoder`` and ``JSONEncoder.encode``, a class attribute that notebook
+    code can replace with no audit event, and would run it after the grader's checks, on
+    the message that reports them). Python's own where ``_json`` is missing."""
+    from json import decoder, encoder, scanner
+
+    make_encoder, make_scanner = encoder.c_make_encoder, scanner.c_make_scanner
+    if make_encoder is None or make_scanner is None:
+        return json.dumps, json.loads
+
+    def default(o):
+        raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
+
+    encode = make_encoder(None, default, encoder.c_encode_basestring_ascii, None, ": ", ", ",
+                          False, False, True)
+    scan, join, decode = make_scanner(decoder.JSONDecoder()), "".join, bytes.decode
+    _type, _len, _rstrip = type, len, str.rstrip
+
+    def dumps(obj):
+        return join(encode(obj, 0))
+
+    def loads(line):
+        text = decode(line, "utf-8") if _type(line) is bytes else line
+        try:
+            obj, end = scan(text, 0)
+        except StopIteration:
+            raise ValueError("not a JSON document") from None
+        if end != _len(_rstrip(text)):
+            raise ValueError("extra data after a JSON document")
+        return obj
+
+    return dumps, loads
+
+
 def main() -> None:
     # Everything below is bound to local names now, before the notebook's code runs: a
     # notebook that replaces these module globals or builtins changes nothing here.
-    _write, _read, _dumps, _loads, _monotonic = os.write, os.read, json.dumps, json.loads, time.monotonic
+    _write, _read, _dumps, _loads, _monotonic = os.write, os.read, *json_codec(), time.monotonic
+    _memoryview, _max_bytes = memoryview, MAX_MESSAGE_BYTES
     _compile, _exec, _type, _len = compile, exec, type, len
     _fork, _waitpid, _kill, _exit, _sleep = os.fork, os.waitpid, os.kill, os._exit, time.sleep
     _setitimer, _format_exc = signal.setitimer, traceback.format_exception_only
@@ -922,10 +959,10 @@ def main() -> None:
             except BaseException:  # noqa: BLE001 - the notebook's streams are its business
                 pass
         data = (_dumps(msg) + "\n").encode()
-        if _len(data) > MAX_MESSAGE_BYTES:
+        if _len(data) > _max_bytes:
             data = (_dumps({"kind": msg.get("kind"), "test": msg.get("test"),
                             "error": "the answers are larger than the grader accepts"}) + "\n").encode()
-        view = memoryview(data)
+        view = _memoryview(data)
         while view:
             n = _write(channel, view)
             view = view[n:]
