@@ -47,67 +47,95 @@ class AnswerError(TypeError):
     """Raised when a value cannot be graded: not a number, string, list, dict or array."""
 
 
-def canonical(value, _depth=0, _budget=None):
-    """``value`` as plain JSON-ready data, with exact types.
+# Exactly these types (never a subclass) are NumPy scalars to `canonical`.
+_NUMPY_INTEGERS = tuple(sorted({np.dtype(c).type for c in np.typecodes["AllInteger"]}, key=str))
+_NUMPY_FLOATS = tuple(sorted({np.dtype(c).type for c in np.typecodes["Float"]}, key=str))
 
-    ``bool``, ``int``, ``float`` (NumPy scalars become these), ``str`` and ``None`` stay as
-    they are; tuples become lists; a ``dict`` with ``str`` keys becomes
-    ``{"__dict__": [[key, value], ...]}``; a NumPy array (exactly ``np.ndarray``, numeric or
-    boolean) becomes ``{"__ndarray__": [dtype, shape, base64 bytes]}``. Anything else (a
-    subclass included) raises :class:`AnswerError`.
 
-    Example:
-        >>> canonical((1, np.float32(0.5), "a"))
-        [1, 0.5, 'a']
-        >>> canonical(np.array([1, 2], dtype=np.int8))
-        {'__ndarray__': ['|i1', [2], 'AQI=']}
-        >>> class Always:
-        ...     def __eq__(self, other): return True
-        >>> canonical(Always())
-        Traceback (most recent call last):
-        ...
-        minigrad.testing.AnswerError: an answer of type Always cannot be graded (expected a number, a string, a list, a dict or a NumPy array)
-    """
-    budget = [MAX_ITEMS] if _budget is None else _budget
-    if _depth > MAX_DEPTH:
-        raise AnswerError(f"an answer nested deeper than {MAX_DEPTH} levels cannot be graded")
-    kind = type(value)
-    budget[0] -= 1
-    if budget[0] < 0:
-        raise AnswerError(f"an answer with more than {MAX_ITEMS} items cannot be graded")
-    if value is None or kind is bool or kind is str:
-        return value
-    if kind is int:
-        return int(value)
-    if kind is float:
-        return float(value)
-    if kind is np.bool_:
-        return bool(value)
-    if issubclass(kind, np.generic) and kind.__module__ == "numpy":  # (never value.__class__)
-        if np.issubdtype(kind, np.integer):
-            return int(value)
-        if np.issubdtype(kind, np.floating):
-            return float(value)
-    if kind is list or kind is tuple:
-        return [canonical(v, _depth + 1, budget) for v in value]
-    if kind is dict:
-        items = []
-        for k, v in value.items():
-            if type(k) is not str:
-                raise AnswerError(f"a dict answer needs str keys, not {type(k).__name__}")
-            items.append([k, canonical(v, _depth + 1, budget)])
-        return {"__dict__": items}
-    if kind is np.ndarray:
-        if value.dtype.kind not in "biuf":
-            raise AnswerError(f"an array of dtype {value.dtype} cannot be graded")
-        budget[0] -= value.size
+def _make_canonical():
+    # The course grader calls `canonical` inside its audit hook, where every event passes:
+    # no code of a notebook's may run there. So it looks nothing up when it runs (a builtin,
+    # base64's or binascii's function, each of which a notebook could replace for a moment);
+    # everything is bound here, at import, and a class's name is read through ``type``'s own
+    # descriptor (a metaclass's ``__name__`` property would run).
+    import binascii
+
+    _type, _int, _float, _bool, _str, _list, _tuple, _dict = (
+        type, int, float, bool, str, list, tuple, dict)
+    _bool_, _ndarray, _contiguous = np.bool_, np.ndarray, np.ascontiguousarray
+    _b2a, _name = binascii.b2a_base64, type.__dict__["__name__"].__get__
+    _ints, _floats, _error = _NUMPY_INTEGERS, _NUMPY_FLOATS, AnswerError
+    max_depth, max_items = MAX_DEPTH, MAX_ITEMS
+
+    def canonical(value, _depth=0, _budget=None):
+        """``value`` as plain JSON-ready data, with exact types.
+
+        ``bool``, ``int``, ``float`` (NumPy scalars become these), ``str`` and ``None`` stay as
+        they are; tuples become lists; a ``dict`` with ``str`` keys becomes
+        ``{"__dict__": [[key, value], ...]}``; a NumPy array (exactly ``np.ndarray``, numeric or
+        boolean) becomes ``{"__ndarray__": [dtype, shape, base64 bytes]}``. Anything else (a
+        subclass included) raises :class:`AnswerError`.
+
+        Example:
+            >>> canonical((1, np.float32(0.5), "a"))
+            [1, 0.5, 'a']
+            >>> canonical(np.array([1, 2], dtype=np.int8))
+            {'__ndarray__': ['|i1', [2], 'AQI=']}
+            >>> class Always:
+            ...     def __eq__(self, other): return True
+            >>> canonical(Always())
+            Traceback (most recent call last):
+            ...
+            minigrad.testing.AnswerError: an answer of type Always cannot be graded (expected a number, a string, a list, a dict or a NumPy array)
+        """
+        budget = [max_items] if _budget is None else _budget
+        if _depth > max_depth:
+            raise _error(f"an answer nested deeper than {max_depth} levels cannot be graded")
+        kind = _type(value)
+        budget[0] -= 1
         if budget[0] < 0:
-            raise AnswerError(f"an answer with more than {MAX_ITEMS} items cannot be graded")
-        data = np.ascontiguousarray(value)
-        return {"__ndarray__": [data.dtype.str, list(data.shape),
-                                base64.b64encode(data.tobytes()).decode("ascii")]}
-    raise AnswerError(f"an answer of type {kind.__name__} cannot be graded (expected a number, "
-                      "a string, a list, a dict or a NumPy array)")
+            raise _error(f"an answer with more than {max_items} items cannot be graded")
+        if value is None or kind is _bool or kind is _str:
+            return value
+        if kind is _int:
+            return _int(value)
+        if kind is _float:
+            return _float(value)
+        if kind is _bool_:
+            return _bool(value)
+        # NumPy's own scalar types, by identity: a subclass (whatever ``__module__`` it
+        # claims) would have its own ``__int__``/``__float__`` run here
+        for scalar in _ints:
+            if kind is scalar:
+                return _int(value)
+        for scalar in _floats:
+            if kind is scalar:
+                return _float(value)
+        if kind is _list or kind is _tuple:
+            return [canonical(v, _depth + 1, budget) for v in value]
+        if kind is _dict:
+            items = []
+            for k, v in value.items():
+                if _type(k) is not _str:
+                    raise _error(f"a dict answer needs str keys, not {_name(_type(k))}")
+                items.append([k, canonical(v, _depth + 1, budget)])
+            return {"__dict__": items}
+        if kind is _ndarray:
+            if value.dtype.kind not in "biuf":
+                raise _error(f"an array of dtype {value.dtype.str} cannot be graded")
+            budget[0] -= value.size
+            if budget[0] < 0:
+                raise _error(f"an answer with more than {max_items} items cannot be graded")
+            data = _contiguous(value)
+            return {"__ndarray__": [data.dtype.str, _list(data.shape),
+                                    _b2a(data.tobytes(), newline=False).decode("ascii")]}
+        raise _error(f"an answer of type {_name(kind)} cannot be graded (expected a number, "
+                     "a string, a list, a dict or a NumPy array)")
+
+    return canonical
+
+
+canonical = _make_canonical()
 
 
 def _array(data):

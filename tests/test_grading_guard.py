@@ -257,3 +257,172 @@ def test_minigrad_and_the_grader_rebind_no_module_name_at_run_time():
     names = {id(vars(m)): name for name, m in mods.items()}
     found = runner.global_writers(set(names))
     assert not found, {names[k]: sorted(v) for k, v in found.items()}
+
+
+LIAR_HARNESS = r"""
+import json, sys
+import numpy as np
+from grading import runner as R
+from minigrad.testing import assert_answer, recording
+enter, leave, trust, answers = R.make_guard(R.trusted_codes(), {})
+cell = '''
+ran = []
+def expected_seen():
+    f = sys._getframe(2)  # refused to notebook code, but not inside the grader's hook
+    while f is not None and f.f_code.co_name != "record":
+        f = f.f_back
+    ran.append(True)
+    return f.f_locals["expected"]
+class LiarInt(np.int64):
+    __module__ = "numpy"
+    def __int__(self):
+        return int(expected_seen())
+class LiarFloat(np.float64):
+    __module__ = "numpy"
+    def __float__(self):
+        return float(expected_seen())
+'''
+ns = {"np": np, "sys": sys}
+exec(compile(cell, "<your cell 1>", "exec"), ns)
+enter()
+answers(start=True)
+with recording():  # the grader's mode: answers recorded, never asserted
+    assert_answer("int", ns["LiarInt"](0), 5)
+    assert_answer("float", ns["LiarFloat"](0.0), 2.5)
+got = answers()
+leave()
+print(json.dumps({"ran": len(ns["ran"]), "answers": got}))
+"""
+
+
+def test_an_answer_that_claims_to_be_numpy_runs_no_code_in_the_hook():
+    """A subclass of a NumPy scalar that says its ``__module__`` is "numpy" is no NumPy
+    scalar: ``canonical`` (run inside the grader's audit hook, where every event passes)
+    must never call its ``__int__``/``__float__``, which would read the test's expected
+    value off the stack (a3's q3 scored full marks from a constant this way)."""
+    import numpy as np
+
+    from minigrad.testing import AnswerError, canonical
+
+    class Liar(np.float64):
+        __module__ = "numpy"
+
+        def __float__(self):
+            raise AssertionError("canonical ran the answer's own __float__")
+
+    with pytest.raises(AnswerError):
+        canonical(Liar(1.0))
+    assert canonical(np.float16(0.5)) == 0.5 and canonical(np.uint8(3)) == 3
+    assert type(canonical(np.longdouble(2))) is float and type(canonical(np.intp(2))) is int
+    env = {"PYTHONPATH": f"{ROOT / 'assignments'}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", LIAR_HARNESS], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["ran"] == 0
+    assert [(a["key"], a["value"], "error" in a) for a in out["answers"]] == \
+        [("int", None, True), ("float", None, True)]
+
+
+STDLIB_HARNESS = r"""
+import base64, builtins, json, sys
+from grading import runner as R
+mods = [m for m in R.guarded_modules() if m is not builtins]
+names = {R._MODULE_DICT(m).get("__name__") for m in mods}
+R.guard_modules(mods)
+tags = R.NamespaceTags(*R.dict_tag_reader())
+tags.install([m for m in mods if type(m) is R.GuardedModule] + [builtins])
+refused = []
+enter, leave, trust, answers = R.make_guard(R.trusted_codes(), {}, tags=tags, refused_writes=refused)
+cell = '''
+def write(mod, name):
+    try:
+        setattr(mod, name, lambda *a, **k: None)
+        return ""
+    except RuntimeError as e:
+        return "refused"
+def momentary_builtin():
+    saved = builtins.len
+    builtins.len = lambda x: 0
+    builtins.len = saved
+'''
+ns = {"builtins": builtins}
+exec(compile(cell, "<your cell 1>", "exec"), ns)
+out = {"guarded": sorted(n for n in names if n in R.STDLIB_GUARDED)}
+enter()
+out["b64"] = ns["write"](base64, "b64encode")
+out["json"] = ns["write"](json, "_default_encoder")
+out["problems_before"] = tags.problems()
+ns["momentary_builtin"]()
+leave()
+out["problems"] = tags.problems()
+print(json.dumps(out))
+"""
+
+
+def test_the_standard_library_the_hook_calls_and_builtins_are_guarded():
+    """What the grader's own code calls while a notebook is graded (inside the audit hook,
+    where every event passes, or before its messages go out) cannot be replaced by notebook
+    code: base64's encoder (a3 scored 11/18 from no solution by replacing it: the hook ran
+    the notebook's function and its answers became the tests' expected values), json's
+    (which wiped "tampered" from the messages), os.path's; and a builtin replaced and put
+    back at once is seen (builtins' version tag)."""
+    if runner.dict_tag_reader()[0] is None:
+        pytest.skip("no dict version tag on this interpreter")
+    env = {"PYTHONPATH": f"{ROOT / 'assignments'}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", STDLIB_HARNESS], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert {"base64", "json", "os", "posixpath", "binascii"} <= set(out["guarded"]), out
+    assert out["b64"] == "refused" and out["json"] == "refused", out
+    assert out["problems_before"] == [], out
+    assert out["problems"] == ["builtins"], out
+
+
+def test_canonical_looks_nothing_up_when_it_runs(monkeypatch):
+    """`canonical` binds what it calls when minigrad.testing loads: base64's and binascii's
+    functions and the builtins, replaced afterwards, are never called."""
+    import base64
+    import binascii
+
+    import numpy as np
+
+    from minigrad.testing import canonical
+
+    def boom(*args, **kwargs):
+        raise AssertionError("canonical called a function looked up when it ran")
+
+    want = canonical([np.arange(3, dtype=np.int16), 2, 0.5, {"a": (True,)}])
+    monkeypatch.setattr(base64, "b64encode", boom)
+    monkeypatch.setattr(binascii, "b2a_base64", boom)
+    monkeypatch.setattr("builtins.list", boom)
+    try:
+        got = canonical([np.arange(3, dtype=np.int16), 2, 0.5, {"a": (True,)}])
+    finally:
+        monkeypatch.undo()  # before pytest itself needs list
+    assert got == want == [{"__ndarray__": ["<i2", [3], "AAABAAIA"]}, 2, 0.5,
+                           {"__dict__": [["a", [True]]]}]
+
+
+def test_the_channel_codec_runs_nothing_a_notebook_can_replace(monkeypatch):
+    """The runner's messages are written with json's C encoder bound when it starts: a
+    notebook that replaces ``JSONEncoder.encode`` (a class attribute: no audit event, no
+    tag) or ``json._default_encoder`` later cannot rewrite them (it wiped "tampered")."""
+    import json.encoder
+
+    dumps, loads = runner.json_codec()
+
+    def scrub(self, o):
+        raise AssertionError("the runner's codec ran JSONEncoder.encode")
+
+    monkeypatch.setattr(json.encoder.JSONEncoder, "encode", scrub)
+    monkeypatch.setattr(json, "_default_encoder", None)
+    monkeypatch.setattr(json, "_default_decoder", None)
+    msg = {"kind": "answers", "tampered": "x", "record": {"answers": [1, 0.5, None, True, "é"]}}
+    line = dumps(msg)
+    monkeypatch.undo()
+    assert line == json.dumps(msg)
+    assert loads(line.encode()) == msg and loads(line) == msg
+    with pytest.raises(ValueError):
+        loads(b'{"kind": "test"} {"kind": "x"}')

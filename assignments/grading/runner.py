@@ -70,6 +70,7 @@ class TimeLimit(BaseException):
 _PLAIN_TYPES = (int, float, str, bytes, bool, type(None))
 _CLASS_DICT = type.__dict__["__dict__"].__get__
 _MODULE_DICT = types.ModuleType.__dict__["__dict__"].__get__
+_CLASS_MRO = type.__dict__["__mro__"].__get__
 
 
 def _code_entries(key, value):
@@ -385,6 +386,16 @@ class Fingerprint:
         return sorted(k for k in self.state if self.state[k] != now.get(k))
 
 
+# The standard library's modules whose functions the grader's own code calls while a
+# notebook is graded, inside the audit hook (where every event passes) or between its
+# checks and its messages: ``os.path`` for the files a notebook opens, ``base64`` and
+# ``binascii`` for array answers, ``json`` for every message. A notebook that replaced one
+# of their functions (``base64.b64encode``, ``os.fsdecode``, ``json._default_encoder``)
+# would run its own code there: they are guarded like NumPy's.
+STDLIB_GUARDED = ("os", "posixpath", "genericpath", "stat", "base64", "binascii", "json",
+                  "json.encoder", "json.decoder", "json.scanner", "traceback", "types", "signal")
+
+
 def guarded_modules():
     """builtins, NumPy's, minigrad's and the grader's modules, and this one where it runs as
     ``__main__`` (a notebook's ``import __main__`` reaches it)."""
@@ -393,7 +404,7 @@ def guarded_modules():
         if mod is None:
             continue
         root = name.split(".")[0]
-        if root in ("numpy", "minigrad", "grading"):
+        if root in ("numpy", "minigrad", "grading") or name in STDLIB_GUARDED:
             mods.append(mod)
     main = sys.modules.get("__main__")
     if main is not None and _MODULE_DICT(main).get("__file__") == __file__ and main not in mods:
@@ -547,7 +558,7 @@ class Registries:
         elif kind is types.MethodType and type(entry.__func__) is types.FunctionType:
             code = entry.__func__.__code__
         else:
-            for klass in kind.__mro__:
+            for klass in _CLASS_MRO(kind):  # never a metaclass's __mro__ property (it would run)
                 call = _CLASS_DICT(klass).get("__call__")
                 if call is not None:
                     code = call.__code__ if type(call) is types.FunctionType else None
@@ -613,9 +624,14 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
     collect = [None, False]  # the answers of the test that runs; whether to check `expected`
 
     def record(args):
+        # No code of the notebook's may run here (every event passes while the hook runs):
+        # only exact types are read (``canonical`` too), never converted through a method.
         key, actual, expected, how, rtol, atol, msg = args
-        entry = {"key": str(key), "compare": how if how in ("equal", "close") else "equal",
-                 "rtol": float(rtol), "atol": float(atol), "msg": str(msg)[:2000]}
+        entry = {"key": key if type(key) is str else "?",
+                 "compare": how if type(how) is str and how in ("equal", "close") else "equal",
+                 "rtol": float(rtol) if type(rtol) in (int, float) else 0.0,
+                 "atol": float(atol) if type(atol) in (int, float) else 0.0,
+                 "msg": msg[:2000] if type(msg) is str else ""}
         try:
             entry["value"] = canonical(actual)
         except answer_error as e:
@@ -875,10 +891,47 @@ def grader_codes() -> dict:
     return out
 
 
+def json_codec():
+    """(dumps, loads) for the channel, made of json's C encoder and scanner bound now:
+    nothing they run is looked up when a message is written or read (``json.dumps`` looks
+    up ``json._default_encoder`` and ``JSONEncoder.encode``, a class attribute that notebook
+    code can replace with no audit event, and would run it after the grader's checks, on
+    the message that reports them). Python's own where ``_json`` is missing."""
+    from json import decoder, encoder, scanner
+
+    make_encoder, make_scanner = encoder.c_make_encoder, scanner.c_make_scanner
+    if make_encoder is None or make_scanner is None:
+        return json.dumps, json.loads
+
+    def default(o):
+        raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
+
+    encode = make_encoder(None, default, encoder.c_encode_basestring_ascii, None, ": ", ", ",
+                          False, False, True)
+    scan, join, decode = make_scanner(decoder.JSONDecoder()), "".join, bytes.decode
+    _type, _len, _rstrip = type, len, str.rstrip
+
+    def dumps(obj):
+        return join(encode(obj, 0))
+
+    def loads(line):
+        text = decode(line, "utf-8") if _type(line) is bytes else line
+        try:
+            obj, end = scan(text, 0)
+        except StopIteration:
+            raise ValueError("not a JSON document") from None
+        if end != _len(_rstrip(text)):
+            raise ValueError("extra data after a JSON document")
+        return obj
+
+    return dumps, loads
+
+
 def main() -> None:
     # Everything below is bound to local names now, before the notebook's code runs: a
     # notebook that replaces these module globals or builtins changes nothing here.
-    _write, _read, _dumps, _loads, _monotonic = os.write, os.read, json.dumps, json.loads, time.monotonic
+    _write, _read, _dumps, _loads, _monotonic = os.write, os.read, *json_codec(), time.monotonic
+    _memoryview, _max_bytes = memoryview, MAX_MESSAGE_BYTES
     _compile, _exec, _type, _len = compile, exec, type, len
     _fork, _waitpid, _kill, _exit, _sleep = os.fork, os.waitpid, os.kill, os._exit, time.sleep
     _setitimer, _format_exc = signal.setitimer, traceback.format_exception_only
@@ -906,10 +959,10 @@ def main() -> None:
             except BaseException:  # noqa: BLE001 - the notebook's streams are its business
                 pass
         data = (_dumps(msg) + "\n").encode()
-        if _len(data) > MAX_MESSAGE_BYTES:
+        if _len(data) > _max_bytes:
             data = (_dumps({"kind": msg.get("kind"), "test": msg.get("test"),
                             "error": "the answers are larger than the grader accepts"}) + "\n").encode()
-        view = memoryview(data)
+        view = _memoryview(data)
         while view:
             n = _write(channel, view)
             view = view[n:]
@@ -939,7 +992,9 @@ def main() -> None:
     live_problem = [""]  # an observer of the notebook's found live when an answer was recorded
     guarded = guard_modules(guarded_modules())
     tags = NamespaceTags(*dict_tag_reader())
-    tags.install([m for m in guarded_modules() if type(m) is GuardedModule],
+    # builtins too (never a GuardedModule: every write of a notebook's to it is tampering,
+    # even one put back at once: the grader's code looks its builtins up when it runs)
+    tags.install([m for m in guarded_modules() if type(m) is GuardedModule] + [builtins],
                  classes=grader_classes(guarded_modules()))
     tag_problems = tags.problems  # a closure: nothing the notebook can replace
     refused_writes: list = []  # what notebook code tried to change in a guarded module
