@@ -142,6 +142,9 @@ SURVIVOR_CHECKS = (DEMO, "a5_selective")
 GUARD_CHECKS = (DEMO, "a5_selective")
 
 
+FOUND_ATTACKS = sorted((ROOT / "tests" / "attacks_found").glob("*.ipynb"))
+
+
 @pytest.fixture(scope="module")
 def attacked(built, tmp_path_factory) -> dict[str, Path]:
     """Every assignment's attack class (scripts/assignments.py ATTACK_CLASS), graded; the
@@ -152,6 +155,9 @@ def attacked(built, tmp_path_factory) -> dict[str, Path]:
         grade_env("attack-class", name, folder, "--out", built)
         if name != DEMO:
             (folder / "hang.ipynb").unlink()
+        else:  # the routes a cold attack found on a3, kept caught (tests/attacks_found/)
+            for found in FOUND_ATTACKS:
+                shutil.copy(found, folder / f"found_{found.name}")
             (folder / "rawpatch_late.ipynb").unlink()  # the same check as after the cells
         if name not in GUARD_CHECKS:
             (folder / "rawpatch.ipynb").unlink()
@@ -196,6 +202,20 @@ def test_attacks_score_no_more_than_the_blank_notebook(name, attacked):
     for survivor in SURVIVORS if name in SURVIVOR_CHECKS else ():
         row = rows[f"{survivor}.ipynb"]
         assert float(row["points"]) == full, f"{name}: {survivor} after the answers cost points: {row}"
+
+
+def test_the_attacks_a_cold_attack_found_score_nothing(attacked):
+    """Each route tests/attacks_found/README.md lists (a lying NumPy scalar, a stdlib
+    function swapped under the grader, the runner's message scrubbed) scored up to 11 / 18
+    on a3 with no solution, undetected: now no more than the notebook as handed out."""
+    assert len(FOUND_ATTACKS) >= 4
+    rows = read_scores(attacked[DEMO])
+    blank = float(rows["blank.ipynb"]["points"])
+    for found in FOUND_ATTACKS:
+        row = rows[f"found_{found.name}"]
+        assert float(row["points"]) <= blank, f"{found.name} scored {row['points']}: {row}"
+    scrubbed = [rows[f"found_{f.name}"]["reason"] for f in FOUND_ATTACKS if "scrub" in f.name]
+    assert scrubbed and all(r.startswith("tampering detected") for r in scrubbed), scrubbed
 
 
 @pytest.mark.parametrize("name", NAMES)
