@@ -113,7 +113,8 @@ class Function:
     @classmethod
     def apply(cls, *args, **kwargs):
         """Run ``forward`` on the arrays; record a node if some input requires grad."""
-        needs = tuple(grad_mode._ENABLED[0] and isinstance(a, Tensor) and a.requires_grad
+        enabled = grad_mode._ENABLED[0]
+        needs = tuple(enabled and isinstance(a, Tensor) and a.requires_grad
                       for a in args)
         ctx = Context(cls, recording=any(needs))
         ctx.needs_input_grad = needs

@@ -11,6 +11,7 @@ student's code runs, and an object that claims to equal everything is no answer 
 from __future__ import annotations
 
 import base64
+import binascii
 import math
 import sys
 
@@ -58,8 +59,6 @@ def _make_canonical():
     # base64's or binascii's function, each of which a notebook could replace for a moment);
     # everything is bound here, at import, and a class's name is read through ``type``'s own
     # descriptor (a metaclass's ``__name__`` property would run).
-    import binascii
-
     _type, _int, _float, _bool, _str, _list, _tuple, _dict = (
         type, int, float, bool, str, list, tuple, dict)
     _bool_, _ndarray, _contiguous = np.bool_, np.ndarray, np.ascontiguousarray
