@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
@@ -88,23 +89,34 @@ def built(tmp_path_factory) -> Path:
     return out
 
 
-@pytest.fixture(scope="module")
-def demo(built, tmp_path_factory) -> Path:
-    """Assignment 3's demonstration class, graded (``make grade``'s command)."""
-    folder = tmp_path_factory.mktemp("class")
-    grade_env("demo-class", DEMO, folder, "--out", built)
-    victim = hashlib.sha256((folder / "victor.ipynb").read_bytes()).hexdigest()
-    grade_env("grade", DEMO, folder, "--out", built, "--timeout", TEST_TIMEOUT_S, "--jobs", 2)
-    assert hashlib.sha256((folder / "victor.ipynb").read_bytes()).hexdigest() == victim, \
-        "the victim's notebook changed while the class was graded"
-    return folder
+# Grade runs at once. Most of a run's time is waiting (tests stopped at their time limit,
+# a bomb's sleeping processes, sandboxes starting), so two runs of two submissions each
+# keep both cores busy; more would let a slow test of a correct notebook, under load,
+# reach the 5 s limit of the attack runs.
+GRADE_RUNS = 2
+
+
+def grade_runs(runs: list[tuple]) -> None:
+    """``grade_env(*args)`` for each of ``runs``, GRADE_RUNS at a time, in the order given
+    (the longest first, so that the last ones to finish are short)."""
+    with ThreadPoolExecutor(GRADE_RUNS) as pool:
+        for done in [pool.submit(grade_env, *args) for args in runs]:
+            done.result()
 
 
 @pytest.fixture(scope="module")
-def graded_all(built, tmp_path_factory) -> dict[str, Path]:
-    """For every other assignment: the solution, the notebook as handed out, a subtly wrong
-    answer (where the demonstration class has one) and a tampering submission, graded."""
-    folders = {}
+def gradings(built, tmp_path_factory) -> dict:
+    """Every class this file grades, graded in one pool of runs: assignment 3's
+    demonstration class; for every other assignment, its solution, the notebook as handed
+    out, a subtly wrong answer (where the demonstration class has one) and a tampering
+    submission; every assignment's attack class (scripts/assignments.py ATTACK_CLASS);
+    and the library shortcuts of `SHORTCUTS`."""
+    runs = []
+    demo = tmp_path_factory.mktemp("class")
+    grade_env("demo-class", DEMO, demo, "--out", built)
+    victim = hashlib.sha256((demo / "victor.ipynb").read_bytes()).hexdigest()
+    runs.append(("grade", DEMO, demo, "--out", built, "--timeout", TEST_TIMEOUT_S, "--jobs", 2))
+    graded_all = {}
     for name in NAMES:
         if name == DEMO:
             continue
@@ -115,11 +127,33 @@ def graded_all(built, tmp_path_factory) -> dict[str, Path]:
                               ("ivan.ipynb", "subtle.ipynb"), ("mallory.ipynb", "tampering.ipynb")]:
             if (demo_folder / kept).exists():
                 shutil.copy(demo_folder / kept, folder / as_name)
-        folders[name] = folder
-    # one grade run per assignment, two submissions at a time
-    for name, folder in folders.items():
-        grade_env("grade", name, folder, "--out", built, "--timeout", 60, "--jobs", 2)
-    return folders
+        graded_all[name] = folder
+        runs.append(("grade", name, folder, "--out", built, "--timeout", 60, "--jobs", 2))
+    attacked = {name: attack_class(name, built, tmp_path_factory) for name in NAMES}
+    runs += [("grade", name, folder, "--out", built, "--timeout", TEST_TIMEOUT_S, "--jobs", 2)
+             for name, folder in attacked.items()]
+    shortcuts = {kind: shortcut_folder(kind, built, tmp_path_factory) for kind in SHORTCUTS}
+    runs += [("grade", SHORTCUTS[kind][0], folder, "--out", built, "--timeout", 30)
+             for kind, folder in shortcuts.items()]
+    # the slowest first: torch's assignment, then the hanging notebook's
+    runs.sort(key=lambda args: (args[1] != "a5_selective", args[2] != attacked[DEMO]))
+    grade_runs(runs)
+    assert hashlib.sha256((demo / "victor.ipynb").read_bytes()).hexdigest() == victim, \
+        "the victim's notebook changed while the class was graded"
+    return {"demo": demo, "graded_all": graded_all, "attacked": attacked, "shortcuts": shortcuts}
+
+
+@pytest.fixture(scope="module")
+def demo(gradings) -> Path:
+    """Assignment 3's demonstration class, graded (``make grade``'s command)."""
+    return gradings["demo"]
+
+
+@pytest.fixture(scope="module")
+def graded_all(gradings) -> dict[str, Path]:
+    """For every other assignment: the solution, the notebook as handed out, a subtly wrong
+    answer (where the demonstration class has one) and a tampering submission, graded."""
+    return gradings["graded_all"]
 
 
 def graded(name, demo, graded_all) -> tuple[Path, dict[str, str]]:
@@ -145,28 +179,29 @@ GUARD_CHECKS = (DEMO, "a5_selective")
 FOUND_ATTACKS = sorted((ROOT / "tests" / "attacks_found").glob("*.ipynb"))
 
 
+def attack_class(name: str, built: Path, tmp_path_factory) -> Path:
+    """The assignment's attack class (scripts/assignments.py ATTACK_CLASS), ready to grade;
+    the hanging notebook for the demonstration assignment only (it costs its time limits)."""
+    folder = tmp_path_factory.mktemp(f"{name}-attacks")
+    grade_env("attack-class", name, folder, "--out", built)
+    if name != DEMO:
+        (folder / "hang.ipynb").unlink()
+    else:  # the routes a cold attack found on a3, kept caught (tests/attacks_found/)
+        for found in FOUND_ATTACKS:
+            shutil.copy(found, folder / f"found_{found.name}")
+        (folder / "rawpatch_late.ipynb").unlink()  # the same check as after the cells
+    if name not in GUARD_CHECKS:
+        (folder / "rawpatch.ipynb").unlink()
+    if name not in SURVIVOR_CHECKS:
+        for survivor in SURVIVORS:  # the runner's restart, the same for every assignment
+            (folder / f"{survivor}.ipynb").unlink()
+    return folder
+
+
 @pytest.fixture(scope="module")
-def attacked(built, tmp_path_factory) -> dict[str, Path]:
-    """Every assignment's attack class (scripts/assignments.py ATTACK_CLASS), graded; the
-    hanging notebook for the demonstration assignment only (it costs its time limits)."""
-    folders = {}
-    for name in NAMES:
-        folder = tmp_path_factory.mktemp(f"{name}-attacks")
-        grade_env("attack-class", name, folder, "--out", built)
-        if name != DEMO:
-            (folder / "hang.ipynb").unlink()
-        else:  # the routes a cold attack found on a3, kept caught (tests/attacks_found/)
-            for found in FOUND_ATTACKS:
-                shutil.copy(found, folder / f"found_{found.name}")
-            (folder / "rawpatch_late.ipynb").unlink()  # the same check as after the cells
-        if name not in GUARD_CHECKS:
-            (folder / "rawpatch.ipynb").unlink()
-        if name not in SURVIVOR_CHECKS:
-            for survivor in SURVIVORS:  # the runner's restart, the same for every assignment
-                (folder / f"{survivor}.ipynb").unlink()
-        grade_env("grade", name, folder, "--out", built, "--timeout", TEST_TIMEOUT_S, "--jobs", 2)
-        folders[name] = folder
-    return folders
+def attacked(gradings) -> dict[str, Path]:
+    """Every assignment's attack class, graded."""
+    return gradings["attacked"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -416,18 +451,23 @@ LIBRARY = _kept[0]
 }
 
 
-def test_library_shortcuts_are_refused(built, tmp_path):
+def shortcut_folder(kind: str, built: Path, tmp_path_factory) -> Path:
+    """The assignment's solution with one graded name replaced by a library shortcut."""
+    import nbformat as nbf
+
+    name, fn, source, _ = SHORTCUTS[kind]
+    folder = tmp_path_factory.mktemp(f"shortcut-{kind}")
+    solution = nbf.read(built / name / "autograder" / f"{name}.ipynb", as_version=4)
+    nbf.write(script._replace_definition(solution, fn, source), folder / "shortcut.ipynb")
+    return folder
+
+
+def test_library_shortcuts_are_refused(gradings):
     """A Checkpoint that subclasses the library's, runs a copy of its source, or calls it
     through a reference kept before the test; a DP that calls minigrad.plan: the hidden
     tests of that question give nothing, the other questions lose nothing."""
-    import nbformat as nbf
-
-    for kind, (name, fn, source, question) in SHORTCUTS.items():
-        folder = tmp_path / kind
-        folder.mkdir()
-        solution = nbf.read(built / name / "autograder" / f"{name}.ipynb", as_version=4)
-        nbf.write(script._replace_definition(solution, fn, source), folder / "shortcut.ipynb")
-        grade_env("grade", name, folder, "--out", built, "--timeout", 30)
+    for kind, folder in gradings["shortcuts"].items():
+        question = SHORTCUTS[kind][3]
         tests = results(folder, "shortcut.ipynb")
         hidden = [t for t in tests if t["question"] == question and t["hidden"]]
         assert hidden and not any(t["passed"] for t in hidden), \
