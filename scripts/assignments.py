@@ -528,9 +528,11 @@ def _read_submission(path: Path, name: str):
 
 
 def grade_one(path: Path, name: str, built: Path, timeout_s: float, submissions: Path,
-              reference: dict) -> dict:
+              reference) -> dict:
     """Grade one submission (one sandbox; each test in a process forked in it) against the
-    reference's answers; returns its row of scores.csv and writes its feedback and results."""
+    reference's answers (a dict, or a future of one: the reference may still be running
+    while the submission runs); returns its row of scores.csv and writes its feedback and
+    results."""
     payload = json.loads((built / "autograder" / "grader" / "payload.json").read_text())
     lib = built / "autograder" / "grader" / "lib"
     row = {"submission": path.name, "points": 0, "max_points": driver._max(payload), "reason": ""}
@@ -543,8 +545,11 @@ def grade_one(path: Path, name: str, built: Path, timeout_s: float, submissions:
     with sandbox_user() as uid:
         run = driver.run_notebook(lambda: sandbox_command(lib, uid), cells, payload["given"],
                                   driver.plan_tests(payload), timeout_s, preexec=sandbox_limits(uid))
+    seconds = round(time.monotonic() - start, 1)  # the submission's own time
+    if not isinstance(reference, dict):
+        reference = reference.result()
     graded = driver.judge_run(payload, run, reference)
-    graded["seconds"] = round(time.monotonic() - start, 1)
+    graded["seconds"] = seconds
     graded["starts"] = run["starts"]
     (submissions / "results" / f"{path.name}.json").write_text(
         json.dumps(dict(driver.gradescope_results(graded), detail=graded), indent=1))
@@ -567,7 +572,7 @@ def reference_answers(name: str, built: Path, timeout_s: float) -> dict:
 
 
 def _grade_and_report(path: Path, name: str, built: Path, timeout_s: float, submissions: Path,
-                      reference: dict) -> dict:
+                      reference) -> dict:
     start = time.monotonic()
     try:
         row = grade_one(path, name, built, timeout_s, submissions, reference)
@@ -600,10 +605,13 @@ def grade(name: str, submissions: Path, timeout_s: float, out: Path, jobs: int =
     # Hidden files (.DS_Store, editors' backups) are nobody's submission.
     files = sorted(p for p in submissions.iterdir()
                    if p.is_file() and p.name != "scores.csv" and not p.name.startswith("."))
-    reference = reference_answers(name, built, timeout_s)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
+        # the reference's run takes the first place in the pool; each submission runs
+        # meanwhile and waits for the reference's answers only to be judged
+        reference = pool.submit(reference_answers, name, built, timeout_s)
         rows = list(pool.map(lambda p: _grade_and_report(p, name, built, timeout_s, submissions, reference),
                              files))
+        reference.result()  # an error of the reference's run stops the grading here
     scores = submissions / "scores.csv"
     with open(scores, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=SCORES_COLUMNS)
