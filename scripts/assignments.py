@@ -39,6 +39,7 @@ grading environment see the book's through a ``.pth`` file.
 from __future__ import annotations
 
 import argparse
+import compileall
 import csv
 import json
 import os
@@ -221,6 +222,8 @@ def write_grader(name: str, built: Path, seed: int) -> Path:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(ROOT / "minigrad", lib / "minigrad", ignore=ignore)
     shutil.copytree(GRADING, lib / "grading", ignore=ignore)
+    # compiled once here: the sandbox may not write, so each runner would compile them again
+    compileall.compile_dir(lib, quiet=1)
     return grader
 
 
