@@ -90,3 +90,37 @@ import time
 time.sleep(600)""", per_test_s=1.0)
     assert "ended before it answered" in got["records"]["q1/test_a"]["error"]
     assert time.monotonic() - start < 30
+
+
+def test_each_test_is_timed_from_its_command_to_its_answers():
+    got = run("""sys.stdin.readline()
+print(json.dumps({"kind": "loaded", "cell_errors": []}), flush=True)
+sys.stdin.readline()
+import time
+time.sleep(0.3)
+print(json.dumps({"kind": "answers", "test": "test_a", "record": {"answers": [], "error": None},
+                  "tampered": ""}), flush=True)
+print(json.dumps({"kind": "ended", "test": "test_a", "status": 0}), flush=True)
+sys.stdin.readline()""")
+    assert 0.3 <= got["seconds"]["q1/test_a"] < 5, got["seconds"]
+
+
+def test_the_reference_gets_a_generous_limit_and_names_its_slow_tests(monkeypatch, capsys):
+    """The expected answers must not depend on the machine's load: the reference runs each
+    test with at least REFERENCE_MIN_LIMIT_S; a test over the students' limit is named."""
+    seen = {}
+
+    def fake_run(command, cells, given, plan, per_test_s, **kwargs):
+        seen["limit"] = per_test_s
+        return {"records": {"q1/test_a": {"answers": [], "error": None}}, "cell_errors": [],
+                "tampered": "", "log": b"", "starts": 1, "seconds": {"q1/test_a": 7.5}}
+
+    monkeypatch.setattr(driver, "run_notebook", fake_run)
+    monkeypatch.setattr(driver, "plan_tests", lambda payload: PLAN)
+    monkeypatch.setattr(driver.probes, "reference_problems", lambda records: [])
+    records = driver.reference_records({"reference": [], "given": []}, None, 5.0)
+    assert records == {"q1/test_a": {"answers": [], "error": None}}
+    assert seen["limit"] == driver.REFERENCE_MIN_LIMIT_S >= 60
+    assert "q1/test_a 7.5 s" in capsys.readouterr().err
+    driver.reference_records({"reference": [], "given": []}, None, 10.0)
+    assert capsys.readouterr().err == ""

@@ -15,6 +15,7 @@ import re
 import selectors
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -145,7 +146,7 @@ def run_notebook(command, cells, given, plan, per_test_s: float, env=None, preex
     """Run ``cells`` once in a runner (``command()``: its argv, inside a sandbox or not) and
     each test of ``plan`` in a process forked from it; returns
     ``{"records": {test id: record}, "cell_errors": [...], "tampered": text, "log": bytes,
-    "starts": n}``. A record is ``{"answers", "error"}``: the answers as data, or why none.
+    "starts": n, "seconds": {test id: seconds from its command to its answers}}``. A record is ``{"answers", "error"}``: the answers as data, or why none.
 
     A cell that ends or stalls the runner is skipped at the next start (the cells before it
     count); a test that hangs or ends its process costs that test only (the runner kills
@@ -155,7 +156,7 @@ def run_notebook(command, cells, given, plan, per_test_s: float, env=None, preex
     why the runner is over a quota (disk written where no file system bounds it); then the
     runner is stopped, ``watch.clean()`` removes what it wrote, and the cell or test that
     ran is skipped or failed with that reason."""
-    records, skip, log = {}, [], bytearray()
+    records, skip, log, seconds = {}, [], bytearray(), {}
     cell_errors, tampered, starts = [], "", 0
     todo = list(plan)
     while True:
@@ -193,6 +194,7 @@ def run_notebook(command, cells, given, plan, per_test_s: float, env=None, preex
                         and current_test is not None and msg.get("test") == current_test["test"]:
                     tid = current_test["id"]
                     if kind == "answers":
+                        seconds[tid] = round(time.monotonic() - sent, 2)
                         if msg.get("tampered"):
                             raise Tampering(str(msg["tampered"])[:500])
                         rec = msg.get("record")
@@ -219,6 +221,7 @@ def run_notebook(command, cells, given, plan, per_test_s: float, env=None, preex
                                      "fixture_names", "seed", "index")}
                     proc.stdin.write((json.dumps(dict(command_line, limit=per_test_s)) + "\n").encode())
                     proc.stdin.flush()
+                    sent = time.monotonic()
                     deadline = time.monotonic() + per_test_s + 2 * RESTART_SLACK_S
         except Tampering as e:
             tampered = str(e) or "tampering detected"
@@ -251,7 +254,7 @@ def run_notebook(command, cells, given, plan, per_test_s: float, env=None, preex
                                                                            "the test ended before it answered"})
             todo.remove(current_test)
     return {"records": records, "cell_errors": cell_errors, "tampered": tampered,
-            "log": bytes(log), "starts": starts}
+            "log": bytes(log), "starts": starts, "seconds": seconds}
 
 
 RECORD_MAX_BYTES = 4 << 20   # one test's answers as they came
@@ -296,14 +299,28 @@ def _kill(proc) -> None:
     proc.wait()
 
 
+# The reference's own time limit per test: at least this, whatever the students' limit,
+# so that the expected answers do not depend on how busy the machine is while it runs.
+REFERENCE_MIN_LIMIT_S = 60.0
+
+
 def reference_records(payload, command, per_test_s: float, env=None, preexec=None) -> dict:
     """The reference solution run as a notebook in a runner of its own: its records, which
-    must all pass their own checks (the grader's expected answers)."""
-    run = run_notebook(command, payload["reference"], payload["given"], plan_tests(payload), per_test_s,
+    must all pass their own checks (the grader's expected answers). Each test may take up
+    to ``max(per_test_s, REFERENCE_MIN_LIMIT_S)``; one that took longer than the students'
+    ``per_test_s`` is named on stderr (a correct answer may run out of time there)."""
+    limit = max(per_test_s, REFERENCE_MIN_LIMIT_S)
+    run = run_notebook(command, payload["reference"], payload["given"], plan_tests(payload), limit,
                        env=env, preexec=preexec, reference=True)
     bad = run["tampered"] or "; ".join(probes.reference_problems(run["records"]))[:2000]
     if bad or run["cell_errors"]:
         raise RuntimeError(f"the reference solution fails its own tests: {bad or run['cell_errors']}")
+    slow = {tid: s for tid, s in run["seconds"].items() if s > per_test_s}
+    if slow:
+        named = ", ".join(f"{tid} {s:g} s" for tid, s in sorted(slow.items()))
+        print(f"grader: the reference took longer than the time limit of {per_test_s:g} s on "
+              f"{named}: a correct submission may run out of time there (a busy machine, or "
+              f"a limit to raise)", file=sys.stderr, flush=True)
     return run["records"]
 
 
