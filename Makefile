@@ -39,24 +39,21 @@ book: $(STAMP)
 
 # The whole suite, in phases (each prints its time; the list is repeated at the end):
 #  1. unit, property and notebook-structure tests;
-#  2. strict nbval on every notebook (figures included), natively;
-#  3. the same against the same stored outputs on a simulated different CPU
+#  2. strict nbval on every notebook (figures included), natively, against outputs that
+#     scripts/execute_notebooks.py stored on a simulated different CPU
 #     (scripts/simulated_cpu.py): printed numbers must hold on every CPU;
-#  4. the HTML book, rendered from the stored outputs that 2 and 3 just proved;
-#  5. the built book in headless Chromium, the Colab-style run, build mechanics.
+#  3. the HTML book, rendered from the stored outputs that 2 just proved;
+#  4. the built book in headless Chromium, the Colab-style run, build mechanics.
 # Chromium is checked first (installed with apt-get when root, else one clear line).
 test: $(STAMP) chromium
 	@mkdir -p _build && rm -f _build/test-phases.txt
 	$(PHASE) "1 unit and notebook-structure tests" -- \
 		$(BIN)/python -m pytest -n $(TEST_JOBS) -q -m "not book" tests
-	$(PHASE) "2 notebooks, this CPU (strict nbval)" -- \
+	$(PHASE) "2 notebooks, this CPU against the simulated CPU's outputs (strict nbval)" -- \
 		$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile -q --durations=5 $(NBVAL) $(NB_ORDER)
-	$(PHASE) "3 notebooks, simulated CPU (strict nbval)" -- \
-		$(BIN)/python scripts/simulated_cpu.py \
-		$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile -q --durations=5 $(NBVAL) $(NB_ORDER)
-	$(PHASE) "4 book from the checked outputs" -- \
+	$(PHASE) "3 book from the checked outputs" -- \
 		$(BIN)/python scripts/build_book.py --stored-outputs
-	$(PHASE) "5 built book, Colab run, build checks" -- \
+	$(PHASE) "4 built book, Colab run, build checks" -- \
 		$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile -q -m book tests
 	@cat _build/test-phases.txt
 	@! grep -q FAILED _build/test-phases.txt && echo "make test: every phase passed"

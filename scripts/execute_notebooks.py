@@ -5,7 +5,10 @@ Usage: python scripts/execute_notebooks.py notebooks/ch01_*.ipynb [...]
 Each notebook runs in a fresh kernel with its own folder as working directory
 (as nbval and the book build do), and draws its figures under the settings nbval
 compares them with (tests/nbval_figures.py: the inline backend, matplotlib's
-defaults and bundled fonts). Cells that print library source for Colab are then
+defaults and bundled fonts). The kernel runs on the simulated different CPU of
+scripts/simulated_cpu.py (generic x86-64 kernels, one thread), so the outputs it
+stores are another CPU's than the one `make test` then checks them on natively:
+a printed number that holds on one CPU only fails there. Cells that print library source for Colab are then
 cleared (scripts/fold_listings.py), so no listing is stored as an output. Prints the wall time of each notebook: the book
 promises under 60 s per notebook on a 2-core CPU.
 """
@@ -24,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fold_listings import clear_listing_outputs  # noqa: E402
 from nbval_figures import figure_environment  # noqa: E402
+from simulated_cpu import settings as simulated_cpu_settings  # noqa: E402
 
 BUDGET_S = 60.0
 
@@ -49,6 +53,7 @@ def main(paths: list[str]) -> int:
     slow = []
     with tempfile.TemporaryDirectory(prefix="execute-mpl-") as config_dir:
         os.environ.update(figure_environment(config_dir))
+        os.environ.update(simulated_cpu_settings())  # the kernels inherit them
         for name in paths:
             elapsed = execute(Path(name))
             flag = "" if elapsed <= BUDGET_S else f"  (over the {BUDGET_S:.0f} s budget)"

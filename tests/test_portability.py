@@ -1,7 +1,8 @@
 """Static checks of the portability convention (CONTRIBUTING.md, "Numbers and outputs:
 they must hold on every CPU") on every notebook in notebooks/, chapters added later
-included. The dynamic check is `make test` itself: strict nbval natively and under a
-simulated different CPU (scripts/simulated_cpu.py), against the same stored outputs."""
+included. The dynamic check is `make test` itself: strict nbval natively against outputs
+stored under a simulated different CPU (scripts/execute_notebooks.py runs the kernel under
+scripts/simulated_cpu.py)."""
 from __future__ import annotations
 
 import ast
