@@ -426,3 +426,30 @@ def test_the_channel_codec_runs_nothing_a_notebook_can_replace(monkeypatch):
     assert loads(line.encode()) == msg and loads(line) == msg
     with pytest.raises(ValueError):
         loads(b'{"kind": "test"} {"kind": "x"}')
+
+
+def test_the_gradescope_runner_has_the_memory_limit_of_make_grade():
+    """gradescope.py's runner (as ``nobody``, where this runs as root) gets the address-space
+    limit ``make grade``'s sandbox sets: a notebook that allocates past it gets MemoryError."""
+    import os
+    import shutil
+    import tempfile
+
+    from grading import gradescope
+
+    script = ("import resource\n"
+              "print(resource.getrlimit(resource.RLIMIT_AS)[0])\n"
+              "try:\n    bytearray(17 << 30)\n    print('allocated')\n"
+              "except MemoryError:\n    print('MemoryError')\n")
+    python = shutil.which("python3", path="/usr/bin") if os.getuid() == 0 else sys.executable
+    if python is None:
+        pytest.skip("no /usr/bin/python3 that nobody can run")
+    with tempfile.TemporaryDirectory(dir="/tmp") as home:  # a folder nobody can enter
+        os.chmod(home, 0o777)
+        preexec = gradescope._as_nobody(home) if os.getuid() == 0 else gradescope.set_limits
+        proc = subprocess.run([python, "-I", "-c", script], capture_output=True, text=True,
+                              timeout=60, preexec_fn=preexec, cwd="/")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    limit, outcome = proc.stdout.split()
+    assert int(limit) == gradescope.MEMORY_LIMIT_BYTES == 16 << 30
+    assert outcome == "MemoryError"
