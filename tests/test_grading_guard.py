@@ -453,3 +453,75 @@ def test_the_gradescope_runner_has_the_memory_limit_of_make_grade():
     limit, outcome = proc.stdout.split()
     assert int(limit) == gradescope.MEMORY_LIMIT_BYTES == 16 << 30
     assert outcome == "MemoryError"
+
+
+CLASS_HARNESS = r"""
+import json, sys
+import numpy as np
+import minigrad, minigrad.plan, minigrad.testing
+from minigrad import Function, Tensor, memory, nn, no_grad, enable_grad
+import minigrad.ops as F
+from grading import runner as R
+mods = [m for n, m in sorted(sys.modules.items()) if m is not None and n.split(".")[0] == "minigrad"]
+classes = R.library_classes(mods)
+R.prepare_classes(classes)
+tags = R.NamespaceTags(*R.dict_tag_reader())
+tags.install([], classes=classes)
+out = {"classes": len(classes), "has": sorted(c.__qualname__ for c in classes
+                                              if c.__qualname__ in ("Tensor", "Tracker", "_Ledger", "Function"))}
+# what a correct solution and the tests do: subclass, track, checkpoint, annotations read
+class Checkpoint(Function):
+    @staticmethod
+    def forward(ctx, x, fn):
+        with no_grad():
+            out = fn(Tensor(x)).data
+        ctx.save_for_backward(x)
+        ctx.run = fn
+        return out
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        xr = Tensor(x, requires_grad=True)
+        with enable_grad():
+            y = ctx.run(xr)
+        y.backward(grad)
+        return xr.grad, None
+layers = [nn.Sequential(nn.Linear(8, 8), nn.Tanh()) for _ in range(3)]
+x = Tensor(minigrad.random.randn(4, 8), requires_grad=True)
+def run(h):
+    for layer in layers:
+        h = layer(h)
+    return h
+with memory.track() as m:
+    F.sum(Checkpoint.apply(x, run) * 2).backward()
+import typing, inspect
+for c in classes:
+    inspect.get_annotations(c)
+    repr(c), c.__doc__
+out["legit"] = tags.problems()
+# a notebook's patch, put back at once (no audit event in CPython 3.11 to 3.13)
+for klass, name in ((Tensor, "__mul__"), (memory.Tracker, "_observe"), (memory._Ledger, "_entry")):
+    original = klass.__dict__[name]
+    setattr(klass, name, lambda *a: None)
+    setattr(klass, name, original)
+out["patched"] = sorted(tags.problems())
+print(json.dumps(out))
+"""
+
+
+def test_a_class_of_minigrad_patched_and_put_back_is_seen():
+    """Every class of minigrad is watched by its ``__dict__``'s version tag: a class
+    attribute set and put back at once (``Tensor.__mul__``, ``Tracker._observe``,
+    ``_Ledger._entry``) is seen for good, while what a correct solution and the tests do
+    (subclass ``Function``, track, checkpoint, read annotations) writes no class of it."""
+    if runner.dict_tag_reader()[0] is None:
+        pytest.skip("no dict version tag on this interpreter")
+    env = {"PYTHONPATH": f"{ROOT / 'assignments'}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", CLASS_HARNESS], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["has"] == ["Function", "Tensor", "Tracker", "_Ledger"], out
+    assert out["legit"] == [], out
+    assert out["patched"] == ["minigrad.memory.Tracker", "minigrad.memory._Ledger",
+                              "minigrad.tensor.Tensor"], out

@@ -346,6 +346,47 @@ def grader_classes(modules) -> list:
     return out
 
 
+def library_classes(modules) -> list:
+    """Every class minigrad defines (its modules' own, nested classes too): nothing writes
+    them after import (minigrad.ops binds Tensor's operators at import), so a class
+    attribute set while a notebook is graded (``Tensor.__mul__``, ``_Ledger._entry``,
+    ``Tracker._observe``), even put back before the test ends, moves the version tag of the
+    class's ``__dict__`` for good: CPython 3.11 to 3.13 raise no audit event for it. What
+    CPython itself writes there at run time (``__annotations__``, made when first read) is
+    made now (`prepare_classes`)."""
+    out, seen = [], set()
+
+    def visit(klass, prefix):
+        if id(klass) in seen:
+            return
+        seen.add(id(klass))
+        out.append(klass)
+        for value in list(_CLASS_DICT(klass).values()):
+            if issubclass(type(value), type) and \
+                    str(_CLASS_DICT(value).get("__module__", "")).startswith(prefix):
+                visit(value, prefix)
+
+    for mod in modules:
+        namespace = _MODULE_DICT(mod)
+        name = str(namespace.get("__name__", ""))
+        if name.split(".")[0] != "minigrad":
+            continue
+        for value in list(namespace.values()):
+            if issubclass(type(value), type) and _CLASS_DICT(value).get("__module__") == name:
+                visit(value, "minigrad")
+    return out
+
+
+def prepare_classes(classes) -> None:
+    """Make now what CPython adds to a class's ``__dict__`` when first asked for it
+    (``__annotations__``, 3.10 and later), so that only a write of someone's moves its tag."""
+    for klass in classes:
+        try:
+            getattr(klass, "__annotations__", None)
+        except Exception:  # noqa: BLE001 - a class that has none to give
+            pass
+
+
 class Fingerprint:
     """Identity of every function, class and method of some modules, to the code object.
 
@@ -591,8 +632,12 @@ class Registries:
 _OBJECT_DICT = lambda obj: object.__getattribute__(obj, "__dict__")  # noqa: E731 - never a property
 
 
+TRACKER_FIELDS = frozenset(("start", "peak", "end", "timeline", "counts", "flops", "flops_by_op",
+                            "_record"))
+
+
 def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = frozenset(), tags=None,
-               refused_writes=None):
+               refused_writes=None, checks=None):
     """Install the audit hook; returns (enter, leave, trust, answers): the notebook phase
     begins and ends, ``trust(code, secret=False)`` adds code the grader compiled (tests,
     handout, fixtures; ``secret``: the tests and the fixtures, whose code objects the
@@ -607,8 +652,15 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
     It also answers `GuardedModule`'s events: a write to a guarded module is checked
     (``module_write``) and made here, between ``tags.before`` and ``tags.after`` (so that
     it is the one write the namespace's expected version tag takes in); a refused one is
-    added to ``refused_writes`` (a list of the caller's)."""
-    state = [False, False]  # in the notebook phase; inside the hook
+    added to ``refused_writes`` (a list of the caller's).
+
+    While a test runs it keeps, out of the notebook's reach, its own copy of every ledger
+    tracker the test makes (``minigrad.memory.TRACKER_EVENT``, raised by the tracker's own
+    methods: the start, each change of the live bytes, each op): ``checks`` (a list of the
+    caller's) gets a function that says which tracker's ``start``, ``peak``, ``counts`` or
+    ``flops`` differ from that copy (a notebook that edited the tracker the test reads,
+    or gave it an attribute of its own), "" when none does."""
+    state = [False, False, False]  # in the notebook phase; inside the hook; reading its raiser
     refused_writes = [] if refused_writes is None else refused_writes
     write_codes = frozenset(id(_CLASS_DICT(GuardedModule)[k].__code__) for k in ("__setattr__", "__delattr__"))
     builtin_names = frozenset(vars(builtins))
@@ -622,6 +674,94 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
     answer_event, canonical, compare = minigrad.testing.ANSWER_EVENT, minigrad.testing.canonical, minigrad.testing.compare
     answer_error, reference_value = minigrad.testing.AnswerError, minigrad.testing.REFERENCE
     collect = [None, False]  # the answers of the test that runs; whether to check `expected`
+    from minigrad import memory as _memory
+
+    class_write_event, class_write_code = kit.CLASS_WRITE_EVENT, id(kit._set_class_attr.__code__)
+    class_write_caller = id(kit.library_refused.__wrapped__.__code__)
+    tracker_event, tracker_type, counter_type = _memory.TRACKER_EVENT, _memory.Tracker, _memory.Counter
+    tracker_codes = {id(_CLASS_DICT(tracker_type)[k].__code__): kind for k, kind in
+                     (("__init__", "start"), ("_observe", "observe"), ("_event", "event"))}
+    phases, tracker_fields = tuple(_memory.PHASES), TRACKER_FIELDS
+    shadows: dict = {}  # id(tracker) -> [tracker, start, peak, counts, flops]: this test's
+    forged: list = []
+    _int, _str, _dict = int, str, dict
+
+    def plain_bytes(d):
+        """A copy of a dict of str -> int, read without running code; None if it is not one."""
+        if type(d) is not _dict:
+            return None
+        out = {}
+        for k, v in _dict.items(d):
+            if type(k) is not _str or type(v) is not _int:
+                return None
+            out[k] = v
+        return out
+
+    def shadow(args):
+        if len(args) < 2 or type(args[1]) is not tracker_type:
+            return
+        kind, tracker = args[0], args[1]
+        if tracker_codes.get(id(getframe(2).f_code)) != kind:  # the caller of sys.audit
+            if len(forged) < 1:
+                forged.append("a tracker event that no tracker method raised")
+            return
+        if kind == "start" and len(args) == 3:
+            start = plain_bytes(args[2])
+            if start is not None and collect[0] is not None:
+                shadows[id(tracker)] = [tracker, start, _dict(start), {p: {} for p in phases},
+                                        _dict.fromkeys(phases, 0)]
+            return
+        entry = shadows.get(id(tracker))
+        if entry is None or entry[0] is not tracker:
+            return
+        if kind == "observe" and len(args) == 3:
+            live, peak = plain_bytes(args[2]), entry[2]
+            if live is None:
+                entry[2] = None
+                return
+            if peak is None:
+                return
+            total = 0
+            for c, v in live.items():
+                total += v
+                if v > peak.get(c, v):
+                    peak[c] = v
+            if total > peak.get("total", total):
+                peak["total"] = total
+        elif kind == "event" and len(args) == 5:
+            phase, op, flops = args[2], args[3], args[4]
+            if type(phase) is not _str or type(op) is not _str or type(flops) is not _int \
+                    or phase not in entry[3]:
+                entry[3] = None
+                return
+            if entry[3] is None:
+                return
+            entry[3][phase][op] = entry[3][phase].get(op, 0) + 1
+            entry[4][phase] += flops
+
+    def tracker_problem() -> str:
+        if forged:
+            return forged[0]
+        for tracker, start, peak, counts, flops in _dict.values(shadows):
+            if type(tracker) is not tracker_type:
+                return "a tracker of the ledger was given another class while a test measured"
+            fields = _OBJECT_DICT(tracker)
+            if not set(_dict.keys(fields)) <= tracker_fields:
+                return "a tracker of the ledger was given an attribute of the notebook's while a test measured"
+            got_counts = _dict.get(fields, "counts")
+            same_counts = counts is not None and type(got_counts) is _dict \
+                and set(_dict.keys(got_counts)) == set(counts) \
+                and all(type(_dict.get(got_counts, p)) is counter_type
+                        and plain_bytes(_dict(_dict.get(got_counts, p))) == counts[p] for p in counts)
+            if peak is None or plain_bytes(_dict.get(fields, "start")) != start \
+                    or plain_bytes(_dict.get(fields, "peak")) != peak \
+                    or plain_bytes(_dict.get(fields, "flops")) != flops or not same_counts:
+                return ("a tracker of the ledger was edited while a test measured (its start, peaks, "
+                        "op counts or FLOPs are not what the ledger reported to it)")
+        return ""
+
+    if checks is not None:
+        checks.append(tracker_problem)
 
     def record(args):
         # No code of the notebook's may run here (every event passes while the hook runs):
@@ -720,6 +860,30 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
             if len(args) == 2 and type(args[1]) is list and not stack_trusted(2)[1]:
                 args[1].append(True)
             return
+        if event == class_write_event:  # kit's stubs on a class of minigrad, and put back
+            if len(args) == 4 and issubclass(type(args[0]), type) and type(args[3]) is list \
+                    and not state[1] and id(getframe(1).f_code) == class_write_code \
+                    and id(getframe(2).f_code) == class_write_caller:  # kit.library_refused only
+                state[1] = True
+                try:
+                    namespace = gc.get_referents(_CLASS_DICT(args[0]))[0]
+                    if tags_before is not None:
+                        tags_before(namespace)
+                    type.__setattr__(args[0], "".join([args[1]]), args[2])
+                    if tags_after is not None:
+                        tags_after(namespace)
+                    args[3].append(True)
+                finally:
+                    state[1] = False
+            return
+        if event == tracker_event:
+            if not state[1]:
+                state[1] = True
+                try:
+                    shadow(args)
+                finally:
+                    state[1] = False
+            return
         if event == answer_event:
             if collect[0] is not None and not state[1]:
                 state[1] = True
@@ -731,6 +895,22 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
                     state[1] = False
             return
         if state[1]:
+            # The hook's own work: every event passes, but only its own code's. Code that is
+            # not trusted (or hands out frames) raising one now runs inside it: a signal
+            # handler or a finalizer of the notebook's, or a thread of its that raced the
+            # hook: it is refused as anywhere else, never let through.
+            if state[2]:
+                return  # the getframe just below
+            state[2] = True
+            try:
+                raiser = getframe(1)
+                code = None if raiser is None else id(raiser.f_code)
+            finally:
+                state[2] = False
+            if code is None or (code in trusted and code not in leaky):
+                return
+            if event.startswith(refused) or event in ("open", "os.symlink", "os.link"):
+                raise RuntimeError(f"{event} is not allowed while a notebook is graded")
             return
         if event == "sys.addaudithook":  # never another hook: it would see what this one hides
             raise RuntimeError("sys.addaudithook is not allowed while a notebook is graded")
@@ -994,18 +1174,23 @@ def main() -> None:
     tags = NamespaceTags(*dict_tag_reader())
     # builtins too (never a GuardedModule: every write of a notebook's to it is tampering,
     # even one put back at once: the grader's code looks its builtins up when it runs)
+    # and every class of minigrad's and the grader's: a class attribute set (and put back)
+    watched_classes = grader_classes(guarded_modules()) + library_classes(guarded_modules())
+    prepare_classes(watched_classes)
     tags.install([m for m in guarded_modules() if type(m) is GuardedModule] + [builtins],
-                 classes=grader_classes(guarded_modules()))
+                 classes=watched_classes)
     tag_problems = tags.problems  # a closure: nothing the notebook can replace
     refused_writes: list = []  # what notebook code tried to change in a guarded module
     if tags.view is None:
         print(f"grader: {tags.why}: a module of minigrad, NumPy or the grader patched through a "
               "function's __globals__ or object.__setattr__ and put back at once is not seen",
               file=sys.stderr, flush=True)
+    guard_checks: list = []  # the hook's: a ledger tracker edited while a test measured
     enter, leave, trust, answers = make_guard(trusted_map, grader_codes(),
                                               on_answer=lambda: live_problem.__setitem__(
                                                   0, live_problem[0] or registries.problem()),
-                                              guarded=guarded, tags=tags, refused_writes=refused_writes)
+                                              guarded=guarded, tags=tags, refused_writes=refused_writes,
+                                              checks=guard_checks)
     reference_run = bool(load.get("reference"))
 
     def trust_secret(code):
@@ -1021,7 +1206,7 @@ def main() -> None:
                          "event shows: through a function's __globals__, object.__setattr__, a raw "
                          "__dict__ or a class attribute), even if put back")
         found += [f"changing {what} (refused)" for what in refused_writes]
-        for problem in (registries.problem(), live_problem[0]):
+        for problem in (registries.problem(), live_problem[0], *[check() for check in guard_checks]):
             if problem and problem not in found:
                 found.append(problem)
         if sys.gettrace() is not None or sys.getprofile() is not None:
