@@ -660,7 +660,12 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
     caller's) gets a function that says which tracker's ``start``, ``peak``, ``counts`` or
     ``flops`` differ from that copy (a notebook that edited the tracker the test reads,
     or gave it an attribute of its own), "" when none does."""
-    state = [False, False, False]  # in the notebook phase; inside the hook; reading its raiser
+    state = [False]  # in the notebook phase
+    # per thread: inside the hook's own work (where the hook's own events pass); reading the
+    # raiser of an event there. A thread of the notebook's racing the hook is never inside.
+    inside: dict = {}
+    reading: dict = {}
+    from _thread import get_ident as ident
     refused_writes = [] if refused_writes is None else refused_writes
     write_codes = frozenset(id(_CLASS_DICT(GuardedModule)[k].__code__) for k in ("__setattr__", "__delattr__"))
     builtin_names = frozenset(vars(builtins))
@@ -788,7 +793,8 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
         """(whether the frame ``depth`` levels above the caller of this runs trusted code,
         whether every frame from there up does): notebook code may pass its own arguments
         through a trusted library (``functools.update_wrapper``, ``string.Formatter``)."""
-        inside, state[1] = state[1], True
+        was = inside.get(ident())
+        inside[ident()] = True
         try:
             frame = getframe(depth + 1)
             first = frame is None or id(frame.f_code) in trusted
@@ -798,7 +804,7 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
                 frame = frame.f_back
             return first, True
         finally:
-            state[1] = inside
+            inside[ident()] = was
 
     def module_write(module, name, value):
         writer_trusted, all_trusted = stack_trusted(4)  # from the frame that wrote, up
@@ -862,9 +868,9 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
             return
         if event == class_write_event:  # kit's stubs on a class of minigrad, and put back
             if len(args) == 4 and issubclass(type(args[0]), type) and type(args[3]) is list \
-                    and not state[1] and id(getframe(1).f_code) == class_write_code \
+                    and not inside.get(ident()) and id(getframe(1).f_code) == class_write_code \
                     and id(getframe(2).f_code) == class_write_caller:  # kit.library_refused only
-                state[1] = True
+                inside[ident()] = True
                 try:
                     namespace = gc.get_referents(_CLASS_DICT(args[0]))[0]
                     if tags_before is not None:
@@ -874,39 +880,39 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
                         tags_after(namespace)
                     args[3].append(True)
                 finally:
-                    state[1] = False
+                    inside[ident()] = False
             return
         if event == tracker_event:
-            if not state[1]:
-                state[1] = True
+            if not inside.get(ident()):
+                inside[ident()] = True
                 try:
                     shadow(args)
                 finally:
-                    state[1] = False
+                    inside[ident()] = False
             return
         if event == answer_event:
-            if collect[0] is not None and not state[1]:
-                state[1] = True
+            if collect[0] is not None and not inside.get(ident()):
+                inside[ident()] = True
                 try:
                     record(args)
                     if on_answer is not None:
                         on_answer()
                 finally:
-                    state[1] = False
+                    inside[ident()] = False
             return
-        if state[1]:
+        if inside.get(ident()):
             # The hook's own work: every event passes, but only its own code's. Code that is
             # not trusted (or hands out frames) raising one now runs inside it: a signal
             # handler or a finalizer of the notebook's, or a thread of its that raced the
             # hook: it is refused as anywhere else, never let through.
-            if state[2]:
+            if reading.get(ident()):
                 return  # the getframe just below
-            state[2] = True
+            reading[ident()] = True
             try:
                 raiser = getframe(1)
                 code = None if raiser is None else id(raiser.f_code)
             finally:
-                state[2] = False
+                reading[ident()] = False
             if code is None or (code in trusted and code not in leaky):
                 return
             if event.startswith(refused) or event in ("open", "os.symlink", "os.link"):
@@ -915,7 +921,7 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
         if event == "sys.addaudithook":  # never another hook: it would see what this one hides
             raise RuntimeError("sys.addaudithook is not allowed while a notebook is graded")
         if event == "open" or event in ("os.symlink", "os.link"):
-            state[1] = True
+            inside[ident()] = True
             try:
                 # in a cell or a test; or anywhere notebook code is on the stack (an object of
                 # its own that grader code calls: an observer, a __class__ property ...)
@@ -927,12 +933,12 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
                 if why:
                     raise RuntimeError(f"{why} is not allowed while a notebook is graded")
             finally:
-                state[1] = False
+                inside[ident()] = False
             return
         if not event.startswith(refused):
             return
         if event == "object.__getattr__" and len(args) >= 2 and args[1] in code_attributes:
-            state[1] = True
+            inside[ident()] = True
             try:
                 obj, name = args[0], args[1]
                 code = obj.__code__ if type(obj) is function_type else getattr(obj, name, None)
@@ -946,10 +952,10 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
                     frame = frame.f_back
                 return
             finally:
-                state[1] = False
+                inside[ident()] = False
         if event == "object.__setattr__" and len(args) >= 2 and args[1] == "__class__" \
                 and type(args[0]) is GuardedModule:
-            state[1] = True
+            inside[ident()] = True
             try:
                 if untrusted_on_stack(getframe(1)):
                     if len(refused_writes) < 3:
@@ -958,34 +964,34 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
                                        "grader is not allowed while a notebook is graded")
                 return
             finally:
-                state[1] = False
+                inside[ident()] = False
         if event == "object.__setattr__" and len(args) >= 2 and issubclass(type(args[0]), type):
             # a class of minigrad, NumPy or the grader patched (even if put back before the
             # test ends) by notebook code itself, where the interpreter raises this event for
             # a class (CPython 3.11 to 3.13 do not: the grader's classes are watched by tag)
             owner = _CLASS_DICT(args[0]).get("__module__")
             if type(owner) is str and owner.split(".")[0] in ("minigrad", "numpy", "grading"):
-                state[1] = True
+                inside[ident()] = True
                 try:
                     if id(getframe(1).f_code) not in trusted:
                         raise RuntimeError(f"changing {owner}.{_CLASS_DICT(args[0]).get('__qualname__', '?')}"
                                            f".{args[1]} is not allowed while a notebook is graded")
                 finally:
-                    state[1] = False
+                    inside[ident()] = False
             return
         if event == "object.__setattr__":
             if len(args) < 2 or args[1] not in FUNCTION_INTERNALS:
                 return
-            state[1] = True
+            inside[ident()] = True
             try:
                 target = args[0].__code__ if type(args[0]) is function_type else None
             finally:
-                state[1] = False
+                inside[ident()] = False
             if target is not None and id(target) not in trusted:
                 return  # a function made after the snapshot: the notebook's, or a library's it imports
         if event == "object.__getattr__" and (len(args) < 2 or args[1] not in FRAME_ATTRIBUTES):
             return  # reading __code__ and the like hands out nothing of the grader's
-        state[1] = True
+        inside[ident()] = True
         try:
             frame = getframe(1)
             code = id(frame.f_code)
@@ -1004,7 +1010,7 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
                     raise RuntimeError(f"{event} is not allowed while a notebook is graded")
                 frame = frame.f_back
         finally:
-            state[1] = False
+            inside[ident()] = False
 
     def enter():
         state[0] = True
