@@ -525,3 +525,121 @@ def test_a_class_of_minigrad_patched_and_put_back_is_seen():
     assert out["legit"] == [], out
     assert out["patched"] == ["minigrad.memory.Tracker", "minigrad.memory._Ledger",
                               "minigrad.tensor.Tensor"], out
+
+
+TRACKER_HARNESS = r"""
+import gc, json, sys, threading
+import numpy as np
+from minigrad import Tensor, memory
+from grading import runner as R
+checks = []
+enter, leave, trust, answers = R.make_guard(R.trusted_codes(), {}, checks=checks)
+check = checks[0]
+cell = '''
+def honest():
+    with memory.track() as m:
+        y = (Tensor(np.ones((64, 8), np.float32), requires_grad=True) * 2).exp()
+    return m.peak["total"]
+def lower_peak():
+    with memory.track() as m:
+        y = (Tensor(np.ones((64, 8), np.float32), requires_grad=True) * 2).exp()
+        m.peak["activations"] = m.start["activations"]  # the answer the test reads, lowered
+    return m.peak["activations"]
+def shadow_observe():
+    with memory.track() as m:
+        m._observe = lambda live: None  # an attribute of its own: the peak never moves
+        y = (Tensor(np.ones((64, 8), np.float32), requires_grad=True) * 2).exp()
+def fewer_ops():
+    with memory.track() as m:
+        y = (Tensor(np.ones((64, 8), np.float32), requires_grad=True) * 2).exp()
+        m.counts["forward"]["exp"] = 0
+def forged_event():
+    with memory.track() as m:
+        sys.audit("minigrad.memory.tracker", "observe", m, {"activations": 0})
+def race():
+    got, stop = [], []
+    def spin():
+        while not stop:
+            try:
+                gc.get_objects()
+                got.append(1)
+                return
+            except RuntimeError:
+                pass
+    t = threading.Thread(target=spin)
+    t.start()
+    for _ in range(3000):  # the hook works on every open: a window for the thread
+        open("/etc/hostname").close()
+    stop.append(1)
+    t.join()
+    return len(got)
+'''
+ns = {"np": np, "memory": memory, "Tensor": Tensor, "sys": sys, "threading": threading, "gc": gc}
+exec(compile(cell, "<your cell 1>", "exec"), ns)
+"""
+
+
+@pytest.mark.parametrize("route", ["honest", "lower_peak", "shadow_observe", "fewer_ops",
+                                   "forged_event", "race"])
+def test_a_ledger_tracker_edited_while_a_test_measures_is_seen(route):
+    """The hook keeps its own copy of each tracker a test makes (from the events the
+    tracker's own methods raise): a peak lowered, ``_observe`` shadowed by an attribute of
+    the notebook's, an op count changed or a forged event is named; an honest measurement
+    is not. A thread of the notebook's racing the hook gets no ``gc.get_objects`` through."""
+    if route == "race":
+        body = "enter()\nout = ns['race']()\nleave()\nprint(json.dumps(out))\n"
+    else:
+        body = (f"answers(True)\nenter()\ntry:\n    ns[{route!r}]()\nfinally:\n    leave()\n"
+                "answers()\nprint(json.dumps(check()))\n")
+    env = {"PYTHONPATH": f"{ROOT / 'assignments'}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", TRACKER_HARNESS + body], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    if route == "honest":
+        assert got == "", got
+    elif route == "race":
+        assert got == 0, "a racing thread's gc.get_objects got through"
+    else:
+        assert "tracker" in got, got
+
+
+def test_no_signal_handler_can_be_installed_after_the_grader_s():
+    """After ``refuse_new_signal_handlers`` (where the platform has seccomp) ``signal.signal``
+    fails, also through a fresh instance of ``_signal`` and in a forked child; the handler
+    installed before still runs."""
+    code = r"""
+import importlib.util, json, os, signal, sys, time
+from grading import runner
+ran = []
+signal.signal(signal.SIGALRM, lambda *a: ran.append(1))
+why = runner.refuse_new_signal_handlers()
+out = {"why": why}
+def attempt(install):
+    try:
+        install(signal.SIGPROF, lambda *a: None)
+        return "installed"
+    except OSError:
+        return "refused"
+out["signal"] = attempt(signal.signal)
+fresh = importlib.util.module_from_spec(importlib.util.find_spec("_signal"))
+out["fresh"] = attempt(fresh.signal)
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.write(w, attempt(signal.signal).encode())
+    os._exit(0)
+os.waitpid(pid, 0)
+out["child"] = os.read(r, 100).decode()
+signal.setitimer(signal.ITIMER_REAL, 0.01)
+time.sleep(0.1)
+out["alarm"] = len(ran)
+print(json.dumps(out))
+"""
+    env = {"PYTHONPATH": f"{ROOT / 'assignments'}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    if out["why"]:
+        pytest.skip(out["why"])
+    assert out == {"why": "", "signal": "refused", "fresh": "refused", "child": "refused", "alarm": 1}, out

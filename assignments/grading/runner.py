@@ -1077,6 +1077,51 @@ def grader_codes() -> dict:
     return out
 
 
+def refuse_new_signal_handlers() -> str:
+    """From now on no signal handler of this process (or a child's) can be changed: a
+    seccomp filter (Linux, x86-64 or arm64) makes ``rt_sigaction`` fail with EPERM, so
+    ``signal.signal`` raises before it installs anything. A notebook's handler would run
+    wherever the main thread is when its signal comes (inside the grader's audit hook, or
+    the test's own code, whose frame it is handed), and CPython raises no audit event for
+    ``signal.signal`` (nor for a fresh instance of ``_signal``). The grader's own handler
+    (SIGALRM, its time limit) must be in place before. Returns "" or why not."""
+    import platform
+    import struct
+
+    arch = {"x86_64": (0xC000003E, 13), "aarch64": (0xC00000B7, 134)}.get(platform.machine())
+    if sys.platform != "linux" or arch is None:
+        return f"no seccomp filter for {sys.platform} {platform.machine()}"
+    try:
+        import ctypes
+    except ImportError as e:
+        return f"no ctypes ({e})"
+    audit_arch, nr_sigaction = arch
+    eperm = 0x00050000 | 1  # SECCOMP_RET_ERRNO | EPERM
+    allow = 0x7FFF0000  # SECCOMP_RET_ALLOW
+    insns = [(0x20, 0, 0, 4),  # ld [arch]
+             (0x15, 1, 0, audit_arch),  # jeq arch, +1
+             (0x06, 0, 0, allow),  # another ABI: left as it is
+             (0x20, 0, 0, 0),  # ld [nr]
+             (0x15, 0, 1, nr_sigaction),  # jeq rt_sigaction
+             (0x06, 0, 0, eperm),
+             (0x06, 0, 0, allow)]
+    prog = b"".join(struct.pack("HBBI", *i) for i in insns)
+    buf = ctypes.create_string_buffer(prog)
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    fprog = SockFprog(len(insns), ctypes.addressof(buf))
+    libc = ctypes.CDLL(None, use_errno=True)
+    prctl = libc.prctl
+    prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
+    if prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        return f"prctl(PR_SET_NO_NEW_PRIVS) failed (errno {ctypes.get_errno()})"
+    if prctl(22, 2, ctypes.addressof(fprog), 0, 0) != 0:  # PR_SET_SECCOMP, FILTER
+        return f"no seccomp filter here (errno {ctypes.get_errno()})"
+    return ""
+
+
 def json_codec():
     """(dumps, loads) for the channel, made of json's C encoder and scanner bound now:
     nothing they run is looked up when a message is written or read (``json.dumps`` looks
@@ -1243,7 +1288,6 @@ def main() -> None:
             except SyntaxError as e:
                 errors.append(f"cell {cell['index']}: SyntaxError: {e.msg} (line {e.lineno})")
                 continue
-            signal.signal(signal.SIGALRM, on_alarm)
             enter()
             _setitimer(signal.ITIMER_REAL, limit)
             try:
@@ -1257,6 +1301,13 @@ def main() -> None:
                 leave()
         return errors
 
+    # The grader's one signal handler, then no other: a notebook can install none (a handler
+    # of its would run inside the grader's checks, handed the frame they run in).
+    signal.signal(signal.SIGALRM, on_alarm)
+    why_signals = refuse_new_signal_handlers()
+    if why_signals:
+        print(f"grader: {why_signals}: a signal handler the notebook installs is not refused",
+              file=sys.stderr, flush=True)
     student = {"__name__": "__main__", "__builtins__": builtins}
     cell_errors = run_cells(load["cells"], student, set(load.get("skip", [])), float(load["limit"]))
     problem = tampering()
@@ -1291,7 +1342,6 @@ def main() -> None:
                 test = _load_tests(cmd["tests"], cmd["question"], trust_secret)[cmd["test"]]
                 registries.restore()  # nothing the notebook registered watches this test
                 _reset_random(cmd["seed"], cmd["index"])
-                signal.signal(signal.SIGALRM, on_alarm)
                 answers(True, reference_run)
                 enter()
                 _setitimer(signal.ITIMER_REAL, limit)
