@@ -157,6 +157,16 @@ def gc_paused():
             gc.enable()
 
 
+# A grader's audit hook keeps its own copy of the ledger's live bytes (from LEDGER_EVENT,
+# raised by the ledger's own methods: a buffer counted, moved to another category, freed)
+# and of each tracker's start, peaks, op counts and FLOPs (TRACKER_EVENT, raised by the
+# tracker's methods), so that a ledger or a tracker edited while a test measures is seen.
+# With no audit hook installed an event costs one C call.
+LEDGER_EVENT = "minigrad.memory.ledger"
+TRACKER_EVENT = "minigrad.memory.tracker"
+_audit = sys.audit
+
+
 class _Entry:
     __slots__ = ("nbytes", "cat", "roles", "refs")
 
@@ -196,6 +206,7 @@ class _Ledger:
             self.live[e.cat] -= e.nbytes
             self.live[new] += e.nbytes
             e.cat = new
+            _audit(LEDGER_EVENT, "cat", e, new)
 
     def _entry(self, a):
         base = base_buffer(a)
@@ -204,6 +215,7 @@ class _Ledger:
         if e is None:
             e = self.entries[key] = _Entry(base.nbytes)
             self.live["temporaries"] += e.nbytes
+            _audit(LEDGER_EVENT, "new", e, e.nbytes)
         return key, e
 
     # --- the three primitives --------------------------------------------
@@ -232,6 +244,7 @@ class _Ledger:
         if e.refs <= 0:
             del self.entries[key]
             self.live[e.cat] -= e.nbytes
+            _audit(LEDGER_EVENT, "dead", e)
             if self.trackers:
                 self._changed()
 
@@ -385,13 +398,6 @@ def _phase(name: str):
         yield
     finally:
         _LEDGER.phase = old
-
-
-# A grader's audit hook keeps its own copy of each tracker's start, peaks, op counts and
-# FLOPs from these events (raised by the Tracker's own methods), so that a tracker edited
-# while it measures is seen. With no audit hook installed an event costs one C call.
-TRACKER_EVENT = "minigrad.memory.tracker"
-_audit = sys.audit
 
 
 class Tracker:

@@ -553,6 +553,12 @@ def fewer_ops():
     with memory.track() as m:
         y = (Tensor(np.ones((64, 8), np.float32), requires_grad=True) * 2).exp()
         m.counts["forward"]["exp"] = 0
+def lower_live():
+    live = memory._LEDGER.live  # the ledger's own numbers, lowered while it counts, put back
+    with memory.track() as m:
+        live["activations"] -= 1 << 20
+        y = (Tensor(np.ones((64, 8), np.float32), requires_grad=True) * 2).exp()
+        live["activations"] += 1 << 20
 def forged_event():
     with memory.track() as m:
         sys.audit("minigrad.memory.tracker", "observe", m, {"activations": 0})
@@ -580,11 +586,12 @@ exec(compile(cell, "<your cell 1>", "exec"), ns)
 
 
 @pytest.mark.parametrize("route", ["honest", "lower_peak", "shadow_observe", "fewer_ops",
-                                   "forged_event", "race"])
+                                   "lower_live", "forged_event", "race"])
 def test_a_ledger_tracker_edited_while_a_test_measures_is_seen(route):
     """The hook keeps its own copy of each tracker a test makes (from the events the
-    tracker's own methods raise): a peak lowered, ``_observe`` shadowed by an attribute of
-    the notebook's, an op count changed or a forged event is named; an honest measurement
+    tracker's own methods raise) and of the ledger's live bytes (from the ledger's): a peak
+    lowered, ``_observe`` shadowed by an attribute of the notebook's, an op count changed,
+    the ledger's live bytes lowered and put back, or a forged event is named; an honest measurement
     is not. A thread of the notebook's racing the hook gets no ``gc.get_objects`` through."""
     if route == "race":
         body = "enter()\nout = ns['race']()\nleave()\nprint(json.dumps(out))\n"

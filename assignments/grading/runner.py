@@ -684,6 +684,7 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
     collect = [None, False]  # the answers of the test that runs; whether to check `expected`
     from minigrad import memory as _memory
 
+    ledger_event = _memory.LEDGER_EVENT
     class_write_event, class_write_code = kit.CLASS_WRITE_EVENT, id(kit._set_class_attr.__code__)
     class_write_caller = id(kit.library_refused.__wrapped__.__code__)
     tracker_event, tracker_type, counter_type = _memory.TRACKER_EVENT, _memory.Tracker, _memory.Counter
@@ -705,6 +706,51 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
             out[k] = v
         return out
 
+    ledger_codes = {id(_CLASS_DICT(_memory._Ledger)[k].__code__): kind for k, kind in
+                    (("_entry", "new"), ("_recategorize", "cat"), ("_dead", "dead"))}
+    entry_type, categories = _memory._Entry, tuple(_memory.CATEGORIES)
+    ledger_shadow: dict = {}  # id(entry) -> [entry, nbytes, category]; "live" -> bytes by category
+
+    def shadow_ledger_start():
+        """The ledger's entries as the test starts (live bytes follow from them)."""
+        ledger_shadow.clear()
+        live = _dict.fromkeys(categories, 0)
+        for e in _dict.values(_memory._LEDGER.entries):
+            if type(e) is not entry_type:
+                forged.append("the ledger's entries were changed")
+                return
+            nbytes, cat = entry_type.nbytes.__get__(e), entry_type.cat.__get__(e)
+            if type(nbytes) is not _int or type(cat) is not _str or cat not in live:
+                forged.append("the ledger's entries were changed")
+                return
+            ledger_shadow[id(e)] = [e, nbytes, cat]
+            live[cat] += nbytes
+        ledger_shadow["live"] = live
+
+    def shadow_ledger(args):
+        live = ledger_shadow.get("live")
+        if live is None or len(args) < 2 or type(args[1]) is not entry_type:
+            return
+        kind, e = args[0], args[1]
+        if ledger_codes.get(id(getframe(2).f_code)) != kind:
+            if not forged:
+                forged.append("a ledger event that no ledger method raised")
+            return
+        if kind == "new" and len(args) == 3 and type(args[2]) is _int:
+            ledger_shadow[id(e)] = [e, args[2], "temporaries"]
+            live["temporaries"] += args[2]
+            return
+        known = ledger_shadow.get(id(e))
+        if known is None or known[0] is not e:
+            return  # counted before the test's start was taken
+        if kind == "cat" and len(args) == 3 and type(args[2]) is _str and args[2] in live:
+            live[known[2]] -= known[1]
+            live[args[2]] += known[1]
+            known[2] = args[2]
+        elif kind == "dead":
+            live[known[2]] -= known[1]
+            del ledger_shadow[id(e)]
+
     def shadow(args):
         if len(args) < 2 or type(args[1]) is not tracker_type:
             return
@@ -724,6 +770,8 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
             return
         if kind == "observe" and len(args) == 3:
             live, peak = plain_bytes(args[2]), entry[2]
+            if ledger_shadow.get("live") is not None and live is not None:
+                live = _dict(ledger_shadow["live"])  # what the ledger's own methods counted
             if live is None:
                 entry[2] = None
                 return
@@ -885,6 +933,14 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
                 finally:
                     inside[ident()] = False
             return
+        if event == ledger_event:
+            if not inside.get(ident()) and collect[0] is not None:
+                inside[ident()] = True
+                try:
+                    shadow_ledger(args)
+                finally:
+                    inside[ident()] = False
+            return
         if event == tracker_event:
             if not inside.get(ident()):
                 inside[ident()] = True
@@ -1032,6 +1088,11 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
         return them (a list no notebook code can reach)."""
         if start:
             collect[0], collect[1] = [], bool(check_expected)
+            inside[ident()] = True
+            try:
+                shadow_ledger_start()
+            finally:
+                inside[ident()] = False
             return None
         got, collect[0] = collect[0], None
         return got
