@@ -933,21 +933,16 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
                 finally:
                     inside[ident()] = False
             return
-        if event == ledger_event:
-            if not inside.get(ident()) and collect[0] is not None:
+        if event == ledger_event or event == tracker_event:
+            # raised by the ledger's and the tracker's own methods (checked), even while the
+            # hook works: an array freed there is freed for the grader's copy too
+            if collect[0] is not None:
+                was = inside.get(ident())
                 inside[ident()] = True
                 try:
-                    shadow_ledger(args)
+                    (shadow_ledger if event == ledger_event else shadow)(args)
                 finally:
-                    inside[ident()] = False
-            return
-        if event == tracker_event:
-            if not inside.get(ident()):
-                inside[ident()] = True
-                try:
-                    shadow(args)
-                finally:
-                    inside[ident()] = False
+                    inside[ident()] = was
             return
         if event == answer_event:
             if collect[0] is not None and not inside.get(ident()):
