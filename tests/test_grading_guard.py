@@ -426,3 +426,227 @@ def test_the_channel_codec_runs_nothing_a_notebook_can_replace(monkeypatch):
     assert loads(line.encode()) == msg and loads(line) == msg
     with pytest.raises(ValueError):
         loads(b'{"kind": "test"} {"kind": "x"}')
+
+
+def test_the_gradescope_runner_has_the_memory_limit_of_make_grade():
+    """gradescope.py's runner (as ``nobody``, where this runs as root) gets the address-space
+    limit ``make grade``'s sandbox sets: a notebook that allocates past it gets MemoryError."""
+    import os
+    import shutil
+    import tempfile
+
+    from grading import gradescope
+
+    script = ("import resource\n"
+              "print(resource.getrlimit(resource.RLIMIT_AS)[0])\n"
+              "try:\n    bytearray(17 << 30)\n    print('allocated')\n"
+              "except MemoryError:\n    print('MemoryError')\n")
+    python = shutil.which("python3", path="/usr/bin") if os.getuid() == 0 else sys.executable
+    if python is None:
+        pytest.skip("no /usr/bin/python3 that nobody can run")
+    with tempfile.TemporaryDirectory(dir="/tmp") as home:  # a folder nobody can enter
+        os.chmod(home, 0o777)
+        preexec = gradescope._as_nobody(home) if os.getuid() == 0 else gradescope.set_limits
+        proc = subprocess.run([python, "-I", "-c", script], capture_output=True, text=True,
+                              timeout=60, preexec_fn=preexec, cwd="/")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    limit, outcome = proc.stdout.split()
+    assert int(limit) == gradescope.MEMORY_LIMIT_BYTES == 16 << 30
+    assert outcome == "MemoryError"
+
+
+CLASS_HARNESS = r"""
+import json, sys
+import numpy as np
+import minigrad, minigrad.plan, minigrad.testing
+from minigrad import Function, Tensor, memory, nn, no_grad, enable_grad
+import minigrad.ops as F
+from grading import runner as R
+mods = [m for n, m in sorted(sys.modules.items()) if m is not None and n.split(".")[0] == "minigrad"]
+classes = R.library_classes(mods)
+R.prepare_classes(classes)
+tags = R.NamespaceTags(*R.dict_tag_reader())
+tags.install([], classes=classes)
+out = {"classes": len(classes), "has": sorted(c.__qualname__ for c in classes
+                                              if c.__qualname__ in ("Tensor", "Tracker", "_Ledger", "Function"))}
+# what a correct solution and the tests do: subclass, track, checkpoint, annotations read
+class Checkpoint(Function):
+    @staticmethod
+    def forward(ctx, x, fn):
+        with no_grad():
+            out = fn(Tensor(x)).data
+        ctx.save_for_backward(x)
+        ctx.run = fn
+        return out
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        xr = Tensor(x, requires_grad=True)
+        with enable_grad():
+            y = ctx.run(xr)
+        y.backward(grad)
+        return xr.grad, None
+layers = [nn.Sequential(nn.Linear(8, 8), nn.Tanh()) for _ in range(3)]
+x = Tensor(minigrad.random.randn(4, 8), requires_grad=True)
+def run(h):
+    for layer in layers:
+        h = layer(h)
+    return h
+with memory.track() as m:
+    F.sum(Checkpoint.apply(x, run) * 2).backward()
+import typing, inspect
+for c in classes:
+    inspect.get_annotations(c)
+    repr(c), c.__doc__
+out["legit"] = tags.problems()
+# a notebook's patch, put back at once (no audit event in CPython 3.11 to 3.13)
+for klass, name in ((Tensor, "__mul__"), (memory.Tracker, "_observe"), (memory._Ledger, "_entry")):
+    original = klass.__dict__[name]
+    setattr(klass, name, lambda *a: None)
+    setattr(klass, name, original)
+out["patched"] = sorted(tags.problems())
+print(json.dumps(out))
+"""
+
+
+def test_a_class_of_minigrad_patched_and_put_back_is_seen():
+    """Every class of minigrad is watched by its ``__dict__``'s version tag: a class
+    attribute set and put back at once (``Tensor.__mul__``, ``Tracker._observe``,
+    ``_Ledger._entry``) is seen for good, while what a correct solution and the tests do
+    (subclass ``Function``, track, checkpoint, read annotations) writes no class of it."""
+    if runner.dict_tag_reader()[0] is None:
+        pytest.skip("no dict version tag on this interpreter")
+    env = {"PYTHONPATH": f"{ROOT / 'assignments'}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", CLASS_HARNESS], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["has"] == ["Function", "Tensor", "Tracker", "_Ledger"], out
+    assert out["legit"] == [], out
+    assert out["patched"] == ["minigrad.memory.Tracker", "minigrad.memory._Ledger",
+                              "minigrad.tensor.Tensor"], out
+
+
+TRACKER_HARNESS = r"""
+import gc, json, sys, threading
+import numpy as np
+from minigrad import Tensor, memory
+from grading import runner as R
+checks = []
+enter, leave, trust, answers = R.make_guard(R.trusted_codes(), {}, checks=checks)
+check = checks[0]
+cell = '''
+def honest():
+    with memory.track() as m:
+        y = (Tensor(np.ones((64, 8), np.float32), requires_grad=True) * 2).exp()
+    return m.peak["total"]
+def lower_peak():
+    with memory.track() as m:
+        y = (Tensor(np.ones((64, 8), np.float32), requires_grad=True) * 2).exp()
+        m.peak["activations"] = m.start["activations"]  # the answer the test reads, lowered
+    return m.peak["activations"]
+def shadow_observe():
+    with memory.track() as m:
+        m._observe = lambda live: None  # an attribute of its own: the peak never moves
+        y = (Tensor(np.ones((64, 8), np.float32), requires_grad=True) * 2).exp()
+def fewer_ops():
+    with memory.track() as m:
+        y = (Tensor(np.ones((64, 8), np.float32), requires_grad=True) * 2).exp()
+        m.counts["forward"]["exp"] = 0
+def lower_live():
+    live = memory._LEDGER.live  # the ledger's own numbers, lowered while it counts, put back
+    with memory.track() as m:
+        live["activations"] -= 1 << 20
+        y = (Tensor(np.ones((64, 8), np.float32), requires_grad=True) * 2).exp()
+        live["activations"] += 1 << 20
+def forged_event():
+    with memory.track() as m:
+        sys.audit("minigrad.memory.tracker", "observe", m, {"activations": 0})
+def race():
+    got, stop = [], []
+    def spin():
+        while not stop:
+            try:
+                gc.get_objects()
+                got.append(1)
+                return
+            except RuntimeError:
+                pass
+    t = threading.Thread(target=spin)
+    t.start()
+    for _ in range(3000):  # the hook works on every open: a window for the thread
+        open("/etc/hostname").close()
+    stop.append(1)
+    t.join()
+    return len(got)
+'''
+ns = {"np": np, "memory": memory, "Tensor": Tensor, "sys": sys, "threading": threading, "gc": gc}
+exec(compile(cell, "<your cell 1>", "exec"), ns)
+"""
+
+
+@pytest.mark.parametrize("route", ["honest", "lower_peak", "shadow_observe", "fewer_ops",
+                                   "lower_live", "forged_event", "race"])
+def test_a_ledger_tracker_edited_while_a_test_measures_is_seen(route):
+    """The hook keeps its own copy of each tracker a test makes (from the events the
+    tracker's own methods raise) and of the ledger's live bytes (from the ledger's): a peak
+    lowered, ``_observe`` shadowed by an attribute of the notebook's, an op count changed,
+    the ledger's live bytes lowered and put back, or a forged event is named; an honest measurement
+    is not. A thread of the notebook's racing the hook gets no ``gc.get_objects`` through."""
+    if route == "race":
+        body = "enter()\nout = ns['race']()\nleave()\nprint(json.dumps(out))\n"
+    else:
+        body = (f"answers(True)\nenter()\ntry:\n    ns[{route!r}]()\nfinally:\n    leave()\n"
+                "answers()\nprint(json.dumps(check()))\n")
+    env = {"PYTHONPATH": f"{ROOT / 'assignments'}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", TRACKER_HARNESS + body], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    if route == "honest":
+        assert got == "", got
+    elif route == "race":
+        assert got == 0, "a racing thread's gc.get_objects got through"
+    else:
+        assert "tracker" in got, got
+
+
+def test_no_signal_handler_can_be_installed_after_the_grader_s():
+    """After ``refuse_new_signal_handlers`` (where the platform has seccomp) ``signal.signal``
+    fails, also through a fresh instance of ``_signal`` and in a forked child; the handler
+    installed before still runs."""
+    code = r"""
+import importlib.util, json, os, signal, sys, time
+from grading import runner
+ran = []
+signal.signal(signal.SIGALRM, lambda *a: ran.append(1))
+why = runner.refuse_new_signal_handlers()
+out = {"why": why}
+def attempt(install):
+    try:
+        install(signal.SIGPROF, lambda *a: None)
+        return "installed"
+    except OSError:
+        return "refused"
+out["signal"] = attempt(signal.signal)
+fresh = importlib.util.module_from_spec(importlib.util.find_spec("_signal"))
+out["fresh"] = attempt(fresh.signal)
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.write(w, attempt(signal.signal).encode())
+    os._exit(0)
+os.waitpid(pid, 0)
+out["child"] = os.read(r, 100).decode()
+signal.setitimer(signal.ITIMER_REAL, 0.01)
+time.sleep(0.1)
+out["alarm"] = len(ran)
+print(json.dumps(out))
+"""
+    env = {"PYTHONPATH": f"{ROOT / 'assignments'}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    if out["why"]:
+        pytest.skip(out["why"])
+    assert out == {"why": "", "signal": "refused", "fresh": "refused", "child": "refused", "alarm": 1}, out

@@ -33,6 +33,9 @@ PER_TEST_S = float(os.environ.get("GRADER_TIMEOUT_S", "60"))
 NOBODY = 65534
 FILE_LIMIT_BYTES = 64 << 20
 PROCESS_LIMIT = 64
+# Address space of each runner (as ``make grade``'s sandbox): a notebook that allocates
+# without end fails its own cell or test with MemoryError instead of taking the container.
+MEMORY_LIMIT_BYTES = int(os.environ.get("GRADER_MEMORY_LIMIT_BYTES", 16 << 30))
 
 
 def runnable_by_nobody(path: Path) -> str:
@@ -50,11 +53,17 @@ def runnable_by_nobody(path: Path) -> str:
     return ""
 
 
+def set_limits() -> None:
+    """The runner's limits: processes, file size, memory (address space), no core dumps."""
+    resource.setrlimit(resource.RLIMIT_NPROC, (PROCESS_LIMIT, PROCESS_LIMIT))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT_BYTES, FILE_LIMIT_BYTES))
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
 def _as_nobody(home: str):
     def start():  # the runner's own session comes from Popen(start_new_session=True)
-        resource.setrlimit(resource.RLIMIT_NPROC, (PROCESS_LIMIT, PROCESS_LIMIT))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT_BYTES, FILE_LIMIT_BYTES))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        set_limits()
         os.setgroups([])
         os.setgid(NOBODY)
         os.setuid(NOBODY)

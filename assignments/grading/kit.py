@@ -135,6 +135,19 @@ def _library_codes(modules, forbidden):
     return codes
 
 
+# The grader's runner watches every class of minigrad by its __dict__'s version tag: the
+# kit's own writes (the refusing stubs, put back) are made through its audit hook, which
+# takes each in as expected. Outside the runner (no hook answers) a plain setattr.
+CLASS_WRITE_EVENT = "grading.class_write"
+
+
+def _set_class_attr(klass, name, value) -> None:
+    done: list = []
+    sys.audit(CLASS_WRITE_EVENT, klass, name, value, done)
+    if not done:
+        setattr(klass, name, value)
+
+
 @contextlib.contextmanager
 def library_refused(module_names, what: str, allow=()):
     """While the block runs, the forbidden parts of minigrad (every public function and
@@ -179,7 +192,7 @@ def library_refused(module_names, what: str, allow=()):
                 for k in ("forward", "backward", "apply", "__call__", "__init__"):
                     if k in vars(value):
                         saved.append((value, k, vars(value)[k]))
-                        setattr(value, k, staticmethod(refuse(f"{mod.__name__}.{attr}.{k}")))
+                        _set_class_attr(value, k, staticmethod(refuse(f"{mod.__name__}.{attr}.{k}")))
             elif callable(value):
                 saved.append((mod, attr, value))
                 setattr(mod, attr, refuse(f"{mod.__name__}.{attr}"))
@@ -191,7 +204,10 @@ def library_refused(module_names, what: str, allow=()):
         intact = sys.getprofile() is watch
         sys.setprofile(previous)
         for owner, attr, value in reversed(saved):
-            setattr(owner, attr, value)
+            if isinstance(owner, type):
+                _set_class_attr(owner, attr, value)
+            else:
+                setattr(owner, attr, value)
     if not intact:
         raise LibraryShortcut(f"{what} removed the grader's watch on minigrad's library")
     if used:

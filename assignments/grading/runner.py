@@ -17,7 +17,10 @@ its stdout; whatever the notebook prints goes to stderr (the driver keeps the st
    code cannot rebind their names, and a write that goes past that class (a function's
    ``__globals__``, ``object.__setattr__``) moves their namespace's dict version tag
    (`NamespaceTags`), which is checked with the fingerprint. The guard's own state is held
-   by the audit hook, out of the notebook's reach.
+   by the audit hook, out of the notebook's reach. Every class of minigrad and of the grader
+   is watched by its ``__dict__``'s version tag the same way (a class attribute set and put
+   back), and the hook keeps its own copy of each ledger tracker a test makes. Once the
+   grader's SIGALRM handler is in, a seccomp filter refuses every other signal handler.
 2. ``{"kind": "load", "cells": [...], "given": [...], "skip": [...]}``: run the notebook's
    cells, each under a time limit (a message before each, so that a cell that ends or hangs
    the process is known and skipped when the driver starts it again); check the
@@ -373,6 +376,47 @@ def grader_classes(modules) -> list:
     return out
 
 
+def library_classes(modules) -> list:
+    """Every class minigrad defines (its modules' own, nested classes too): nothing writes
+    them after import (minigrad.ops binds Tensor's operators at import), so a class
+    attribute set while a notebook is graded (``Tensor.__mul__``, ``_Ledger._entry``,
+    ``Tracker._observe``), even put back before the test ends, moves the version tag of the
+    class's ``__dict__`` for good: CPython 3.11 to 3.13 raise no audit event for it. What
+    CPython itself writes there at run time (``__annotations__``, made when first read) is
+    made now (`prepare_classes`)."""
+    out, seen = [], set()
+
+    def visit(klass, prefix):
+        if id(klass) in seen:
+            return
+        seen.add(id(klass))
+        out.append(klass)
+        for value in list(_CLASS_DICT(klass).values()):
+            if issubclass(type(value), type) and \
+                    str(_CLASS_DICT(value).get("__module__", "")).startswith(prefix):
+                visit(value, prefix)
+
+    for mod in modules:
+        namespace = _MODULE_DICT(mod)
+        name = str(namespace.get("__name__", ""))
+        if name.split(".")[0] != "minigrad":
+            continue
+        for value in list(namespace.values()):
+            if issubclass(type(value), type) and _CLASS_DICT(value).get("__module__") == name:
+                visit(value, "minigrad")
+    return out
+
+
+def prepare_classes(classes) -> None:
+    """Make now what CPython adds to a class's ``__dict__`` when first asked for it
+    (``__annotations__``, 3.10 and later), so that only a write of someone's moves its tag."""
+    for klass in classes:
+        try:
+            getattr(klass, "__annotations__", None)
+        except Exception:  # noqa: BLE001 - a class that has none to give
+            pass
+
+
 class Fingerprint:
     """Identity of every function, class and method of some modules, to the code object.
 
@@ -675,8 +719,12 @@ class Registries:
 _OBJECT_DICT = lambda obj: object.__getattribute__(obj, "__dict__")  # noqa: E731 - never a property
 
 
+TRACKER_FIELDS = frozenset(("start", "peak", "end", "timeline", "counts", "flops", "flops_by_op",
+                            "_record"))
+
+
 def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = frozenset(), tags=None,
-               refused_writes=None):
+               refused_writes=None, checks=None):
     """Install the audit hook; returns (enter, leave, trust, answers): the notebook phase
     begins and ends, ``trust(code, secret=False)`` adds code the grader compiled (tests,
     handout, fixtures; ``secret``: the tests and the fixtures, whose code objects the
@@ -691,8 +739,20 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
     It also answers `GuardedModule`'s events: a write to a guarded module is checked
     (``module_write``) and made here, between ``tags.before`` and ``tags.after`` (so that
     it is the one write the namespace's expected version tag takes in); a refused one is
-    added to ``refused_writes`` (a list of the caller's)."""
-    state = [False, False]  # in the notebook phase; inside the hook
+    added to ``refused_writes`` (a list of the caller's).
+
+    While a test runs it keeps, out of the notebook's reach, its own copy of every ledger
+    tracker the test makes (``minigrad.memory.TRACKER_EVENT``, raised by the tracker's own
+    methods: the start, each change of the live bytes, each op): ``checks`` (a list of the
+    caller's) gets a function that says which tracker's ``start``, ``peak``, ``counts`` or
+    ``flops`` differ from that copy (a notebook that edited the tracker the test reads,
+    or gave it an attribute of its own), "" when none does."""
+    state = [False]  # in the notebook phase
+    # per thread: inside the hook's own work (where the hook's own events pass); reading the
+    # raiser of an event there. A thread of the notebook's racing the hook is never inside.
+    inside: dict = {}
+    reading: dict = {}
+    from _thread import get_ident as ident
     refused_writes = [] if refused_writes is None else refused_writes
     write_codes = frozenset(id(_CLASS_DICT(GuardedModule)[k].__code__) for k in ("__setattr__", "__delattr__"))
     builtin_names = frozenset(vars(builtins))
@@ -706,6 +766,142 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
     answer_event, canonical, compare = minigrad.testing.ANSWER_EVENT, minigrad.testing.canonical, minigrad.testing.compare
     answer_error, reference_value = minigrad.testing.AnswerError, minigrad.testing.REFERENCE
     collect = [None, False]  # the answers of the test that runs; whether to check `expected`
+    from minigrad import memory as _memory
+
+    ledger_event = _memory.LEDGER_EVENT
+    class_write_event, class_write_code = kit.CLASS_WRITE_EVENT, id(kit._set_class_attr.__code__)
+    class_write_caller = id(kit.library_refused.__wrapped__.__code__)
+    tracker_event, tracker_type, counter_type = _memory.TRACKER_EVENT, _memory.Tracker, _memory.Counter
+    tracker_codes = {id(_CLASS_DICT(tracker_type)[k].__code__): kind for k, kind in
+                     (("__init__", "start"), ("_observe", "observe"), ("_event", "event"))}
+    phases, tracker_fields = tuple(_memory.PHASES), TRACKER_FIELDS
+    shadows: dict = {}  # id(tracker) -> [tracker, start, peak, counts, flops]: this test's
+    forged: list = []
+    _int, _str, _dict = int, str, dict
+
+    def plain_bytes(d):
+        """A copy of a dict of str -> int, read without running code; None if it is not one."""
+        if type(d) is not _dict:
+            return None
+        out = {}
+        for k, v in _dict.items(d):
+            if type(k) is not _str or type(v) is not _int:
+                return None
+            out[k] = v
+        return out
+
+    ledger_codes = {id(_CLASS_DICT(_memory._Ledger)[k].__code__): kind for k, kind in
+                    (("_entry", "new"), ("_recategorize", "cat"), ("_dead", "dead"))}
+    entry_type, categories = _memory._Entry, tuple(_memory.CATEGORIES)
+    ledger_shadow: dict = {}  # id(entry) -> [entry, nbytes, category]; "live" -> bytes by category
+
+    def shadow_ledger_start():
+        """The ledger's entries as the test starts (live bytes follow from them)."""
+        ledger_shadow.clear()
+        live = _dict.fromkeys(categories, 0)
+        for e in _dict.values(_memory._LEDGER.entries):
+            if type(e) is not entry_type:
+                forged.append("the ledger's entries were changed")
+                return
+            nbytes, cat = entry_type.nbytes.__get__(e), entry_type.cat.__get__(e)
+            if type(nbytes) is not _int or type(cat) is not _str or cat not in live:
+                forged.append("the ledger's entries were changed")
+                return
+            ledger_shadow[id(e)] = [e, nbytes, cat]
+            live[cat] += nbytes
+        ledger_shadow["live"] = live
+
+    def shadow_ledger(args):
+        live = ledger_shadow.get("live")
+        if live is None or len(args) < 2 or type(args[1]) is not entry_type:
+            return
+        kind, e = args[0], args[1]
+        if ledger_codes.get(id(getframe(2).f_code)) != kind:
+            if not forged:
+                forged.append("a ledger event that no ledger method raised")
+            return
+        if kind == "new" and len(args) == 3 and type(args[2]) is _int:
+            ledger_shadow[id(e)] = [e, args[2], "temporaries"]
+            live["temporaries"] += args[2]
+            return
+        known = ledger_shadow.get(id(e))
+        if known is None or known[0] is not e:
+            return  # counted before the test's start was taken
+        if kind == "cat" and len(args) == 3 and type(args[2]) is _str and args[2] in live:
+            live[known[2]] -= known[1]
+            live[args[2]] += known[1]
+            known[2] = args[2]
+        elif kind == "dead":
+            live[known[2]] -= known[1]
+            del ledger_shadow[id(e)]
+
+    def shadow(args):
+        if len(args) < 2 or type(args[1]) is not tracker_type:
+            return
+        kind, tracker = args[0], args[1]
+        if tracker_codes.get(id(getframe(2).f_code)) != kind:  # the caller of sys.audit
+            if len(forged) < 1:
+                forged.append("a tracker event that no tracker method raised")
+            return
+        if kind == "start" and len(args) == 3:
+            start = plain_bytes(args[2])
+            if start is not None and collect[0] is not None:
+                shadows[id(tracker)] = [tracker, start, _dict(start), {p: {} for p in phases},
+                                        _dict.fromkeys(phases, 0)]
+            return
+        entry = shadows.get(id(tracker))
+        if entry is None or entry[0] is not tracker:
+            return
+        if kind == "observe" and len(args) == 3:
+            live, peak = plain_bytes(args[2]), entry[2]
+            if ledger_shadow.get("live") is not None and live is not None:
+                live = _dict(ledger_shadow["live"])  # what the ledger's own methods counted
+            if live is None:
+                entry[2] = None
+                return
+            if peak is None:
+                return
+            total = 0
+            for c, v in live.items():
+                total += v
+                if v > peak.get(c, v):
+                    peak[c] = v
+            if total > peak.get("total", total):
+                peak["total"] = total
+        elif kind == "event" and len(args) == 5:
+            phase, op, flops = args[2], args[3], args[4]
+            if type(phase) is not _str or type(op) is not _str or type(flops) is not _int \
+                    or phase not in entry[3]:
+                entry[3] = None
+                return
+            if entry[3] is None:
+                return
+            entry[3][phase][op] = entry[3][phase].get(op, 0) + 1
+            entry[4][phase] += flops
+
+    def tracker_problem() -> str:
+        if forged:
+            return forged[0]
+        for tracker, start, peak, counts, flops in _dict.values(shadows):
+            if type(tracker) is not tracker_type:
+                return "a tracker of the ledger was given another class while a test measured"
+            fields = _OBJECT_DICT(tracker)
+            if not set(_dict.keys(fields)) <= tracker_fields:
+                return "a tracker of the ledger was given an attribute of the notebook's while a test measured"
+            got_counts = _dict.get(fields, "counts")
+            same_counts = counts is not None and type(got_counts) is _dict \
+                and set(_dict.keys(got_counts)) == set(counts) \
+                and all(type(_dict.get(got_counts, p)) is counter_type
+                        and plain_bytes(_dict(_dict.get(got_counts, p))) == counts[p] for p in counts)
+            if peak is None or plain_bytes(_dict.get(fields, "start")) != start \
+                    or plain_bytes(_dict.get(fields, "peak")) != peak \
+                    or plain_bytes(_dict.get(fields, "flops")) != flops or not same_counts:
+                return ("a tracker of the ledger was edited while a test measured (its start, peaks, "
+                        "op counts or FLOPs are not what the ledger reported to it)")
+        return ""
+
+    if checks is not None:
+        checks.append(tracker_problem)
 
     def record(args):
         # No code of the notebook's may run here (every event passes while the hook runs):
@@ -732,7 +928,8 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
         """(whether the frame ``depth`` levels above the caller of this runs trusted code,
         whether every frame from there up does): notebook code may pass its own arguments
         through a trusted library (``functools.update_wrapper``, ``string.Formatter``)."""
-        inside, state[1] = state[1], True
+        was = inside.get(ident())
+        inside[ident()] = True
         try:
             frame = getframe(depth + 1)
             first = frame is None or id(frame.f_code) in trusted
@@ -742,7 +939,7 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
                 frame = frame.f_back
             return first, True
         finally:
-            state[1] = inside
+            inside[ident()] = was
 
     def module_write(module, name, value):
         writer_trusted, all_trusted = stack_trusted(4)  # from the frame that wrote, up
@@ -804,22 +1001,65 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
             if len(args) == 2 and type(args[1]) is list and not stack_trusted(2)[1]:
                 args[1].append(True)
             return
+        if event == class_write_event:  # kit's stubs on a class of minigrad, and put back
+            if len(args) == 4 and issubclass(type(args[0]), type) and type(args[3]) is list \
+                    and not inside.get(ident()) and id(getframe(1).f_code) == class_write_code \
+                    and id(getframe(2).f_code) == class_write_caller:  # kit.library_refused only
+                inside[ident()] = True
+                try:
+                    namespace = gc.get_referents(_CLASS_DICT(args[0]))[0]
+                    if tags_before is not None:
+                        tags_before(namespace)
+                    type.__setattr__(args[0], "".join([args[1]]), args[2])
+                    if tags_after is not None:
+                        tags_after(namespace)
+                    args[3].append(True)
+                finally:
+                    inside[ident()] = False
+            return
+        if event == ledger_event or event == tracker_event:
+            # raised by the ledger's and the tracker's own methods (checked), even while the
+            # hook works: an array freed there is freed for the grader's copy too
+            if collect[0] is not None:
+                was = inside.get(ident())
+                inside[ident()] = True
+                try:
+                    (shadow_ledger if event == ledger_event else shadow)(args)
+                finally:
+                    inside[ident()] = was
+            return
         if event == answer_event:
-            if collect[0] is not None and not state[1]:
-                state[1] = True
+            if collect[0] is not None and not inside.get(ident()):
+                inside[ident()] = True
                 try:
                     record(args)
                     if on_answer is not None:
                         on_answer()
                 finally:
-                    state[1] = False
+                    inside[ident()] = False
             return
-        if state[1]:
+        if inside.get(ident()):
+            # The hook's own work: every event passes, but only its own code's. Code that is
+            # not trusted (or hands out frames) raising one now runs inside it: a signal
+            # handler or a finalizer of the notebook's, or a thread of its that raced the
+            # hook: it is refused as anywhere else, never let through.
+            if reading.get(ident()):
+                return  # the getframe just below
+            reading[ident()] = True
+            try:
+                raiser = getframe(1)
+                code = None if raiser is None else id(raiser.f_code)
+            finally:
+                reading[ident()] = False
+            if code is None or (code in trusted and code not in leaky):
+                return
+            if event.startswith(refused) or event in ("open", "os.symlink", "os.link"):
+                raise RuntimeError(f"{event} is not allowed while a notebook is graded")
             return
         if event == "sys.addaudithook":  # never another hook: it would see what this one hides
             raise RuntimeError("sys.addaudithook is not allowed while a notebook is graded")
         if event == "open" or event in ("os.symlink", "os.link"):
-            state[1] = True
+            inside[ident()] = True
             try:
                 # in a cell or a test; or anywhere notebook code is on the stack (an object of
                 # its own that grader code calls: an observer, a __class__ property ...)
@@ -831,12 +1071,12 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
                 if why:
                     raise RuntimeError(f"{why} is not allowed while a notebook is graded")
             finally:
-                state[1] = False
+                inside[ident()] = False
             return
         if not event.startswith(refused):
             return
         if event == "object.__getattr__" and len(args) >= 2 and args[1] in code_attributes:
-            state[1] = True
+            inside[ident()] = True
             try:
                 obj, name = args[0], args[1]
                 code = obj.__code__ if type(obj) is function_type else getattr(obj, name, None)
@@ -850,10 +1090,10 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
                     frame = frame.f_back
                 return
             finally:
-                state[1] = False
+                inside[ident()] = False
         if event == "object.__setattr__" and len(args) >= 2 and args[1] == "__class__" \
                 and type(args[0]) is GuardedModule:
-            state[1] = True
+            inside[ident()] = True
             try:
                 if untrusted_on_stack(getframe(1)):
                     if len(refused_writes) < 3:
@@ -862,34 +1102,34 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
                                        "grader is not allowed while a notebook is graded")
                 return
             finally:
-                state[1] = False
+                inside[ident()] = False
         if event == "object.__setattr__" and len(args) >= 2 and issubclass(type(args[0]), type):
             # a class of minigrad, NumPy or the grader patched (even if put back before the
             # test ends) by notebook code itself, where the interpreter raises this event for
             # a class (CPython 3.11 to 3.13 do not: the grader's classes are watched by tag)
             owner = _CLASS_DICT(args[0]).get("__module__")
             if type(owner) is str and owner.split(".")[0] in ("minigrad", "numpy", "grading"):
-                state[1] = True
+                inside[ident()] = True
                 try:
                     if id(getframe(1).f_code) not in trusted:
                         raise RuntimeError(f"changing {owner}.{_CLASS_DICT(args[0]).get('__qualname__', '?')}"
                                            f".{args[1]} is not allowed while a notebook is graded")
                 finally:
-                    state[1] = False
+                    inside[ident()] = False
             return
         if event == "object.__setattr__":
             if len(args) < 2 or args[1] not in FUNCTION_INTERNALS:
                 return
-            state[1] = True
+            inside[ident()] = True
             try:
                 target = args[0].__code__ if type(args[0]) is function_type else None
             finally:
-                state[1] = False
+                inside[ident()] = False
             if target is not None and id(target) not in trusted:
                 return  # a function made after the snapshot: the notebook's, or a library's it imports
         if event == "object.__getattr__" and (len(args) < 2 or args[1] not in FRAME_ATTRIBUTES):
             return  # reading __code__ and the like hands out nothing of the grader's
-        state[1] = True
+        inside[ident()] = True
         try:
             frame = getframe(1)
             code = id(frame.f_code)
@@ -908,7 +1148,7 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
                     raise RuntimeError(f"{event} is not allowed while a notebook is graded")
                 frame = frame.f_back
         finally:
-            state[1] = False
+            inside[ident()] = False
 
     def enter():
         state[0] = True
@@ -927,6 +1167,11 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
         return them (a list no notebook code can reach)."""
         if start:
             collect[0], collect[1] = [], bool(check_expected)
+            inside[ident()] = True
+            try:
+                shadow_ledger_start()
+            finally:
+                inside[ident()] = False
             return None
         got, collect[0] = collect[0], None
         return got
@@ -973,6 +1218,51 @@ def grader_codes() -> dict:
     if main_fn is not None:
         _nested(main_fn.__code__, out)
     return out
+
+
+def refuse_new_signal_handlers() -> str:
+    """From now on no signal handler of this process (or a child's) can be changed: a
+    seccomp filter (Linux, x86-64 or arm64) makes ``rt_sigaction`` fail with EPERM, so
+    ``signal.signal`` raises before it installs anything. A notebook's handler would run
+    wherever the main thread is when its signal comes (inside the grader's audit hook, or
+    the test's own code, whose frame it is handed), and CPython raises no audit event for
+    ``signal.signal`` (nor for a fresh instance of ``_signal``). The grader's own handler
+    (SIGALRM, its time limit) must be in place before. Returns "" or why not."""
+    import platform
+    import struct
+
+    arch = {"x86_64": (0xC000003E, 13), "aarch64": (0xC00000B7, 134)}.get(platform.machine())
+    if sys.platform != "linux" or arch is None:
+        return f"no seccomp filter for {sys.platform} {platform.machine()}"
+    try:
+        import ctypes
+    except ImportError as e:
+        return f"no ctypes ({e})"
+    audit_arch, nr_sigaction = arch
+    eperm = 0x00050000 | 1  # SECCOMP_RET_ERRNO | EPERM
+    allow = 0x7FFF0000  # SECCOMP_RET_ALLOW
+    insns = [(0x20, 0, 0, 4),  # ld [arch]
+             (0x15, 1, 0, audit_arch),  # jeq arch, +1
+             (0x06, 0, 0, allow),  # another ABI: left as it is
+             (0x20, 0, 0, 0),  # ld [nr]
+             (0x15, 0, 1, nr_sigaction),  # jeq rt_sigaction
+             (0x06, 0, 0, eperm),
+             (0x06, 0, 0, allow)]
+    prog = b"".join(struct.pack("HBBI", *i) for i in insns)
+    buf = ctypes.create_string_buffer(prog)
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    fprog = SockFprog(len(insns), ctypes.addressof(buf))
+    libc = ctypes.CDLL(None, use_errno=True)
+    prctl = libc.prctl
+    prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
+    if prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        return f"prctl(PR_SET_NO_NEW_PRIVS) failed (errno {ctypes.get_errno()})"
+    if prctl(22, 2, ctypes.addressof(fprog), 0, 0) != 0:  # PR_SET_SECCOMP, FILTER
+        return f"no seccomp filter here (errno {ctypes.get_errno()})"
+    return ""
 
 
 def json_codec():
@@ -1078,18 +1368,23 @@ def main() -> None:
     tags = NamespaceTags(*dict_tag_reader())
     # builtins too (never a GuardedModule: every write of a notebook's to it is tampering,
     # even one put back at once: the grader's code looks its builtins up when it runs)
+    # and every class of minigrad's and the grader's: a class attribute set (and put back)
+    watched_classes = grader_classes(guarded_modules()) + library_classes(guarded_modules())
+    prepare_classes(watched_classes)
     tags.install([m for m in guarded_modules() if type(m) is GuardedModule] + [builtins],
-                 classes=grader_classes(guarded_modules()))
+                 classes=watched_classes)
     tag_problems = tags.problems  # a closure: nothing the notebook can replace
     refused_writes: list = []  # what notebook code tried to change in a guarded module
     if tags.view is None:
         print(f"grader: {tags.why}: a module of minigrad, NumPy or the grader patched through a "
               "function's __globals__ or object.__setattr__ and put back at once is not seen",
               file=sys.stderr, flush=True)
+    guard_checks: list = []  # the hook's: a ledger tracker edited while a test measured
     enter, leave, trust, answers = make_guard(trusted_map, grader_codes(),
                                               on_answer=lambda: live_problem.__setitem__(
                                                   0, live_problem[0] or registries.problem()),
-                                              guarded=guarded, tags=tags, refused_writes=refused_writes)
+                                              guarded=guarded, tags=tags, refused_writes=refused_writes,
+                                              checks=guard_checks)
     reference_run = bool(load.get("reference"))
 
     def trust_secret(code):
@@ -1105,7 +1400,7 @@ def main() -> None:
                          "event shows: through a function's __globals__, object.__setattr__, a raw "
                          "__dict__ or a class attribute), even if put back")
         found += [f"changing {what} (refused)" for what in refused_writes]
-        for problem in (registries.problem(), live_problem[0]):
+        for problem in (registries.problem(), live_problem[0], *[check() for check in guard_checks]):
             if problem and problem not in found:
                 found.append(problem)
         if sys.gettrace() is not None or sys.getprofile() is not None:
@@ -1136,7 +1431,6 @@ def main() -> None:
             except SyntaxError as e:
                 errors.append(f"cell {cell['index']}: SyntaxError: {e.msg} (line {e.lineno})")
                 continue
-            signal.signal(signal.SIGALRM, on_alarm)
             enter()
             _setitimer(signal.ITIMER_REAL, limit)
             try:
@@ -1150,6 +1444,13 @@ def main() -> None:
                 leave()
         return errors
 
+    # The grader's one signal handler, then no other: a notebook can install none (a handler
+    # of its would run inside the grader's checks, handed the frame they run in).
+    signal.signal(signal.SIGALRM, on_alarm)
+    why_signals = refuse_new_signal_handlers()
+    if why_signals:
+        print(f"grader: {why_signals}: a signal handler the notebook installs is not refused",
+              file=sys.stderr, flush=True)
     student = {"__name__": "__main__", "__builtins__": builtins}
     cell_errors = run_cells(load["cells"], student, set(load.get("skip", [])), float(load["limit"]))
     problem = tampering()
@@ -1184,7 +1485,6 @@ def main() -> None:
                 test = _load_tests(cmd["tests"], cmd["question"], trust_secret)[cmd["test"]]
                 registries.restore()  # nothing the notebook registered watches this test
                 _reset_random(cmd["seed"], cmd["index"])
-                signal.signal(signal.SIGALRM, on_alarm)
                 answers(True, reference_run)
                 enter()
                 _setitimer(signal.ITIMER_REAL, limit)
