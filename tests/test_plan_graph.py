@@ -115,7 +115,8 @@ def _cases():
 
 
 CASES = _cases()
-VARIANTS = [(), ("prune",), ("forced",), ("tight_free",), checkmate.IMPROVEMENTS]
+VARIANTS = [(), ("prune",), ("forced",), ("tight_free",), ("dominance",),
+            checkmate.IMPROVEMENTS]
 
 
 def test_the_program_equals_brute_force_and_each_improvement_keeps_the_optimum():
