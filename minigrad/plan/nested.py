@@ -849,6 +849,10 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
             fronts up to 40 layers (their time grows about as ``n^4``), else slots
             chosen automatically (as many as the table allows, at most 256) with the
             proven bound: one entry point, exact where it can be, bounded where not.
+            With slots, ``lower_bound_cost`` is the larger of that table's bound and
+            a grid-free one (`_taped_knapsack_bound`: what the top level cannot tape
+            within the budget is recomputed at least once; a fractional knapsack),
+            which stays positive when the slots are coarser than every array.
     Returns:
         a `NestedSchedule` with ``predicted_peak_activations`` and ``recompute_cost``;
         run it with ``checkpoint_sequential(layers, schedule, x)``.
