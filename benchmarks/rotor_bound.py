@@ -10,9 +10,10 @@ import time
 
 sys.path.insert(0, "tests")
 
-from minigrad import plan as P  # noqa: E402
-from minigrad.plan.nested import _min_peak  # noqa: E402
-from test_plan_rotor_bound import _store_all, long_chain  # noqa: E402
+from test_plan_rotor_bound import _store_all, long_chain
+
+from minigrad import plan as P
+from minigrad.plan.nested import _min_peak
 
 
 def main(ns=(250, 500, 1000), fractions=(0.3, 0.6)):

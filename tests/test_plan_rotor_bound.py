@@ -6,11 +6,11 @@ import time
 
 import numpy as np
 import pytest
+from test_plan_rotor_dense import fronts_rotor, random_profile
 
 from minigrad import plan as P
 from minigrad.plan.chain import ChainProfile
 from minigrad.plan.nested import _costs, _min_peak, _taped_knapsack_bound
-from test_plan_rotor_dense import fronts_rotor, random_profile
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -44,14 +44,14 @@ def test_thousand_layers_have_a_positive_bound_within_a_minute():
     profile = long_chain(1000)
     whole = P.rotor  # the public entry point
     costs = _costs(profile, None)
-    total = sum(costs)
     smallest = _min_peak(profile)
     budget = max(smallest, int(0.3 * _store_all(profile)))
     t = time.perf_counter()
     s = whole(profile, budget_bytes=budget)
     assert time.perf_counter() - t < 60
     assert s.lower_bound_cost is None or 0 < s.lower_bound_cost <= s.recompute_cost
-    assert s.predicted_peak_activations <= budget and s.recompute_cost <= total
+    assert s.predicted_peak_activations <= budget
+    assert s.lower_bound_cost is not None and s.lower_bound_cost > 0
 
 
 def _store_all(profile):
