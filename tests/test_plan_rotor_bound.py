@@ -43,7 +43,6 @@ def long_chain(n, seed=0):
 def test_thousand_layers_have_a_positive_bound_within_a_minute():
     profile = long_chain(1000)
     whole = P.rotor  # the public entry point
-    costs = _costs(profile, None)
     smallest = _min_peak(profile)
     budget = max(smallest, int(0.3 * _store_all(profile)))
     t = time.perf_counter()
