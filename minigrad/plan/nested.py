@@ -849,6 +849,10 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
             fronts up to 40 layers (their time grows about as ``n^4``), else slots
             chosen automatically (as many as the table allows, at most 256) with the
             proven bound: one entry point, exact where it can be, bounded where not.
+            With slots, ``lower_bound_cost`` is the larger of that table's bound and
+            a grid-free one (`_taped_knapsack_bound`: what the top level cannot tape
+            within the budget is recomputed at least once; a fractional knapsack),
+            which stays positive when the slots are coarser than every array.
     Returns:
         a `NestedSchedule` with ``predicted_peak_activations`` and ``recompute_cost``;
         run it with ``checkpoint_sequential(layers, schedule, x)``.
@@ -949,7 +953,64 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
             return v * slots // cap
         low = _Dense(([down(v) for v in a], si, so, [down(v) for v in own]), costs, S)
         bound = float(low.top()[S])
+        # and one that needs no grid (the top level's knapsack): the larger holds
+        bound = max(bound, _taped_knapsack_bound(profile, costs, cap))
     return _planned(profile, items, costs, bound)
+
+
+def _taped_knapsack_bound(profile: ChainProfile, costs, budget: int):
+    """A lower bound on the optimum's recomputed work that needs no memory grid.
+
+    Proof. Take any schedule that fits ``budget`` and let ``T`` be its top-level
+    ``Taped`` layers. At the end of the first forward the held set contains
+    ``saved(i)`` for every ``i`` in ``T`` and the loss's arrays, so their union fits
+    the budget (the first term of ``peak``). Every layer not in ``T`` lies in a
+    top-level checkpoint, which re-runs it at least once, so the work is at least
+    ``sum of cost[i], i not in T``. Split every array's bytes equally among the
+    holders that save it (a boundary two neighbours save: half each), giving a
+    weight ``w_i`` per layer (the loss too) with ``|union| = sum of w_i`` over
+    ``T`` and the loss. So ``sum over T of w_i <= budget - w_loss``, and the work
+    is at least ``total - max{sum over T of cost_i}`` under that knapsack; its
+    fractional relaxation (greedy by ``cost/w``) only raises the maximum, so
+    ``total - (fractional maximum)`` is a lower bound. Exact in fractions."""
+    a, si, so, own = _chain_arrays(profile)
+    N = len(si)
+    holders = [0] * len(a)
+    for i in range(N):
+        holders[i] += bool(si[i])
+        holders[i + 1] += bool(so[i])
+    w = []
+    for i in range(N):
+        v = Fraction(own[i])
+        if si[i]:
+            v += Fraction(a[i], holders[i])
+        if so[i]:
+            v += Fraction(a[i + 1], holders[i + 1])
+        w.append(v)
+    room = Fraction(budget) - w[N - 1]
+    c = [Fraction(v) for v in costs]
+    total = sum(c, Fraction(0))
+    if room < 0:
+        return _down(total)
+    taped = Fraction(0)
+    free = [i for i in range(N - 1) if w[i] == 0]
+    taped += sum((c[i] for i in free), Fraction(0))
+    rest = sorted((i for i in range(N - 1) if w[i] > 0),
+                  key=lambda i: c[i] / w[i], reverse=True)
+    for i in rest:
+        if w[i] <= room:
+            room -= w[i]
+            taped += c[i]
+        else:
+            taped += c[i] * room / w[i]
+            break
+    return _down(total - taped)
+
+
+def _down(q):
+    """``q`` as a float no larger than ``q`` (a bound must not round up)."""
+    f = float(q)
+    return math.nextafter(f, -math.inf) if Fraction(f) > q else f
 
 
 @contextmanager
