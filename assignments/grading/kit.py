@@ -262,9 +262,11 @@ def live_float_arrays(skip=()) -> dict:
     containers = {tuple, list, dict}
     while frontier:  # per level of the heap, in C loops: with torch loaded it is large
         refs = gc.get_referents(*frontier)
-        kinds = {t for t in set(map(type, refs)) if issubclass(t, np.ndarray)}
+        types = list(map(type, refs))
+        kinds = {t for t in set(types) if issubclass(t, np.ndarray)}
         # type() and ndarray's own descriptors: no method of a subclass runs (or lies) here
-        arrays = list(compress(refs, map(kinds.__contains__, map(type, refs))))
+        arrays = list(compress(refs, map(kinds.__contains__, types)))
+        more = []  # containers held by object arrays
         while arrays:
             a = arrays.pop()
             while issubclass(type(_BASE(a)), np.ndarray):
@@ -277,12 +279,13 @@ def live_float_arrays(skip=()) -> dict:
                 seen.add(id(a))
                 items = np.ndarray.tolist(np.ndarray.ravel(a))
                 arrays.extend(x for x in items if issubclass(type(x), np.ndarray))
-                refs.extend(x for x in items if type(x) in containers)
-        untracked = filterfalse(gc.is_tracked, compress(refs, map(containers.__contains__, map(type, refs))))
-        level = {id(r): r for r in untracked}
+                more.extend(x for x in items if type(x) in containers)
+        untracked = list(filterfalse(gc.is_tracked, compress(refs, map(containers.__contains__, types))))
+        untracked += filterfalse(gc.is_tracked, more)
+        level = dict(zip(map(id, untracked), untracked))
         new = level.keys() - seen
         seen |= new
-        frontier = [level[k] for k in new]
+        frontier = list(map(level.__getitem__, new))
     return found
 
 
