@@ -1,0 +1,82 @@
+"""A test's time limit (the runner's SIGALRM handler) never strikes while the grader's kit
+has minigrad patched: a correct notebook that ran out of time on a busy machine loses
+that test's points, not the whole notebook's for "tampering detected" (which a4's
+solution got, two grades in three, at a 1 s limit, before the handler waited)."""
+from __future__ import annotations
+
+import signal
+import sys
+
+import pytest
+from bookpaths import ROOT
+
+sys.path.insert(0, str(ROOT / "assignments"))
+from grading import kit, runner
+
+import minigrad.checkpoint
+
+MODULES = ["minigrad.checkpoint"]
+
+
+@pytest.fixture
+def alarm():
+    """(handler, rearmed): the runner's handler, with the re-arming calls it made."""
+    rearmed = []
+    return runner.alarm_handler(kit.ALARM_WAITS_CODES, lambda *a: rearmed.append(a)), rearmed
+
+
+def test_the_limit_waits_while_the_stubs_go_in_and_strikes_inside_the_block(alarm, monkeypatch):
+    handler, rearmed = alarm
+    modules = kit._modules
+    outcomes = []
+
+    def modules_then_alarm(names):  # called by library_refused as it starts patching
+        try:
+            handler(signal.SIGALRM, sys._getframe())
+            outcomes.append("waited")
+        except runner.TimeLimit:
+            outcomes.append("struck")
+        return modules(names)
+
+    monkeypatch.setattr(kit, "_modules", modules_then_alarm)
+    with pytest.raises(runner.TimeLimit), kit.library_refused(MODULES, "your code"):
+        handler(signal.SIGALRM, sys._getframe())  # the test's own code: the limit strikes
+    assert outcomes == ["waited"] and rearmed == [(signal.ITIMER_REAL, 0.005)]
+    assert minigrad.checkpoint.checkpoint.__module__ == "minigrad.checkpoint", \
+        "a limit that struck inside the block left minigrad's stub in place"
+
+
+def test_the_limit_waits_while_the_stubs_are_put_back(alarm, monkeypatch):
+    """Restoring: the alarm arrives as the first name is put back (setattr on a module)."""
+    handler, _ = alarm
+    original = minigrad.checkpoint.checkpoint
+    outcomes = []
+
+    class Spy(type(minigrad.checkpoint)):
+        def __setattr__(self, name, value):
+            if value is original and not outcomes:
+                try:
+                    handler(signal.SIGALRM, sys._getframe())
+                    outcomes.append("waited")
+                except runner.TimeLimit:
+                    outcomes.append("struck")
+            super().__setattr__(name, value)
+
+    cls = type(minigrad.checkpoint)
+    monkeypatch.setattr(minigrad.checkpoint, "__class__", Spy)
+    try:
+        with kit.library_refused(MODULES, "your code"):
+            pass
+    finally:
+        object.__setattr__(minigrad.checkpoint, "__class__", cls)
+    assert outcomes == ["waited"], outcomes
+    assert minigrad.checkpoint.checkpoint is original
+
+
+def test_elsewhere_the_limit_strikes_at_once(alarm):
+    handler, rearmed = alarm
+    with pytest.raises(runner.TimeLimit):
+        handler(signal.SIGALRM, sys._getframe())
+    with pytest.raises(runner.TimeLimit):
+        handler(signal.SIGALRM, None)
+    assert rearmed == []
