@@ -30,11 +30,12 @@ def load_parts(name: str) -> dict:
     return probes.master_parts(json.loads((ROOT / "assignments" / name / f"{name}.ipynb").read_text()))
 
 
-def reference_records(parts, seed) -> dict:
-    """``{question: {test: record}}`` of the reference run against itself."""
+def reference_records(parts, seed, questions=None) -> dict:
+    """``{question: {test: record}}`` of the reference run against itself (every question,
+    or those of ``questions``)."""
     given = probes.given_namespace(parts)
     out = {}
-    for q in parts["order"]:
+    for q in parts["order"] if questions is None else questions:
         ref = dict(given)
         probes.exec_cells([parts["solutions"][p] for p in parts["order"]], ref, "reference")
         out[q] = probes.probe_question(parts, q, ref, seed, given)

@@ -769,7 +769,7 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
     from minigrad import memory as _memory
 
     ledger_event = _memory.LEDGER_EVENT
-    class_write_event, class_write_code = kit.CLASS_WRITE_EVENT, id(kit._set_class_attr.__code__)
+    class_write_event, class_write_code = kit.CLASS_WRITE_EVENT, id(kit._set_attrs.__code__)
     class_write_caller = id(kit.library_refused.__wrapped__.__code__)
     tracker_event, tracker_type, counter_type = _memory.TRACKER_EVENT, _memory.Tracker, _memory.Counter
     tracker_codes = {id(_CLASS_DICT(tracker_type)[k].__code__): kind for k, kind in
@@ -1001,19 +1001,27 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
             if len(args) == 2 and type(args[1]) is list and not stack_trusted(2)[1]:
                 args[1].append(True)
             return
-        if event == class_write_event:  # kit's stubs on a class of minigrad, and put back
-            if len(args) == 4 and issubclass(type(args[0]), type) and type(args[3]) is list \
+        if event == class_write_event:  # kit's stubs on minigrad's modules and classes, and put back
+            if len(args) == 2 and type(args[0]) is list and type(args[1]) is list \
                     and not inside.get(ident()) and id(getframe(1).f_code) == class_write_code \
                     and id(getframe(2).f_code) == class_write_caller:  # kit.library_refused only
                 inside[ident()] = True
                 try:
-                    namespace = gc.get_referents(_CLASS_DICT(args[0]))[0]
-                    if tags_before is not None:
-                        tags_before(namespace)
-                    type.__setattr__(args[0], "".join([args[1]]), args[2])
-                    if tags_after is not None:
-                        tags_after(namespace)
-                    args[3].append(True)
+                    for owner, name, value in args[0]:  # tuples kit.library_refused made
+                        name = "".join([name])
+                        if type(owner) is GuardedModule:
+                            namespace, write = _MODULE_DICT(owner), _MODULE_SETATTR
+                        elif issubclass(type(owner), type):
+                            namespace, write = gc.get_referents(_CLASS_DICT(owner))[0], type.__setattr__
+                        else:
+                            setattr(owner, name, value)
+                            continue
+                        if tags_before is not None:
+                            tags_before(namespace)
+                        write(owner, name, value)
+                        if tags_after is not None:
+                            tags_after(namespace)
+                    args[1].append(True)
                 finally:
                     inside[ident()] = False
             return
