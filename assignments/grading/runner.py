@@ -741,12 +741,16 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
     it is the one write the namespace's expected version tag takes in); a refused one is
     added to ``refused_writes`` (a list of the caller's).
 
-    While a test runs it keeps, out of the notebook's reach, its own copy of every ledger
-    tracker the test makes (``minigrad.memory.TRACKER_EVENT``, raised by the tracker's own
-    methods: the start, each change of the live bytes, each op): ``checks`` (a list of the
-    caller's) gets a function that says which tracker's ``start``, ``peak``, ``counts`` or
-    ``flops`` differ from that copy (a notebook that edited the tracker the test reads,
-    or gave it an attribute of its own), "" when none does."""
+    From the moment it is installed it keeps, out of the notebook's reach, its own copy of
+    minigrad's ledger (``minigrad.memory.LEDGER_EVENT``, taken in only when the ledger's own
+    method raised it for minigrad's engine; a buffer counted as freed only when every array
+    object watched for it is freed) and, while a test runs, of every tracker the test enters
+    (``TRACKER_EVENT``): start, peaks, end and timeline computed from its own live bytes,
+    op counts and FLOPs. ``checks`` (a list of the caller's) gets a function that says
+    which tracker differs from that copy in any field (a notebook that edited the tracker
+    the test reads, gave it an attribute of its own, or lowered the ledger's own numbers),
+    or which ledger or tracker event was forged (the ledger's methods, ``memory.release``
+    or ``hooks.tell`` called by the notebook), "" when none."""
     state = [False]  # in the notebook phase
     # per thread: inside the hook's own work (where the hook's own events pass); reading the
     # raiser of an event there. A thread of the notebook's racing the hook is never inside.
@@ -766,18 +770,16 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
     answer_event, canonical, compare = minigrad.testing.ANSWER_EVENT, minigrad.testing.canonical, minigrad.testing.compare
     answer_error, reference_value = minigrad.testing.AnswerError, minigrad.testing.REFERENCE
     collect = [None, False]  # the answers of the test that runs; whether to check `expected`
+    from minigrad import hooks as _hooks_module
     from minigrad import memory as _memory
 
     ledger_event = _memory.LEDGER_EVENT
     class_write_event, class_write_code = kit.CLASS_WRITE_EVENT, id(kit._set_class_attr.__code__)
     class_write_caller = id(kit.library_refused.__wrapped__.__code__)
     tracker_event, tracker_type, counter_type = _memory.TRACKER_EVENT, _memory.Tracker, _memory.Counter
-    tracker_codes = {id(_CLASS_DICT(tracker_type)[k].__code__): kind for k, kind in
-                     (("__init__", "start"), ("_observe", "observe"), ("_event", "event"))}
+    event_type = _memory.Event
     phases, tracker_fields = tuple(_memory.PHASES), TRACKER_FIELDS
-    shadows: dict = {}  # id(tracker) -> [tracker, start, peak, counts, flops]: this test's
-    forged: list = []
-    _int, _str, _dict = int, str, dict
+    _int, _str, _dict, _list, _sum = int, str, dict, list, sum
 
     def plain_bytes(d):
         """A copy of a dict of str -> int, read without running code; None if it is not one."""
@@ -790,115 +792,205 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
             out[k] = v
         return out
 
-    ledger_codes = {id(_CLASS_DICT(_memory._Ledger)[k].__code__): kind for k, kind in
-                    (("_entry", "new"), ("_recategorize", "cat"), ("_dead", "dead"))}
+    # --- the grader's own copy of the ledger, from install to the end of the process -----
+    # Each event is taken in only if the ledger's own method raised it, called by minigrad's
+    # engine (a tensor's data, a node saving or releasing, a gradient set, an op run) through
+    # the hook registry: a notebook calling ``memory.release``, ``_LEDGER._dead``,
+    # ``hooks.tell`` or ``hooks.release_role`` itself is named. A buffer counted as freed is
+    # taken in only if every array object the grader saw the ledger watch for it is freed.
+    ledger_methods = _CLASS_DICT(_memory._Ledger)
+    code_of = {k: id(ledger_methods[k].__code__) for k in
+               ("_entry", "_recategorize", "_dead", "_watch_until_freed", "register", "hold",
+                "release", "op", "_freed")}
+    c_entry, c_recat, c_dead, c_watch = (code_of[k] for k in ("_entry", "_recategorize", "_dead",
+                                                              "_watch_until_freed"))
+    c_hold, c_freed = code_of["hold"], code_of["_freed"]
+    c_event = id(_CLASS_DICT(tracker_type)["_event"].__code__)
+    c_track = id(_memory.track.__wrapped__.__code__)
+    dispatch = frozenset(list(code_of.values()) + [id(f.__code__) for f in (
+        _hooks_module.tell, _hooks_module.hold_role, _hooks_module.release_role)])
+    package = os.path.dirname(os.path.abspath(_memory.__file__)) + os.sep
+    engine = frozenset(k for k, code in list(trusted.items())
+                       if k not in dispatch and str(code.co_filename).startswith(package))
     entry_type, categories = _memory._Entry, tuple(_memory.CATEGORIES)
-    ledger_shadow: dict = {}  # id(entry) -> [entry, nbytes, category]; "live" -> bytes by category
+    weakref_type = type(_memory.weakref.ref(_memory.track))
+    entry_nbytes, entry_cat = entry_type.nbytes.__get__, entry_type.cat.__get__
+    ledger_shadow: dict = {}  # id(entry) -> [entry, nbytes, category, [weak references]]
+    live = _dict.fromkeys(categories, 0)  # the grader's live bytes by category
+    shadows: dict = {}  # id(tracker) -> record (a list, below): this test's trackers
+    active: list = []  # the records of the trackers entered and not yet left
+    forged: list = []
 
-    def shadow_ledger_start():
-        """The ledger's entries as the test starts (live bytes follow from them)."""
-        ledger_shadow.clear()
-        live = _dict.fromkeys(categories, 0)
-        for e in _dict.values(_memory._LEDGER.entries):
-            if type(e) is not entry_type:
-                forged.append("the ledger's entries were changed")
-                return
-            nbytes, cat = entry_type.nbytes.__get__(e), entry_type.cat.__get__(e)
-            if type(nbytes) is not _int or type(cat) is not _str or cat not in live:
-                forged.append("the ledger's entries were changed")
-                return
-            ledger_shadow[id(e)] = [e, nbytes, cat]
-            live[cat] += nbytes
-        ledger_shadow["live"] = live
+    def forge(why):
+        if not forged:
+            forged.append(why)
+
+    def from_engine(frame) -> bool:
+        """Whether the frame above the ledger's methods and the hook registry's runs
+        minigrad's own code (``frame``: the raiser's caller)."""
+        while frame is not None and id(frame.f_code) in dispatch:
+            frame = frame.f_back
+        return frame is not None and id(frame.f_code) in engine
+
+    def ledger_start():
+        """The ledger as the hook is installed (no notebook code has run)."""
+        ledger = _memory._LEDGER
+        by_key = {}
+        for key, e in _dict.items(ledger.entries):
+            if type(e) is entry_type and type(entry_nbytes(e)) is _int and entry_cat(e) in live:
+                ledger_shadow[id(e)] = by_key[key] = [e, entry_nbytes(e), entry_cat(e), []]
+                live[entry_cat(e)] += entry_nbytes(e)
+        for r, key in _dict.values(ledger._watch):
+            known = by_key.get(key)
+            if known is not None and type(r) is weakref_type:
+                known[3].append(r)
+
+    def peaks_now():
+        total = _sum(live.values())
+        for record in active:
+            peak = record[2]
+            for c, v in _dict.items(live):
+                if v > peak[c]:  # noqa: PLR1730 - no builtin looked up here
+                    peak[c] = v
+            if total > peak["total"]:  # noqa: PLR1730
+                peak["total"] = total
 
     def shadow_ledger(args):
-        live = ledger_shadow.get("live")
-        if live is None or len(args) < 2 or type(args[1]) is not entry_type:
+        if len(args) < 2 or type(args[1]) is not entry_type:
             return
         kind, e = args[0], args[1]
-        if ledger_codes.get(id(getframe(2).f_code)) != kind:
-            if not forged:
-                forged.append("a ledger event that no ledger method raised")
+        raiser = getframe(2)
+        code = id(raiser.f_code)
+        if kind == "dead":
+            if code != c_dead or id(raiser.f_back.f_code) != c_freed:
+                forge("the ledger was told that an array was freed by code other than the "
+                      "ledger's own (memory._LEDGER's methods called by the notebook)")
+                return
+            known = ledger_shadow.get(id(e))
+            if known is None or known[0] is not e:
+                return
+            refs = known[3]
+            if not refs or any(r() is not None for r in refs):
+                forge("the ledger counted as freed an array that is still alive (its methods "
+                      "or records changed by the notebook)")
+                return
+            live[known[2]] -= known[1]
+            del ledger_shadow[id(e)]
+            peaks_now()
+            return
+        if code != (c_entry if kind == "new" else c_recat if kind == "cat" else c_watch) \
+                or not from_engine(raiser.f_back):
+            forge("the ledger's methods were called by code other than minigrad's engine (a "
+                  "notebook's call of memory.hold/release/register, _LEDGER's methods or "
+                  "hooks.tell)")
             return
         if kind == "new" and len(args) == 3 and type(args[2]) is _int:
-            ledger_shadow[id(e)] = [e, args[2], "temporaries"]
+            ledger_shadow[id(e)] = [e, args[2], "temporaries", []]
             live["temporaries"] += args[2]
+            if id(raiser.f_back.f_code) != c_hold:  # in hold, the category's change follows
+                peaks_now()
             return
         known = ledger_shadow.get(id(e))
         if known is None or known[0] is not e:
-            return  # counted before the test's start was taken
-        if kind == "cat" and len(args) == 3 and type(args[2]) is _str and args[2] in live:
+            return
+        if kind == "watch" and len(args) == 3 and type(args[2]) is weakref_type:
+            refs = known[3]
+            if len(refs) > 8:
+                refs[:] = [r for r in refs if r() is not None]
+            refs.append(args[2])
+        elif kind == "cat" and len(args) == 3 and type(args[2]) is _str and args[2] in live:
             live[known[2]] -= known[1]
             live[args[2]] += known[1]
             known[2] = args[2]
-        elif kind == "dead":
-            live[known[2]] -= known[1]
-            del ledger_shadow[id(e)]
+            peaks_now()
 
+    def live_now():
+        now = _dict(live)
+        now["total"] = _sum(live.values())
+        return now
+
+    # a record: [tracker, start, peak, end, counts, flops, flops_by_op, timeline or None, record]
     def shadow(args):
         if len(args) < 2 or type(args[1]) is not tracker_type:
             return
         kind, tracker = args[0], args[1]
-        if tracker_codes.get(id(getframe(2).f_code)) != kind:  # the caller of sys.audit
-            if len(forged) < 1:
-                forged.append("a tracker event that no tracker method raised")
+        raiser = getframe(2)
+        if id(raiser.f_code) != (c_track if kind in ("enter", "exit") else c_event) \
+                or (kind == "event" and not from_engine(raiser.f_back)):
+            forge("a tracker event that no tracker method raised for minigrad's engine")
             return
-        if kind == "start" and len(args) == 3:
-            start = plain_bytes(args[2])
-            if start is not None and collect[0] is not None:
-                shadows[id(tracker)] = [tracker, start, _dict(start), {p: {} for p in phases},
-                                        _dict.fromkeys(phases, 0)]
+        if kind == "enter":
+            if collect[0] is not None:
+                fields = _OBJECT_DICT(tracker)
+                timeline = [] if _dict.get(fields, "_record") is True else None
+                record = [tracker, live_now(), live_now(), None, {p: {} for p in phases},
+                          _dict.fromkeys(phases, 0), {p: {} for p in phases}, timeline,
+                          _dict.get(fields, "_record")]
+                shadows[id(tracker)] = record
+                active.append(record)
             return
-        entry = shadows.get(id(tracker))
-        if entry is None or entry[0] is not tracker:
+        record = shadows.get(id(tracker))
+        if record is None or record[0] is not tracker:
             return
-        if kind == "observe" and len(args) == 3:
-            live, peak = plain_bytes(args[2]), entry[2]
-            if ledger_shadow.get("live") is not None and live is not None:
-                live = _dict(ledger_shadow["live"])  # what the ledger's own methods counted
-            if live is None:
-                entry[2] = None
-                return
-            if peak is None:
-                return
-            total = 0
-            for c, v in live.items():
-                total += v
-                if v > peak.get(c, v):
-                    peak[c] = v
-            if total > peak.get("total", total):
-                peak["total"] = total
+        if kind == "exit":
+            record[3] = live_now()
+            active[:] = [r for r in active if r is not record]
         elif kind == "event" and len(args) == 5:
             phase, op, flops = args[2], args[3], args[4]
             if type(phase) is not _str or type(op) is not _str or type(flops) is not _int \
-                    or phase not in entry[3]:
-                entry[3] = None
+                    or phase not in record[4]:
+                forge("a tracker event that no tracker method raised for minigrad's engine")
                 return
-            if entry[3] is None:
-                return
-            entry[3][phase][op] = entry[3][phase].get(op, 0) + 1
-            entry[4][phase] += flops
+            record[4][phase][op] = record[4][phase].get(op, 0) + 1
+            if flops:
+                record[5][phase] += flops
+                record[6][phase][op] = record[6][phase].get(op, 0) + flops
+            if record[7] is not None:
+                record[7].append((phase, op, live_now(), flops))
+
+    def same_counters(got, want) -> bool:
+        return type(got) is _dict and set(_dict.keys(got)) == set(want) \
+            and all(type(_dict.get(got, p)) is counter_type
+                    and plain_bytes(_dict(_dict.get(got, p))) == {k: v for k, v in want[p].items()}
+                    for p in want)
+
+    def same_timeline(got, want) -> bool:
+        if type(got) is not _list or len(got) != len(want):
+            return False
+        for event, (phase, op, at, flops) in zip(_list(got), want):
+            if type(event) is not event_type:
+                return False
+            fields = _OBJECT_DICT(event)
+            if _dict.get(fields, "phase") != phase or type(_dict.get(fields, "phase")) is not _str \
+                    or type(_dict.get(fields, "op")) is not _str or _dict.get(fields, "op") != op \
+                    or type(_dict.get(fields, "flops")) is not _int or _dict.get(fields, "flops") != flops \
+                    or plain_bytes(_dict.get(fields, "live")) != at:
+                return False
+        return True
 
     def tracker_problem() -> str:
         if forged:
             return forged[0]
-        for tracker, start, peak, counts, flops in _dict.values(shadows):
+        for tracker, start, peak, end, counts, flops, by_op, timeline, keep in _list(_dict.values(shadows)):
             if type(tracker) is not tracker_type:
                 return "a tracker of the ledger was given another class while a test measured"
             fields = _OBJECT_DICT(tracker)
             if not set(_dict.keys(fields)) <= tracker_fields:
                 return "a tracker of the ledger was given an attribute of the notebook's while a test measured"
-            got_counts = _dict.get(fields, "counts")
-            same_counts = counts is not None and type(got_counts) is _dict \
-                and set(_dict.keys(got_counts)) == set(counts) \
-                and all(type(_dict.get(got_counts, p)) is counter_type
-                        and plain_bytes(_dict(_dict.get(got_counts, p))) == counts[p] for p in counts)
-            if peak is None or plain_bytes(_dict.get(fields, "start")) != start \
+            got_end = _dict.get(fields, "end")
+            if plain_bytes(_dict.get(fields, "start")) != start \
                     or plain_bytes(_dict.get(fields, "peak")) != peak \
-                    or plain_bytes(_dict.get(fields, "flops")) != flops or not same_counts:
-                return ("a tracker of the ledger was edited while a test measured (its start, peaks, "
-                        "op counts or FLOPs are not what the ledger reported to it)")
+                    or (plain_bytes(got_end) != end if end is not None else got_end is not None) \
+                    or plain_bytes(_dict.get(fields, "flops")) != flops \
+                    or not same_counters(_dict.get(fields, "counts"), counts) \
+                    or not same_counters(_dict.get(fields, "flops_by_op"), by_op) \
+                    or _dict.get(fields, "_record") is not keep \
+                    or (timeline is not None and not same_timeline(_dict.get(fields, "timeline"), timeline)):
+                return ("a tracker of the ledger was edited while a test measured (its start, peaks, end, "
+                        "timeline, op counts or FLOPs are not what the grader's own copy of the ledger says)")
         return ""
+
+    ledger_start()
 
     if checks is not None:
         checks.append(tracker_problem)
@@ -1020,13 +1112,12 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
         if event == ledger_event or event == tracker_event:
             # raised by the ledger's and the tracker's own methods (checked), even while the
             # hook works: an array freed there is freed for the grader's copy too
-            if collect[0] is not None:
-                was = inside.get(ident())
-                inside[ident()] = True
-                try:
-                    (shadow_ledger if event == ledger_event else shadow)(args)
-                finally:
-                    inside[ident()] = was
+            was = inside.get(ident())
+            inside[ident()] = True
+            try:
+                (shadow_ledger if event == ledger_event else shadow)(args)
+            finally:
+                inside[ident()] = was
             return
         if event == answer_event:
             if collect[0] is not None and not inside.get(ident()):
@@ -1167,11 +1258,8 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
         return them (a list no notebook code can reach)."""
         if start:
             collect[0], collect[1] = [], bool(check_expected)
-            inside[ident()] = True
-            try:
-                shadow_ledger_start()
-            finally:
-                inside[ident()] = False
+            shadows.clear()
+            active.clear()
             return None
         got, collect[0] = collect[0], None
         return got
