@@ -562,6 +562,64 @@ def lower_live():
 def forged_event():
     with memory.track() as m:
         sys.audit("minigrad.memory.tracker", "observe", m, {"activations": 0})
+def kept():  # a graph kept while a test measures: its saved arrays, held
+    x = Tensor(np.ones((64, 8), np.float32), requires_grad=True)
+    y = ((x * 2).exp() * 3).tanh()
+    fresh = [r() for r, key in list(memory._LEDGER._watch.values())]
+    return x, y, [a for a in fresh if a is not None and memory.category(a) == "activations"]
+def dead_direct():
+    with memory.track() as m:
+        x, y, saved = kept()
+        for a in saved:  # the ledger's own method: the event it raises is genuine
+            while memory.category(a) is not None:
+                memory._LEDGER._dead(id(memory.base_buffer(a)))
+def freed_direct():
+    with memory.track() as m:
+        x, y, saved = kept()
+        keys = {id(memory.base_buffer(a)) for a in saved}
+        for r, key in list(memory._LEDGER._watch.values()):
+            if key in keys:  # the weak reference is alive: its array is not freed
+                memory._LEDGER._freed(r)
+def release_direct():
+    with memory.track() as m:
+        x, y, saved = kept()
+        for a in saved:
+            while memory.category(a) == "activations":
+                memory.release(a, "activations")
+def release_role_direct():
+    from minigrad import hooks
+    with memory.track() as m:
+        x, y, saved = kept()
+        for a in saved:
+            while memory.category(a) == "activations":
+                hooks.release_role(a, "activations")  # through the hook registry
+def unlisted():
+    with memory.track() as m:
+        trackers = memory._LEDGER.trackers
+        saved = list(trackers)
+        trackers.clear()  # the tracker observes nothing meanwhile, put back after
+        x, y, _ = kept()
+        del x, y, _
+        trackers.extend(saved)
+def edit_end():
+    with memory.track() as m:
+        x, y, _ = kept()
+    m.end = dict(m.start)
+def edit_timeline():
+    with memory.track() as m:
+        x, y, _ = kept()
+    del m.timeline[1:]
+def edit_flops_by_op():
+    with memory.track() as m:
+        x, y, _ = kept()
+    m.flops_by_op["forward"]["exp"] = 0
+def honest_backward():
+    with memory.track() as m:
+        x, y, _ = kept()
+        y.sum().backward()
+    with memory.track(record_timeline=False) as m2:
+        x, y, _ = kept()
+    return m.peak["total"]
 def race():
     got, stop = [], []
     def spin():
@@ -585,14 +643,21 @@ exec(compile(cell, "<your cell 1>", "exec"), ns)
 """
 
 
-@pytest.mark.parametrize("route", ["honest", "lower_peak", "shadow_observe", "fewer_ops",
-                                   "lower_live", "forged_event", "race"])
+@pytest.mark.parametrize("route", ["honest", "honest_backward", "lower_peak", "shadow_observe",
+                                   "fewer_ops", "lower_live", "forged_event", "race", "dead_direct",
+                                   "freed_direct", "release_direct", "release_role_direct", "unlisted", "edit_end",
+                                   "edit_timeline", "edit_flops_by_op"])
 def test_a_ledger_tracker_edited_while_a_test_measures_is_seen(route):
     """The hook keeps its own copy of each tracker a test makes (from the events the
     tracker's own methods raise) and of the ledger's live bytes (from the ledger's): a peak
     lowered, ``_observe`` shadowed by an attribute of the notebook's, an op count changed,
     the ledger's live bytes lowered and put back, or a forged event is named; an honest measurement
-    is not. A thread of the notebook's racing the hook gets no ``gc.get_objects`` through."""
+    is not. A thread of the notebook's racing the hook gets no ``gc.get_objects`` through.
+    The ledger's own methods called by the notebook (``_LEDGER._dead``, ``_freed`` with the
+    weak reference of an array still alive, ``memory.release``,
+    ``hooks.release_role``) are named, as are a tracker taken off the ledger's list while
+    arrays come and go and a tracker's ``end``, ``timeline`` or ``flops_by_op`` edited after
+    its region."""
     if route == "race":
         body = "enter()\nout = ns['race']()\nleave()\nprint(json.dumps(out))\n"
     else:
@@ -603,8 +668,10 @@ def test_a_ledger_tracker_edited_while_a_test_measures_is_seen(route):
                           timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
-    if route == "honest":
+    if route.startswith("honest"):
         assert got == "", got
+    elif route in ("dead_direct", "freed_direct", "release_direct", "release_role_direct"):
+        assert "ledger" in got and "tracker" not in got, got
     elif route == "race":
         assert got == 0, "a racing thread's gc.get_objects got through"
     else:
