@@ -717,3 +717,26 @@ print(json.dumps(out))
     if out["why"]:
         pytest.skip(out["why"])
     assert out == {"why": "", "signal": "refused", "fresh": "refused", "child": "refused", "alarm": 1}, out
+
+
+def test_no_seccomp_filter_means_nothing_is_graded():
+    """Where the seccomp filter cannot be put in (another architecture, no seccomp, no
+    ctypes), a notebook's signal handler could not be refused, and CPython raises no audit
+    event for it: such a handler, armed from a fork handler and a timer, read the trackers
+    of a3's tests while they measured (a3_signal_steal_tracker: 4 / 18 from no formula).
+    The runner then fails closed: before any cell it tells the driver, which stops with
+    ``Unguarded`` (the reference's run first, so no submission is scored)."""
+    from grading import driver
+
+    marker = '    (SIGALRM, its time limit) must be in place before. Returns "" or why not."""\n'
+    source = RUNNER.read_text()
+    assert source.count(marker) == 1
+    script = (f"import sys\nsys.path.insert(0, {str(ROOT / 'assignments')!r})\n"
+              f"src = open({str(RUNNER)!r}).read().replace({marker!r}, "
+              f"{marker!r} + '    return \"no seccomp filter (simulated)\"\\n', 1)\n"
+              f"exec(compile(src, {str(RUNNER)!r}, 'exec'), {{'__name__': '__main__', "
+              f"'__file__': {str(RUNNER)!r}, '__builtins__': __builtins__}})\n")
+    cells = [{"index": 0, "source": "import sys\nprint('CELL RAN', file=sys.stderr)"}]
+    env = {"PYTHONPATH": f"{ROOT / 'assignments'}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    with pytest.raises(driver.Unguarded, match="no seccomp filter \\(simulated\\)"):
+        driver.run_notebook(lambda: [sys.executable, "-c", script], cells, [], [], 10.0, env=env)

@@ -1537,8 +1537,13 @@ def main() -> None:
     signal.signal(signal.SIGALRM, on_alarm)
     why_signals = refuse_new_signal_handlers()
     if why_signals:
-        print(f"grader: {why_signals}: a signal handler the notebook installs is not refused",
-              file=sys.stderr, flush=True)
+        # Fail closed: CPython raises no audit event for ``signal.signal``, and a handler of
+        # the notebook's, installed (and put back) while a test runs, is handed the frame of
+        # whatever runs when its signal comes (the test's, the grader's checks), whose locals
+        # no audit hook guards. No cell runs here: the driver stops (the reference's run first).
+        emit(kind="unguarded", detail=f"{why_signals}: a signal handler a notebook installs "
+                                      "could not be refused, so nothing is graded here")
+        _exit(0)
     student = {"__name__": "__main__", "__builtins__": builtins}
     cell_errors = run_cells(load["cells"], student, set(load.get("skip", [])), float(load["limit"]))
     problem = tampering()
