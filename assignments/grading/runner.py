@@ -316,7 +316,8 @@ class NamespaceTags:
                 held, namespace = entry[5], entry[1]
                 changed = {k for k in held.keys() | namespace.keys()
                            if held.get(k, _deleted) is not namespace.get(k, _deleted)}
-                if changed <= entry[4]:
+                # a class whose tag moved with nothing changed had an attribute set and put back
+                if changed <= entry[4] and (changed or not entry[6]):
                     entry[3], entry[5] = now, _dict(namespace)
                     return
             if entry[0] not in found:
@@ -342,22 +343,26 @@ class NamespaceTags:
 
         self.before, self.after, self.problems = before, after, problems
 
-    def install(self, modules, writers=None, classes=()) -> None:
+    def install(self, modules, writers=None, classes=(), class_writers=None) -> None:
         """Watch each module's namespace and each class's ``__dict__`` (classes that nothing
-        writes while a notebook is graded: the grader's own)."""
+        writes while a notebook is graded: the grader's own). ``class_writers``: id(a class's
+        ``__dict__``) -> the names its library's own code sets on it at run time
+        (`class_writers`: ``torch.utils.checkpoint.DefaultDeviceType._default_device_type``):
+        a change of those names only is taken in; a tag that moved with nothing changed (an
+        attribute set and put back) is not."""
         if self.view is None:
             return
         if writers is None:
             writers = global_writers({id(_MODULE_DICT(m)) for m in modules})
-        spaces = [(str(_MODULE_DICT(m).get("__name__", "?")), _MODULE_DICT(m)) for m in modules]
+        spaces = [(str(_MODULE_DICT(m).get("__name__", "?")), _MODULE_DICT(m), writers) for m in modules]
         spaces += [(f"{_CLASS_DICT(c).get('__module__', '?')}.{c.__qualname__}",
-                    gc.get_referents(_CLASS_DICT(c))[0]) for c in classes]
-        for name, namespace in spaces:
+                    gc.get_referents(_CLASS_DICT(c))[0], class_writers or {}) for c in classes]
+        for name, namespace, known in spaces:
             if id(namespace) in self.entries or type(namespace) is not dict:
                 continue
-            tag, writable = self.view(namespace), frozenset(writers.get(id(namespace), ()))
+            tag, writable = self.view(namespace), frozenset(known.get(id(namespace), ()))
             self.entries[id(namespace)] = [name, namespace, tag, tag.value >> self.shift, writable,
-                                           dict(namespace) if writable else None]
+                                           dict(namespace) if writable else None, known is not writers]
 
 
 def grader_classes(modules) -> list:
@@ -376,20 +381,27 @@ def grader_classes(modules) -> list:
     return out
 
 
-def library_classes(modules) -> list:
+def library_classes(modules, roots=("minigrad",), heap_only=False) -> list:
     """Every class minigrad defines (its modules' own, nested classes too): nothing writes
     them after import (minigrad.ops binds Tensor's operators at import), so a class
     attribute set while a notebook is graded (``Tensor.__mul__``, ``_Ledger._entry``,
     ``Tracker._observe``), even put back before the test ends, moves the version tag of the
     class's ``__dict__`` for good: CPython 3.11 to 3.13 raise no audit event for it. What
     CPython itself writes there at run time (``__annotations__``, made when first read) is
-    made now (`prepare_classes`)."""
+    made now (`prepare_classes`).
+
+    ``roots``: the packages whose modules' classes are taken (NumPy's and the handout's
+    libraries too: `handout_roots`); ``heap_only``: only classes whose attributes can be
+    set at all (not C's static types, nor immutable ones)."""
     out, seen = [], set()
 
     def visit(klass, prefix):
         if id(klass) in seen:
             return
         seen.add(id(klass))
+        flags = type.__dict__["__flags__"].__get__(klass)
+        if heap_only and (not flags & (1 << 9) or flags & (1 << 8)):  # HEAPTYPE, IMMUTABLETYPE
+            return
         out.append(klass)
         for value in list(_CLASS_DICT(klass).values()):
             if issubclass(type(value), type) and \
@@ -399,21 +411,136 @@ def library_classes(modules) -> list:
     for mod in modules:
         namespace = _MODULE_DICT(mod)
         name = str(namespace.get("__name__", ""))
-        if name.split(".")[0] != "minigrad":
+        if name.split(".")[0] not in roots:
             continue
         for value in list(namespace.values()):
             if issubclass(type(value), type) and _CLASS_DICT(value).get("__module__") == name:
-                visit(value, "minigrad")
+                visit(value, name.split(".")[0])
     return out
+
+
+def handout_roots(given) -> list:
+    """NumPy and the packages the handout imports that are neither the standard library's
+    nor minigrad's nor the grader's (torch for a5): their classes' ``__dict__`` is watched
+    like minigrad's (a5 scored from a policy that set ``StorageWeakRef.expired`` while its
+    test measured)."""
+    import ast
+
+    roots = {"numpy"}
+    for text in given:
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.Import):
+                roots |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                roots.add(node.module.split(".")[0])
+    stdlib = getattr(sys, "stdlib_module_names", frozenset())
+    return sorted(r for r in roots if r not in stdlib and r not in ("minigrad", "grading", "__main__")
+                  and r in sys.modules)
+
+
+def class_writers(classes) -> dict:
+    """id(a class's ``__dict__``) -> the names that its library's own code sets on the class
+    itself at run time (``DefaultDeviceType._default_device_type = ...`` in a function of
+    its module or a method of its own, ``cls.name = ...`` in a classmethod): found in the
+    bytecode of its module's functions and its methods, nested code included, that store
+    an attribute of the class's name (or of a classmethod's first argument)."""
+    import dis
+    import opcode
+
+    store = opcode.opmap["STORE_ATTR"]
+    unpack = dis._unpack_opargs  # (offset, op, arg), inline caches skipped (3.11 and later)
+    ops = opcode.opmap
+    global_ops, name_ops = {ops["LOAD_GLOBAL"]}, {ops["LOAD_NAME"]}
+    deref_ops = {ops[k] for k in ("LOAD_DEREF", "LOAD_CLASSDEREF") if k in ops}
+    fast_ops = {ops[k] for k in ops if k.startswith("LOAD_FAST")}
+    pair_ops = {ops[k] for k in ("LOAD_FAST_LOAD_FAST",) if k in ops}
+    wide_global = sys.version_info >= (3, 11)
+
+    def varname(code, i):
+        if hasattr(code, "_varname_from_oparg"):
+            return code._varname_from_oparg(i)
+        names = code.co_cellvars + code.co_freevars
+        return names[i] if i < len(names) else None
+    found: dict = {}
+    by_module: dict = {}
+    for klass in classes:
+        by_module.setdefault(_CLASS_DICT(klass).get("__module__"), []).append(klass)
+
+    def nested(code, out):
+        out.append(code)
+        for const in code.co_consts:
+            if type(const) is types.CodeType:
+                nested(const, out)
+
+    def scan(code, names, first_arg_class=None):
+        if store not in code.co_code[0::2]:
+            return
+        if first_arg_class is None and not names.keys() & set(code.co_names):
+            return
+        first = code.co_varnames[0] if code.co_argcount else None
+        last_op, last_arg = None, 0
+        for _, op, arg in unpack(code.co_code):
+            if op == store and last_op is not None:
+                target = None
+                if last_op in global_ops:
+                    target = code.co_names[last_arg >> 1 if wide_global else last_arg]
+                elif last_op in name_ops:
+                    target = code.co_names[last_arg]
+                elif last_op in deref_ops:
+                    target = varname(code, last_arg)
+                if target in names:
+                    found.setdefault(id(gc.get_referents(_CLASS_DICT(names[target]))[0]),
+                                     set()).add(code.co_names[arg])
+                elif first_arg_class is not None and last_op in fast_ops and first is not None \
+                        and varname(code, last_arg & 15 if last_op in pair_ops else last_arg) == first:
+                    found.setdefault(id(gc.get_referents(_CLASS_DICT(first_arg_class))[0]),
+                                     set()).add(code.co_names[arg])
+            last_op, last_arg = op, arg
+
+    for modname, owned in by_module.items():
+        mod = sys.modules.get(modname) if type(modname) is str else None
+        if not isinstance(mod, types.ModuleType):
+            continue
+        namespace = _MODULE_DICT(mod)
+        names = {k: v for k, v in namespace.items() if any(v is c for c in owned)}
+        if not names:
+            continue
+        for value in list(namespace.values()):
+            if type(value) is types.FunctionType and value.__module__ == modname:
+                codes: list = []
+                nested(value.__code__, codes)
+                for code in codes:
+                    scan(code, names)
+        for klass in owned:
+            for value in list(_CLASS_DICT(klass).values()):
+                cls_method = type(value) is classmethod
+                fn = value.__func__ if type(value) in (staticmethod, classmethod) else value
+                if type(fn) is not types.FunctionType:
+                    continue
+                codes = []
+                nested(fn.__code__, codes)
+                for code in codes:
+                    scan(code, names, klass if cls_method and code is fn.__code__ else None)
+    return found
 
 
 def prepare_classes(classes) -> None:
     """Make now what CPython adds to a class's ``__dict__`` when first asked for it
     (``__annotations__``, 3.10 and later), so that only a write of someone's moves its tag."""
+    import copyreg
+
     for klass in classes:
         try:
             getattr(klass, "__annotations__", None)
         except Exception:  # noqa: BLE001 - a class that has none to give
+            pass
+        try:  # what copy and pickle store on a class the first time they meet one of its
+            copyreg._slotnames(klass)
+        except Exception:  # noqa: BLE001
             pass
 
 
@@ -1458,9 +1585,14 @@ def main() -> None:
     # even one put back at once: the grader's code looks its builtins up when it runs)
     # and every class of minigrad's and the grader's: a class attribute set (and put back)
     watched_classes = grader_classes(guarded_modules()) + library_classes(guarded_modules())
-    prepare_classes(watched_classes)
+    # NumPy's Python classes and the handout's libraries' (torch's): a class attribute set
+    # while a test measures (``StorageWeakRef.expired``), even put back, is seen the same way
+    other_classes = library_classes([m for _, m in sorted(sys.modules.items())
+                                     if isinstance(m, types.ModuleType)],
+                                    roots=handout_roots(load["given"]), heap_only=True)
+    prepare_classes(watched_classes + other_classes)
     tags.install([m for m in guarded_modules() if type(m) is GuardedModule] + [builtins],
-                 classes=watched_classes)
+                 classes=watched_classes + other_classes, class_writers=class_writers(other_classes))
     tag_problems = tags.problems  # a closure: nothing the notebook can replace
     refused_writes: list = []  # what notebook code tried to change in a guarded module
     if tags.view is None:
