@@ -740,3 +740,69 @@ def test_no_seccomp_filter_means_nothing_is_graded():
     env = {"PYTHONPATH": f"{ROOT / 'assignments'}:{ROOT}", "PATH": "/usr/bin:/bin"}
     with pytest.raises(driver.Unguarded, match="no seccomp filter \\(simulated\\)"):
         driver.run_notebook(lambda: [sys.executable, "-c", script], cells, [], [], 10.0, env=env)
+
+
+HANDOUT_CLASS_HARNESS = r"""
+import copy, json, sys, types
+import numpy as np
+import numpy.lib.mixins
+from grading import runner as R
+given = ["import numpy as np\nimport math\nfrom minigrad import Tensor\n"]
+roots = R.handout_roots(given)
+victim = types.ModuleType("victimlib.core")  # a handout library whose code sets a class attribute
+exec("class Device:\n    kind = None\n    @staticmethod\n    def get():\n"
+     "        if Device.kind is None:\n            Device.kind = 'cpu'\n        return Device.kind\n"
+     "    @classmethod\n    def reset(cls):\n        cls.kind = None\n"
+     "class Other:\n    def f(self):\n        self.kind = 1\n", victim.__dict__)
+sys.modules["victimlib.core"] = victim
+mods = [m for _, m in sorted(sys.modules.items()) if isinstance(m, types.ModuleType)]
+classes = R.library_classes(mods, roots=roots + ["victimlib"], heap_only=True)
+R.prepare_classes(classes)
+writers = R.class_writers(classes)
+tags = R.NamespaceTags(*R.dict_tag_reader())
+tags.install([], classes=classes, class_writers=writers)
+Device, Other = victim.Device, victim.Other
+out = {"roots": roots, "has": sorted(c.__qualname__ for c in classes if c.__qualname__ in
+                                     ("errstate", "NDArrayOperatorsMixin", "finfo", "Device", "ndarray"))}
+out["writers"] = sorted(n for c in (Device, Other)
+                        for n in writers.get(id(R.gc.get_referents(R._CLASS_DICT(c))[0]), ()))
+# what a correct notebook and the library do: errstate, finfo, copies, the library's own write
+with np.errstate(over="ignore"):
+    np.exp(np.float32(100))
+np.finfo(np.float32), np.iinfo(np.int16), copy.deepcopy(np.arange(3)), np.testing.assert_allclose(1, 1)
+Device.get(), Device.reset(), Device.get()
+out["legit"] = tags.problems()
+# a notebook's patches, put back at once
+for klass, name in ((np.errstate, "__enter__"), (numpy.lib.mixins.NDArrayOperatorsMixin, "__add__"),
+                    (Other, "f")):
+    original = klass.__dict__[name]
+    setattr(klass, name, lambda *a: None)
+    setattr(klass, name, original)
+original = Device.__dict__["kind"]  # the library's own name, set and put back: seen too
+Device.kind = "gpu"
+Device.kind = original
+out["patched"] = sorted(tags.problems())
+print(json.dumps(out))
+"""
+
+
+def test_numpy_s_and_a_handout_library_s_classes_patched_and_put_back_are_seen():
+    """NumPy's Python classes and those of the libraries the handout imports (torch's for
+    a5, where setting ``StorageWeakRef.expired`` while a test measured scored) are watched
+    by their ``__dict__``'s version tag: a class attribute set and put back at once is seen;
+    what their own code sets on a class at run time (a lazily found device type) is taken
+    in, found in their bytecode (not ``self.kind = ...``: an instance's), and NumPy used as
+    a notebook uses it writes no class."""
+    if runner.dict_tag_reader()[0] is None:
+        pytest.skip("no dict version tag on this interpreter")
+    env = {"PYTHONPATH": f"{ROOT / 'assignments'}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", HANDOUT_CLASS_HARNESS], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["roots"] == ["numpy"], out
+    assert out["has"] == ["Device", "NDArrayOperatorsMixin", "errstate", "finfo"], out
+    assert out["writers"] == ["kind"], out
+    assert out["legit"] == [], out
+    assert out["patched"] == ["numpy.errstate", "numpy.lib.mixins.NDArrayOperatorsMixin",
+                              "victimlib.core.Device", "victimlib.core.Other"], out
