@@ -883,6 +883,7 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
     # raiser of an event there. A thread of the notebook's racing the hook is never inside.
     inside: dict = {}
     reading: dict = {}
+    walking: dict = {}  # per thread: the frame whose f_back the hook's own walk reads now
     from _thread import get_ident as ident
     refused_writes = [] if refused_writes is None else refused_writes
     write_codes = frozenset(id(_CLASS_DICT(GuardedModule)[k].__code__) for k in ("__setattr__", "__delattr__"))
@@ -929,9 +930,7 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
     code_of = {k: id(ledger_methods[k].__code__) for k in
                ("_entry", "_recategorize", "_dead", "_watch_until_freed", "register", "hold",
                 "release", "op", "_freed")}
-    c_entry, c_recat, c_dead, c_watch = (code_of[k] for k in ("_entry", "_recategorize", "_dead",
-                                                              "_watch_until_freed"))
-    c_hold, c_freed = code_of["hold"], code_of["_freed"]
+    c_recat = code_of["_recategorize"]
     c_event = id(_CLASS_DICT(tracker_type)["_event"].__code__)
     c_track = id(_memory.track.__wrapped__.__code__)
     dispatch = frozenset(list(code_of.values()) + [id(f.__code__) for f in (
@@ -954,10 +953,17 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
 
     def from_engine(frame) -> bool:
         """Whether the frame above the ledger's methods and the hook registry's runs
-        minigrad's own code (``frame``: the raiser's caller)."""
-        while frame is not None and id(frame.f_code) in dispatch:
-            frame = frame.f_back
-        return frame is not None and id(frame.f_code) in engine
+        minigrad's own code (``frame``: the raiser's caller). Each ``f_back`` read raises an
+        audit event, passed at once for the frame named in ``walking`` (no other code can
+        hold that frame object: a finalizer running meanwhile is checked as anywhere)."""
+        me = ident()
+        try:
+            while frame is not None and id(frame.f_code) in dispatch:
+                walking[me] = frame
+                frame = frame.f_back
+            return frame is not None and id(frame.f_code) in engine
+        finally:
+            walking[me] = None
 
     def ledger_start():
         """The ledger as the hook is installed (no notebook code has run)."""
@@ -971,6 +977,14 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
             known = by_key.get(key)
             if known is not None and type(r) is weakref_type:
                 known[3].append(r)
+
+    pending = [None]  # an entry "new" counted whose category may change next (in hold)
+
+    def flush():
+        """The peaks of the state a tracker observed: after "new" and no other change."""
+        if pending[0] is not None:
+            pending[0] = None
+            peaks_now()
 
     def peaks_now():
         total = _sum(live.values())
@@ -986,13 +1000,11 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
         if len(args) < 2 or type(args[1]) is not entry_type:
             return
         kind, e = args[0], args[1]
-        raiser = getframe(2)
-        code = id(raiser.f_code)
+        # "new" and "watch" only add (bytes, a weak reference that must die too), and "dead"
+        # is checked against the weak references: their raiser is not read (each frame
+        # read costs audit events). A role's change is checked up to the engine.
         if kind == "dead":
-            if code != c_dead or id(raiser.f_back.f_code) != c_freed:
-                forge("the ledger was told that an array was freed by code other than the "
-                      "ledger's own (memory._LEDGER's methods called by the notebook)")
-                return
+            flush()
             known = ledger_shadow.get(id(e))
             if known is None or known[0] is not e:
                 return
@@ -1005,17 +1017,11 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
             del ledger_shadow[id(e)]
             peaks_now()
             return
-        if code != (c_entry if kind == "new" else c_recat if kind == "cat" else c_watch) \
-                or not from_engine(raiser.f_back):
-            forge("the ledger's methods were called by code other than minigrad's engine (a "
-                  "notebook's call of memory.hold/release/register, _LEDGER's methods or "
-                  "hooks.tell)")
-            return
         if kind == "new" and len(args) == 3 and type(args[2]) is _int:
+            flush()
             ledger_shadow[id(e)] = [e, args[2], "temporaries", []]
             live["temporaries"] += args[2]
-            if id(raiser.f_back.f_code) != c_hold:  # in hold, the category's change follows
-                peaks_now()
+            pending[0] = e  # in hold, the category's change follows before the tracker looks
             return
         known = ledger_shadow.get(id(e))
         if known is None or known[0] is not e:
@@ -1026,6 +1032,16 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
                 refs[:] = [r for r in refs if r() is not None]
             refs.append(args[2])
         elif kind == "cat" and len(args) == 3 and type(args[2]) is _str and args[2] in live:
+            raiser = getframe(2)
+            if id(raiser.f_code) != c_recat or not from_engine(raiser.f_back):
+                forge("the ledger's methods were called by code other than minigrad's engine (a "
+                      "notebook's call of memory.hold/release/register, _LEDGER's methods or "
+                      "hooks.tell)")
+                return
+            if pending[0] is e:
+                pending[0] = None
+            else:
+                flush()
             live[known[2]] -= known[1]
             live[args[2]] += known[1]
             known[2] = args[2]
@@ -1041,6 +1057,7 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
         if len(args) < 2 or type(args[1]) is not tracker_type:
             return
         kind, tracker = args[0], args[1]
+        flush()
         raiser = getframe(2)
         if id(raiser.f_code) != (c_track if kind in ("enter", "exit") else c_event) \
                 or (kind == "event" and not from_engine(raiser.f_back)):
@@ -1096,6 +1113,7 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
         return True
 
     def tracker_problem() -> str:
+        flush()
         if forged:
             return forged[0]
         for tracker, start, peak, end, counts, flops, by_op, timeline, keep in _list(_dict.values(shadows)):
@@ -1212,6 +1230,9 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
         return False
 
     def hook(event, args):
+        if event == "object.__getattr__" and walking.get(ident()) is not None \
+                and args[0] is walking.get(ident()):
+            return  # from_engine reading f_back of the frame it holds
         if event == write_event:  # GuardedModule.__setattr__ / __delattr__, even inside the hook
             if len(args) == 4 and type(args[0]) is GuardedModule and type(args[3]) is list:
                 guarded_write(*args)
