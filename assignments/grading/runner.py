@@ -921,11 +921,13 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
         return out
 
     # --- the grader's own copy of the ledger, from install to the end of the process -----
-    # Each event is taken in only if the ledger's own method raised it, called by minigrad's
-    # engine (a tensor's data, a node saving or releasing, a gradient set, an op run) through
-    # the hook registry: a notebook calling ``memory.release``, ``_LEDGER._dead``,
-    # ``hooks.tell`` or ``hooks.release_role`` itself is named. A buffer counted as freed is
-    # taken in only if every array object the grader saw the ledger watch for it is freed.
+    # A change of category and an op are taken in only if the ledger's (the tracker's) own
+    # method raised them, called by minigrad's engine (a node saving or releasing, a
+    # gradient set, an op run) through the hook registry: a notebook calling
+    # ``memory.release``, ``memory.hold``, ``hooks.tell`` or ``hooks.release_role`` itself
+    # is named. A buffer counted as freed is taken in only if every array object the grader
+    # saw the ledger watch for it is freed (``_LEDGER._dead``, ``_freed`` called directly);
+    # a buffer counted and a watched object only add (a forged one makes the copy differ).
     ledger_methods = _CLASS_DICT(_memory._Ledger)
     code_of = {k: id(ledger_methods[k].__code__) for k in
                ("_entry", "_recategorize", "_dead", "_watch_until_freed", "register", "hold",
@@ -987,6 +989,8 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
             peaks_now()
 
     def peaks_now():
+        if not active:
+            return
         total = _sum(live.values())
         for record in active:
             peak = record[2]
