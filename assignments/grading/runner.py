@@ -307,17 +307,26 @@ class NamespaceTags:
         # up when they run: a class attribute or a global of this module that notebook code
         # replaced would otherwise blind them (it moves a watched tag instead).
         _dict, _list, _id, _deleted = dict, list, id, _DELETED
+        _issubclass, _type, _module, _module_dict, _modules = issubclass, type, types.ModuleType, _MODULE_DICT, sys.modules
+        _str = str
 
         def check(entry) -> None:
             now = entry[2].value >> shift
             if now == entry[3]:
                 return
-            if entry[4]:
+            if entry[4] or entry[6] == 2:
                 held, namespace = entry[5], entry[1]
                 changed = {k for k in held.keys() | namespace.keys()
                            if held.get(k, _deleted) is not namespace.get(k, _deleted)}
-                # a class whose tag moved with nothing changed had an attribute set and put back
-                if changed <= entry[4] and (changed or not entry[6]):
+                if entry[6] == 2:  # a library's module: a submodule newly bound on it too
+                    rest = changed - entry[4]
+                    ok = all(_type(k) is _str and k not in held and _issubclass(_type(namespace[k]), _module)
+                             and _module_dict(namespace[k]).get("__name__") == f"{entry[0]}.{k}"
+                             and _modules.get(f"{entry[0]}.{k}") is namespace[k] for k in rest)
+                    ok = ok and bool(changed or entry[4])  # no writer: nothing set and put back
+                else:  # a class whose tag moved with nothing changed: set and put back
+                    ok = changed <= entry[4] and bool(changed or not entry[6])
+                if ok:
                     entry[3], entry[5] = now, _dict(namespace)
                     return
             if entry[0] not in found:
@@ -343,26 +352,33 @@ class NamespaceTags:
 
         self.before, self.after, self.problems = before, after, problems
 
-    def install(self, modules, writers=None, classes=(), class_writers=None) -> None:
+    def install(self, modules, writers=None, classes=(), class_writers=None, libraries=()) -> None:
         """Watch each module's namespace and each class's ``__dict__`` (classes that nothing
         writes while a notebook is graded: the grader's own). ``class_writers``: id(a class's
         ``__dict__``) -> the names its library's own code sets on it at run time
         (`class_writers`: ``torch.utils.checkpoint.DefaultDeviceType._default_device_type``):
         a change of those names only is taken in; a tag that moved with nothing changed (an
-        attribute set and put back) is not."""
+        attribute set and put back) is not. ``libraries``: modules of the handout's
+        libraries (torch's), not guarded by `GuardedModule`: a name their own code rebinds
+        (``global``) and a submodule the import system binds are taken in; any other name
+        rebound (``torch.multiprocessing.reductions.StorageWeakRef``), even put back, is not."""
         if self.view is None:
             return
         if writers is None:
             writers = global_writers({id(_MODULE_DICT(m)) for m in modules})
-        spaces = [(str(_MODULE_DICT(m).get("__name__", "?")), _MODULE_DICT(m), writers) for m in modules]
+        spaces = [(str(_MODULE_DICT(m).get("__name__", "?")), _MODULE_DICT(m), writers, 0) for m in modules]
         spaces += [(f"{_CLASS_DICT(c).get('__module__', '?')}.{c.__qualname__}",
-                    gc.get_referents(_CLASS_DICT(c))[0], class_writers or {}) for c in classes]
-        for name, namespace, known in spaces:
+                    gc.get_referents(_CLASS_DICT(c))[0], class_writers or {}, 1) for c in classes]
+        if libraries:
+            lib_writers = global_writers({id(_MODULE_DICT(m)) for m in libraries})
+            spaces += [(str(_MODULE_DICT(m).get("__name__", "?")), _MODULE_DICT(m), lib_writers, 2)
+                       for m in libraries]
+        for name, namespace, known, kind in spaces:
             if id(namespace) in self.entries or type(namespace) is not dict:
                 continue
             tag, writable = self.view(namespace), frozenset(known.get(id(namespace), ()))
             self.entries[id(namespace)] = [name, namespace, tag, tag.value >> self.shift, writable,
-                                           dict(namespace) if writable else None, known is not writers]
+                                           dict(namespace) if writable or kind == 2 else None, kind]
 
 
 def grader_classes(modules) -> list:
@@ -1612,13 +1628,20 @@ def main() -> None:
     watched_classes = grader_classes(guarded_modules()) + library_classes(guarded_modules())
     # NumPy's Python classes and the handout's libraries' (torch's): a class attribute set
     # while a test measures (``StorageWeakRef.expired``), even put back, is seen the same way
+    roots = handout_roots(load["given"])
     other_classes = library_classes([m for _, m in sorted(sys.modules.items())
                                      if isinstance(m, types.ModuleType)],
-                                    roots=handout_roots(load["given"]), heap_only=True)
+                                    roots=roots, heap_only=True)
+    # and the modules of the handout's libraries that are not guarded like NumPy's (torch's):
+    # their names (``torch.multiprocessing.reductions.StorageWeakRef``) and sys.modules' entries
+    library_modules = [(name, m) for name, m in sorted(sys.modules.items()) if type(m) is types.ModuleType
+                       and name.split(".")[0] in roots and name.split(".")[0] != "numpy"]
     prepare_classes(watched_classes + other_classes)
     tags.install([m for m in guarded_modules() if type(m) is GuardedModule] + [builtins],
-                 classes=watched_classes + other_classes, class_writers=class_writers(other_classes))
+                 classes=watched_classes + other_classes, class_writers=class_writers(other_classes),
+                 libraries=[m for _, m in library_modules])
     tag_problems = tags.problems  # a closure: nothing the notebook can replace
+    sys_modules = sys.modules  # the dict itself, even if a notebook rebinds sys.modules
     refused_writes: list = []  # what notebook code tried to change in a guarded module
     if tags.view is None:
         print(f"grader: {tags.why}: a module of minigrad, NumPy or the grader patched through a "
@@ -1650,6 +1673,9 @@ def main() -> None:
                 found.append(problem)
         if sys.gettrace() is not None or sys.getprofile() is not None:
             found.append("a trace or profile function was left installed")
+        swapped = [name for name, m in library_modules if sys_modules.get(name) is not m]
+        if swapped:
+            found.append(f"sys.modules[{swapped[0]!r}] replaced (a module of a library the handout imports)")
         if _len(_listdir("/proc/self/task")) > tasks:
             found.append("a thread started by the notebook is still running")
         return "; ".join(found)
