@@ -806,3 +806,52 @@ def test_numpy_s_and_a_handout_library_s_classes_patched_and_put_back_are_seen()
     assert out["legit"] == [], out
     assert out["patched"] == ["numpy.errstate", "numpy.lib.mixins.NDArrayOperatorsMixin",
                               "victimlib.core.Device", "victimlib.core.Other"], out
+
+
+LIBRARY_MODULE_HARNESS = r"""
+import json, sys, types
+from grading import runner as R
+def library(name, source):
+    m = types.ModuleType(name)
+    exec(source, m.__dict__)
+    sys.modules[name] = m
+    return m
+pkg = library("victimlib", "")
+core = library("victimlib.core", "CACHE = None\ndef warm():\n    global CACHE\n    CACHE = {}\n")
+meters = library("victimlib.meters", "def meter():\n    return 1\n")
+other = library("victimlib.other", "def f():\n    return 1\n")
+tags = R.NamespaceTags(*R.dict_tag_reader())
+tags.install([], libraries=[pkg, core, meters, other])
+out = {}
+core.warm()  # the library's own global write
+sub = types.ModuleType("victimlib.late")  # a submodule imported later, bound by the import system
+sys.modules["victimlib.late"] = sub
+pkg.late = sub
+out["legit"] = tags.problems()
+original = meters.meter
+meters.meter = lambda: 0  # a notebook's patch, put back at once
+meters.meter = original
+fake = types.ModuleType("victimlib.other")  # a fake in place of a submodule already bound
+pkg.other = fake
+out["patched"] = sorted(tags.problems())
+print(json.dumps(out))
+"""
+
+
+def test_a_handout_library_s_module_rebound_is_seen():
+    """The modules of a library the handout imports that are not guarded like NumPy's
+    (torch's: a5 scored when a policy rebound ``torch.multiprocessing.reductions.StorageWeakRef``,
+    which the tests' meters import) are watched by tag: a name rebound, even put back at
+    once, or a submodule replaced is seen; the library's own ``global`` writes and a
+    submodule the import system binds later are not. (In a module whose own code rebinds
+    a global, a name set and put back within one test is not seen: its tag would move the
+    same way when its code sets a flag and puts it back.)"""
+    if runner.dict_tag_reader()[0] is None:
+        pytest.skip("no dict version tag on this interpreter")
+    env = {"PYTHONPATH": f"{ROOT / 'assignments'}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", LIBRARY_MODULE_HARNESS], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["legit"] == [], out
+    assert out["patched"] == ["victimlib", "victimlib.meters"], out
