@@ -17,10 +17,12 @@ its stdout; whatever the notebook prints goes to stderr (the driver keeps the st
    code cannot rebind their names, and a write that goes past that class (a function's
    ``__globals__``, ``object.__setattr__``) moves their namespace's dict version tag
    (`NamespaceTags`), which is checked with the fingerprint. The guard's own state is held
-   by the audit hook, out of the notebook's reach. Every class of minigrad and of the grader
-   is watched by its ``__dict__``'s version tag the same way (a class attribute set and put
-   back), and the hook keeps its own copy of each ledger tracker a test makes. Once the
-   grader's SIGALRM handler is in, a seccomp filter refuses every other signal handler.
+   by the audit hook, out of the notebook's reach. Every class of minigrad, of the grader,
+   of NumPy and of the libraries the handout imports is watched by its ``__dict__``'s
+   version tag the same way (a class attribute set and put back), and so are those
+   libraries' modules (torch's); the hook keeps its own copy of minigrad's ledger and of
+   each tracker a test enters. Once the grader's SIGALRM handler is in, a seccomp filter
+   refuses every other signal handler; where none can be put in, nothing is graded.
 2. ``{"kind": "load", "cells": [...], "given": [...], "skip": [...]}``: run the notebook's
    cells, each under a time limit (a message before each, so that a cell that ends or hangs
    the process is known and skipped when the driver starts it again); check the
