@@ -158,10 +158,11 @@ def gc_paused():
 
 
 # A grader's audit hook keeps its own copy of the ledger's live bytes (from LEDGER_EVENT,
-# raised by the ledger's own methods: a buffer counted, moved to another category, freed)
-# and of each tracker's start, peaks, op counts and FLOPs (TRACKER_EVENT, raised by the
-# tracker's methods), so that a ledger or a tracker edited while a test measures is seen.
-# With no audit hook installed an event costs one C call.
+# raised by the ledger's own methods: a buffer counted, an array object watched, a buffer
+# moved to another category, freed) and of each tracker's start, peaks, end, timeline, op
+# counts and FLOPs (TRACKER_EVENT: `track` entered and left, each op), so that a ledger or
+# a tracker edited while a test measures is seen. With no audit hook installed an event
+# costs one C call.
 LEDGER_EVENT = "minigrad.memory.ledger"
 TRACKER_EVENT = "minigrad.memory.tracker"
 _audit = sys.audit
@@ -223,13 +224,14 @@ class _Ledger:
         """Count array ``a`` (its buffer) until the object ``a`` is freed."""
         key, e = self._entry(a)
         e.refs += 1
-        self._watch_until_freed(a, key)
+        self._watch_until_freed(a, key, e)
         if self.trackers:
             self._changed()
 
-    def _watch_until_freed(self, a, key):
+    def _watch_until_freed(self, a, key, e):
         r = weakref.ref(a, self._freed)
         self._watch[id(r)] = (r, key)
+        _audit(LEDGER_EVENT, "watch", e, r)
 
     def _freed(self, r):
         entry = self._watch.pop(id(r), None)
@@ -256,7 +258,7 @@ class _Ledger:
         # Also count the buffer for as long as this object lives: ``a`` may be a view
         # that outlives every registered object of the same buffer.
         e.refs += 1
-        self._watch_until_freed(a, key)
+        self._watch_until_freed(a, key, e)
         e.roles[role] = e.roles.get(role, 0) + 1
         if _PRIO[role] < _PRIO[e.cat]:
             self._recategorize(e)
@@ -422,7 +424,6 @@ class Tracker:
         self.flops = dict.fromkeys(PHASES, 0)
         self.flops_by_op = {p: Counter() for p in PHASES}
         self._record = record_timeline
-        _audit(TRACKER_EVENT, "start", self, self.start)
 
     def _observe(self, live):
         total = 0
@@ -433,7 +434,6 @@ class Tracker:
                 peak[c] = v
         if total > peak["total"]:
             peak["total"] = total
-        _audit(TRACKER_EVENT, "observe", self, live)
 
     def _event(self, phase_name, op, live, flops):
         _audit(TRACKER_EVENT, "event", self, phase_name, op, flops)
@@ -488,8 +488,10 @@ def track(record_timeline: bool = True):
     with gc_paused():
         t = Tracker(record_timeline)
         _LEDGER.trackers.append(t)
+        _audit(TRACKER_EVENT, "enter", t)
         try:
             yield t
         finally:
             _LEDGER.trackers.remove(t)
             t.end = live_bytes()
+            _audit(TRACKER_EVENT, "exit", t)

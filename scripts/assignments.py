@@ -614,7 +614,10 @@ def grade(name: str, submissions: Path, timeout_s: float, out: Path, jobs: int =
         reference = pool.submit(reference_answers, name, built, timeout_s)
         rows = list(pool.map(lambda p: _grade_and_report(p, name, built, timeout_s, submissions, reference),
                              files))
-        reference.result()  # an error of the reference's run stops the grading here
+        try:
+            reference.result()  # an error of the reference's run stops the grading here
+        except driver.Unguarded as e:  # fail closed: no scores where the guard is incomplete
+            raise SystemExit(f"{name}: {e}") from None
     scores = submissions / "scores.csv"
     with open(scores, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=SCORES_COLUMNS)

@@ -562,6 +562,64 @@ def lower_live():
 def forged_event():
     with memory.track() as m:
         sys.audit("minigrad.memory.tracker", "observe", m, {"activations": 0})
+def kept():  # a graph kept while a test measures: its saved arrays, held
+    x = Tensor(np.ones((64, 8), np.float32), requires_grad=True)
+    y = ((x * 2).exp() * 3).tanh()
+    fresh = [r() for r, key in list(memory._LEDGER._watch.values())]
+    return x, y, [a for a in fresh if a is not None and memory.category(a) == "activations"]
+def dead_direct():
+    with memory.track() as m:
+        x, y, saved = kept()
+        for a in saved:  # the ledger's own method: the event it raises is genuine
+            while memory.category(a) is not None:
+                memory._LEDGER._dead(id(memory.base_buffer(a)))
+def freed_direct():
+    with memory.track() as m:
+        x, y, saved = kept()
+        keys = {id(memory.base_buffer(a)) for a in saved}
+        for r, key in list(memory._LEDGER._watch.values()):
+            if key in keys:  # the weak reference is alive: its array is not freed
+                memory._LEDGER._freed(r)
+def release_direct():
+    with memory.track() as m:
+        x, y, saved = kept()
+        for a in saved:
+            while memory.category(a) == "activations":
+                memory.release(a, "activations")
+def release_role_direct():
+    from minigrad import hooks
+    with memory.track() as m:
+        x, y, saved = kept()
+        for a in saved:
+            while memory.category(a) == "activations":
+                hooks.release_role(a, "activations")  # through the hook registry
+def unlisted():
+    with memory.track() as m:
+        trackers = memory._LEDGER.trackers
+        saved = list(trackers)
+        trackers.clear()  # the tracker observes nothing meanwhile, put back after
+        x, y, _ = kept()
+        del x, y, _
+        trackers.extend(saved)
+def edit_end():
+    with memory.track() as m:
+        x, y, _ = kept()
+    m.end = dict(m.start)
+def edit_timeline():
+    with memory.track() as m:
+        x, y, _ = kept()
+    del m.timeline[1:]
+def edit_flops_by_op():
+    with memory.track() as m:
+        x, y, _ = kept()
+    m.flops_by_op["forward"]["exp"] = 0
+def honest_backward():
+    with memory.track() as m:
+        x, y, _ = kept()
+        y.sum().backward()
+    with memory.track(record_timeline=False) as m2:
+        x, y, _ = kept()
+    return m.peak["total"]
 def race():
     got, stop = [], []
     def spin():
@@ -585,14 +643,21 @@ exec(compile(cell, "<your cell 1>", "exec"), ns)
 """
 
 
-@pytest.mark.parametrize("route", ["honest", "lower_peak", "shadow_observe", "fewer_ops",
-                                   "lower_live", "forged_event", "race"])
+@pytest.mark.parametrize("route", ["honest", "honest_backward", "lower_peak", "shadow_observe",
+                                   "fewer_ops", "lower_live", "forged_event", "race", "dead_direct",
+                                   "freed_direct", "release_direct", "release_role_direct", "unlisted", "edit_end",
+                                   "edit_timeline", "edit_flops_by_op"])
 def test_a_ledger_tracker_edited_while_a_test_measures_is_seen(route):
     """The hook keeps its own copy of each tracker a test makes (from the events the
     tracker's own methods raise) and of the ledger's live bytes (from the ledger's): a peak
     lowered, ``_observe`` shadowed by an attribute of the notebook's, an op count changed,
     the ledger's live bytes lowered and put back, or a forged event is named; an honest measurement
-    is not. A thread of the notebook's racing the hook gets no ``gc.get_objects`` through."""
+    is not. A thread of the notebook's racing the hook gets no ``gc.get_objects`` through.
+    The ledger's own methods called by the notebook (``_LEDGER._dead``, ``_freed`` with the
+    weak reference of an array still alive, ``memory.release``,
+    ``hooks.release_role``) are named, as are a tracker taken off the ledger's list while
+    arrays come and go and a tracker's ``end``, ``timeline`` or ``flops_by_op`` edited after
+    its region."""
     if route == "race":
         body = "enter()\nout = ns['race']()\nleave()\nprint(json.dumps(out))\n"
     else:
@@ -603,8 +668,10 @@ def test_a_ledger_tracker_edited_while_a_test_measures_is_seen(route):
                           timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
-    if route == "honest":
+    if route.startswith("honest"):
         assert got == "", got
+    elif route in ("dead_direct", "freed_direct", "release_direct", "release_role_direct"):
+        assert "ledger" in got and "tracker" not in got, got
     elif route == "race":
         assert got == 0, "a racing thread's gc.get_objects got through"
     else:
@@ -650,3 +717,141 @@ print(json.dumps(out))
     if out["why"]:
         pytest.skip(out["why"])
     assert out == {"why": "", "signal": "refused", "fresh": "refused", "child": "refused", "alarm": 1}, out
+
+
+def test_no_seccomp_filter_means_nothing_is_graded():
+    """Where the seccomp filter cannot be put in (another architecture, no seccomp, no
+    ctypes), a notebook's signal handler could not be refused, and CPython raises no audit
+    event for it: such a handler, armed from a fork handler and a timer, read the trackers
+    of a3's tests while they measured (a3_signal_steal_tracker: 4 / 18 from no formula).
+    The runner then fails closed: before any cell it tells the driver, which stops with
+    ``Unguarded`` (the reference's run first, so no submission is scored)."""
+    from grading import driver
+
+    marker = '    (SIGALRM, its time limit) must be in place before. Returns "" or why not."""\n'
+    source = RUNNER.read_text()
+    assert source.count(marker) == 1
+    script = (f"import sys\nsys.path.insert(0, {str(ROOT / 'assignments')!r})\n"
+              f"src = open({str(RUNNER)!r}).read().replace({marker!r}, "
+              f"{marker!r} + '    return \"no seccomp filter (simulated)\"\\n', 1)\n"
+              f"exec(compile(src, {str(RUNNER)!r}, 'exec'), {{'__name__': '__main__', "
+              f"'__file__': {str(RUNNER)!r}, '__builtins__': __builtins__}})\n")
+    cells = [{"index": 0, "source": "import sys\nprint('CELL RAN', file=sys.stderr)"}]
+    env = {"PYTHONPATH": f"{ROOT / 'assignments'}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    with pytest.raises(driver.Unguarded, match="no seccomp filter \\(simulated\\)"):
+        driver.run_notebook(lambda: [sys.executable, "-c", script], cells, [], [], 10.0, env=env)
+
+
+HANDOUT_CLASS_HARNESS = r"""
+import copy, json, sys, types
+import numpy as np
+import numpy.lib.mixins
+from grading import runner as R
+given = ["import numpy as np\nimport math\nfrom minigrad import Tensor\n"]
+roots = R.handout_roots(given)
+victim = types.ModuleType("victimlib.core")  # a handout library whose code sets a class attribute
+exec("class Device:\n    kind = None\n    @staticmethod\n    def get():\n"
+     "        if Device.kind is None:\n            Device.kind = 'cpu'\n        return Device.kind\n"
+     "    @classmethod\n    def reset(cls):\n        cls.kind = None\n"
+     "class Other:\n    def f(self):\n        self.kind = 1\n", victim.__dict__)
+sys.modules["victimlib.core"] = victim
+mods = [m for _, m in sorted(sys.modules.items()) if isinstance(m, types.ModuleType)]
+classes = R.library_classes(mods, roots=roots + ["victimlib"], heap_only=True)
+R.prepare_classes(classes)
+writers = R.class_writers(classes)
+tags = R.NamespaceTags(*R.dict_tag_reader())
+tags.install([], classes=classes, class_writers=writers)
+Device, Other = victim.Device, victim.Other
+out = {"roots": roots, "has": sorted(c.__qualname__ for c in classes if c.__qualname__ in
+                                     ("errstate", "NDArrayOperatorsMixin", "finfo", "Device", "ndarray"))}
+out["writers"] = sorted(n for c in (Device, Other)
+                        for n in writers.get(id(R.gc.get_referents(R._CLASS_DICT(c))[0]), ()))
+# what a correct notebook and the library do: errstate, finfo, copies, the library's own write
+with np.errstate(over="ignore"):
+    np.exp(np.float32(100))
+np.finfo(np.float32), np.iinfo(np.int16), copy.deepcopy(np.arange(3)), np.testing.assert_allclose(1, 1)
+Device.get(), Device.reset(), Device.get()
+out["legit"] = tags.problems()
+# a notebook's patches, put back at once
+for klass, name in ((np.errstate, "__enter__"), (numpy.lib.mixins.NDArrayOperatorsMixin, "__add__"),
+                    (Other, "f")):
+    original = klass.__dict__[name]
+    setattr(klass, name, lambda *a: None)
+    setattr(klass, name, original)
+original = Device.__dict__["kind"]  # the library's own name, set and put back: seen too
+Device.kind = "gpu"
+Device.kind = original
+out["patched"] = sorted(tags.problems())
+print(json.dumps(out))
+"""
+
+
+def test_numpy_s_and_a_handout_library_s_classes_patched_and_put_back_are_seen():
+    """NumPy's Python classes and those of the libraries the handout imports (torch's for
+    a5, where setting ``StorageWeakRef.expired`` while a test measured scored) are watched
+    by their ``__dict__``'s version tag: a class attribute set and put back at once is seen;
+    what their own code sets on a class at run time (a lazily found device type) is taken
+    in, found in their bytecode (not ``self.kind = ...``: an instance's), and NumPy used as
+    a notebook uses it writes no class."""
+    if runner.dict_tag_reader()[0] is None:
+        pytest.skip("no dict version tag on this interpreter")
+    env = {"PYTHONPATH": f"{ROOT / 'assignments'}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", HANDOUT_CLASS_HARNESS], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["roots"] == ["numpy"], out
+    assert out["has"] == ["Device", "NDArrayOperatorsMixin", "errstate", "finfo"], out
+    assert out["writers"] == ["kind"], out
+    assert out["legit"] == [], out
+    assert out["patched"] == ["numpy.errstate", "numpy.lib.mixins.NDArrayOperatorsMixin",
+                              "victimlib.core.Device", "victimlib.core.Other"], out
+
+
+LIBRARY_MODULE_HARNESS = r"""
+import json, sys, types
+from grading import runner as R
+def library(name, source):
+    m = types.ModuleType(name)
+    exec(source, m.__dict__)
+    sys.modules[name] = m
+    return m
+pkg = library("victimlib", "")
+core = library("victimlib.core", "CACHE = None\ndef warm():\n    global CACHE\n    CACHE = {}\n")
+meters = library("victimlib.meters", "def meter():\n    return 1\n")
+other = library("victimlib.other", "def f():\n    return 1\n")
+tags = R.NamespaceTags(*R.dict_tag_reader())
+tags.install([], libraries=[pkg, core, meters, other])
+out = {}
+core.warm()  # the library's own global write
+sub = types.ModuleType("victimlib.late")  # a submodule imported later, bound by the import system
+sys.modules["victimlib.late"] = sub
+pkg.late = sub
+out["legit"] = tags.problems()
+original = meters.meter
+meters.meter = lambda: 0  # a notebook's patch, put back at once
+meters.meter = original
+fake = types.ModuleType("victimlib.other")  # a fake in place of a submodule already bound
+pkg.other = fake
+out["patched"] = sorted(tags.problems())
+print(json.dumps(out))
+"""
+
+
+def test_a_handout_library_s_module_rebound_is_seen():
+    """The modules of a library the handout imports that are not guarded like NumPy's
+    (torch's: a5 scored when a policy rebound ``torch.multiprocessing.reductions.StorageWeakRef``,
+    which the tests' meters import) are watched by tag: a name rebound, even put back at
+    once, or a submodule replaced is seen; the library's own ``global`` writes and a
+    submodule the import system binds later are not. (In a module whose own code rebinds
+    a global, a name set and put back within one test is not seen: its tag would move the
+    same way when its code sets a flag and puts it back.)"""
+    if runner.dict_tag_reader()[0] is None:
+        pytest.skip("no dict version tag on this interpreter")
+    env = {"PYTHONPATH": f"{ROOT / 'assignments'}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", LIBRARY_MODULE_HARNESS], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["legit"] == [], out
+    assert out["patched"] == ["victimlib", "victimlib.meters"], out

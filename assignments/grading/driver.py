@@ -57,6 +57,11 @@ class Tampering(Exception):
     pass
 
 
+class Unguarded(RuntimeError):
+    """The runner could not put in a guard it relies on (no seccomp filter against the
+    notebook's signal handlers on this machine): nothing is graded (fail closed)."""
+
+
 class OverQuota(Exception):
     """A runner used more of a resource than its quota (``watch`` says which): it is
     stopped, what it wrote is removed, and the cell or test that ran costs only itself."""
@@ -184,6 +189,9 @@ def run_notebook(command, cells, given, plan, per_test_s: float, env=None, preex
                 kind = msg.get("kind")
                 if kind == "tampered":
                     raise Tampering(str(msg.get("detail", ""))[:500])
+                if kind == "unguarded" and phase == "load" and current_cell is None:
+                    # before any cell: the runner's own word that it cannot guard this machine
+                    raise Unguarded(f"the grader cannot run here: {str(msg.get('detail', ''))[:500]}")
                 if phase == "load" and kind == "cell":
                     current_cell = msg.get("index")
                     deadline = time.monotonic() + load_s

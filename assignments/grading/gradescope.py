@@ -190,7 +190,10 @@ def main(submission_dir: str, results_json: str) -> None:
             raise ValueError("no list of cells")
     except (ValueError, UnicodeDecodeError, OSError) as e:
         return fail(f"malformed notebook ({type(e).__name__}: {e})")
-    reference_run = run_as_nobody(payload["reference"], payload, reference=True)
+    try:
+        reference_run = run_as_nobody(payload["reference"], payload, reference=True)
+    except driver.Unguarded as e:  # fail closed: no grade where the guard is incomplete
+        return fail(f"autograder error: {e}")
     problems = driver.probes.reference_problems(reference_run["records"])
     if reference_run["tampered"] or reference_run["cell_errors"] or problems:
         detail = reference_run["tampered"] or "; ".join(reference_run["cell_errors"] + problems)

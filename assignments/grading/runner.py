@@ -17,10 +17,12 @@ its stdout; whatever the notebook prints goes to stderr (the driver keeps the st
    code cannot rebind their names, and a write that goes past that class (a function's
    ``__globals__``, ``object.__setattr__``) moves their namespace's dict version tag
    (`NamespaceTags`), which is checked with the fingerprint. The guard's own state is held
-   by the audit hook, out of the notebook's reach. Every class of minigrad and of the grader
-   is watched by its ``__dict__``'s version tag the same way (a class attribute set and put
-   back), and the hook keeps its own copy of each ledger tracker a test makes. Once the
-   grader's SIGALRM handler is in, a seccomp filter refuses every other signal handler.
+   by the audit hook, out of the notebook's reach. Every class of minigrad, of the grader,
+   of NumPy and of the libraries the handout imports is watched by its ``__dict__``'s
+   version tag the same way (a class attribute set and put back), and so are those
+   libraries' modules (torch's); the hook keeps its own copy of minigrad's ledger and of
+   each tracker a test enters. Once the grader's SIGALRM handler is in, a seccomp filter
+   refuses every other signal handler; where none can be put in, nothing is graded.
 2. ``{"kind": "load", "cells": [...], "given": [...], "skip": [...]}``: run the notebook's
    cells, each under a time limit (a message before each, so that a cell that ends or hangs
    the process is known and skipped when the driver starts it again); check the
@@ -307,16 +309,26 @@ class NamespaceTags:
         # up when they run: a class attribute or a global of this module that notebook code
         # replaced would otherwise blind them (it moves a watched tag instead).
         _dict, _list, _id, _deleted = dict, list, id, _DELETED
+        _issubclass, _type, _module, _module_dict, _modules = issubclass, type, types.ModuleType, _MODULE_DICT, sys.modules
+        _str = str
 
         def check(entry) -> None:
             now = entry[2].value >> shift
             if now == entry[3]:
                 return
-            if entry[4]:
+            if entry[4] or entry[6] == 2:
                 held, namespace = entry[5], entry[1]
                 changed = {k for k in held.keys() | namespace.keys()
                            if held.get(k, _deleted) is not namespace.get(k, _deleted)}
-                if changed <= entry[4]:
+                if entry[6] == 2:  # a library's module: a submodule newly bound on it too
+                    rest = changed - entry[4]
+                    ok = all(_type(k) is _str and k not in held and _issubclass(_type(namespace[k]), _module)
+                             and _module_dict(namespace[k]).get("__name__") == f"{entry[0]}.{k}"
+                             and _modules.get(f"{entry[0]}.{k}") is namespace[k] for k in rest)
+                    ok = ok and bool(changed or entry[4])  # no writer: nothing set and put back
+                else:  # a class whose tag moved with nothing changed: set and put back
+                    ok = changed <= entry[4] and bool(changed or not entry[6])
+                if ok:
                     entry[3], entry[5] = now, _dict(namespace)
                     return
             if entry[0] not in found:
@@ -342,22 +354,33 @@ class NamespaceTags:
 
         self.before, self.after, self.problems = before, after, problems
 
-    def install(self, modules, writers=None, classes=()) -> None:
+    def install(self, modules, writers=None, classes=(), class_writers=None, libraries=()) -> None:
         """Watch each module's namespace and each class's ``__dict__`` (classes that nothing
-        writes while a notebook is graded: the grader's own)."""
+        writes while a notebook is graded: the grader's own). ``class_writers``: id(a class's
+        ``__dict__``) -> the names its library's own code sets on it at run time
+        (`class_writers`: ``torch.utils.checkpoint.DefaultDeviceType._default_device_type``):
+        a change of those names only is taken in; a tag that moved with nothing changed (an
+        attribute set and put back) is not. ``libraries``: modules of the handout's
+        libraries (torch's), not guarded by `GuardedModule`: a name their own code rebinds
+        (``global``) and a submodule the import system binds are taken in; any other name
+        rebound (``torch.multiprocessing.reductions.StorageWeakRef``), even put back, is not."""
         if self.view is None:
             return
         if writers is None:
             writers = global_writers({id(_MODULE_DICT(m)) for m in modules})
-        spaces = [(str(_MODULE_DICT(m).get("__name__", "?")), _MODULE_DICT(m)) for m in modules]
+        spaces = [(str(_MODULE_DICT(m).get("__name__", "?")), _MODULE_DICT(m), writers, 0) for m in modules]
         spaces += [(f"{_CLASS_DICT(c).get('__module__', '?')}.{c.__qualname__}",
-                    gc.get_referents(_CLASS_DICT(c))[0]) for c in classes]
-        for name, namespace in spaces:
+                    gc.get_referents(_CLASS_DICT(c))[0], class_writers or {}, 1) for c in classes]
+        if libraries:
+            lib_writers = global_writers({id(_MODULE_DICT(m)) for m in libraries})
+            spaces += [(str(_MODULE_DICT(m).get("__name__", "?")), _MODULE_DICT(m), lib_writers, 2)
+                       for m in libraries]
+        for name, namespace, known, kind in spaces:
             if id(namespace) in self.entries or type(namespace) is not dict:
                 continue
-            tag, writable = self.view(namespace), frozenset(writers.get(id(namespace), ()))
+            tag, writable = self.view(namespace), frozenset(known.get(id(namespace), ()))
             self.entries[id(namespace)] = [name, namespace, tag, tag.value >> self.shift, writable,
-                                           dict(namespace) if writable else None]
+                                           dict(namespace) if writable or kind == 2 else None, kind]
 
 
 def grader_classes(modules) -> list:
@@ -376,20 +399,27 @@ def grader_classes(modules) -> list:
     return out
 
 
-def library_classes(modules) -> list:
+def library_classes(modules, roots=("minigrad",), heap_only=False) -> list:
     """Every class minigrad defines (its modules' own, nested classes too): nothing writes
     them after import (minigrad.ops binds Tensor's operators at import), so a class
     attribute set while a notebook is graded (``Tensor.__mul__``, ``_Ledger._entry``,
     ``Tracker._observe``), even put back before the test ends, moves the version tag of the
     class's ``__dict__`` for good: CPython 3.11 to 3.13 raise no audit event for it. What
     CPython itself writes there at run time (``__annotations__``, made when first read) is
-    made now (`prepare_classes`)."""
+    made now (`prepare_classes`).
+
+    ``roots``: the packages whose modules' classes are taken (NumPy's and the handout's
+    libraries too: `handout_roots`); ``heap_only``: only classes whose attributes can be
+    set at all (not C's static types, nor immutable ones)."""
     out, seen = [], set()
 
     def visit(klass, prefix):
         if id(klass) in seen:
             return
         seen.add(id(klass))
+        flags = type.__dict__["__flags__"].__get__(klass)
+        if heap_only and (not flags & (1 << 9) or flags & (1 << 8)):  # HEAPTYPE, IMMUTABLETYPE
+            return
         out.append(klass)
         for value in list(_CLASS_DICT(klass).values()):
             if issubclass(type(value), type) and \
@@ -399,21 +429,136 @@ def library_classes(modules) -> list:
     for mod in modules:
         namespace = _MODULE_DICT(mod)
         name = str(namespace.get("__name__", ""))
-        if name.split(".")[0] != "minigrad":
+        if name.split(".")[0] not in roots:
             continue
         for value in list(namespace.values()):
             if issubclass(type(value), type) and _CLASS_DICT(value).get("__module__") == name:
-                visit(value, "minigrad")
+                visit(value, name.split(".")[0])
     return out
+
+
+def handout_roots(given) -> list:
+    """NumPy and the packages the handout imports that are neither the standard library's
+    nor minigrad's nor the grader's (torch for a5): their classes' ``__dict__`` is watched
+    like minigrad's (a5 scored from a policy that set ``StorageWeakRef.expired`` while its
+    test measured)."""
+    import ast
+
+    roots = {"numpy"}
+    for text in given:
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.Import):
+                roots |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                roots.add(node.module.split(".")[0])
+    stdlib = getattr(sys, "stdlib_module_names", frozenset())
+    return sorted(r for r in roots if r not in stdlib and r not in ("minigrad", "grading", "__main__")
+                  and r in sys.modules)
+
+
+def class_writers(classes) -> dict:
+    """id(a class's ``__dict__``) -> the names that its library's own code sets on the class
+    itself at run time (``DefaultDeviceType._default_device_type = ...`` in a function of
+    its module or a method of its own, ``cls.name = ...`` in a classmethod): found in the
+    bytecode of its module's functions and its methods, nested code included, that store
+    an attribute of the class's name (or of a classmethod's first argument)."""
+    import dis
+    import opcode
+
+    store = opcode.opmap["STORE_ATTR"]
+    unpack = dis._unpack_opargs  # (offset, op, arg), inline caches skipped (3.11 and later)
+    ops = opcode.opmap
+    global_ops, name_ops = {ops["LOAD_GLOBAL"]}, {ops["LOAD_NAME"]}
+    deref_ops = {ops[k] for k in ("LOAD_DEREF", "LOAD_CLASSDEREF") if k in ops}
+    fast_ops = {ops[k] for k in ops if k.startswith("LOAD_FAST")}
+    pair_ops = {ops[k] for k in ("LOAD_FAST_LOAD_FAST",) if k in ops}
+    wide_global = sys.version_info >= (3, 11)
+
+    def varname(code, i):
+        if hasattr(code, "_varname_from_oparg"):
+            return code._varname_from_oparg(i)
+        names = code.co_cellvars + code.co_freevars
+        return names[i] if i < len(names) else None
+    found: dict = {}
+    by_module: dict = {}
+    for klass in classes:
+        by_module.setdefault(_CLASS_DICT(klass).get("__module__"), []).append(klass)
+
+    def nested(code, out):
+        out.append(code)
+        for const in code.co_consts:
+            if type(const) is types.CodeType:
+                nested(const, out)
+
+    def scan(code, names, first_arg_class=None):
+        if store not in code.co_code[0::2]:
+            return
+        if first_arg_class is None and not names.keys() & set(code.co_names):
+            return
+        first = code.co_varnames[0] if code.co_argcount else None
+        last_op, last_arg = None, 0
+        for _, op, arg in unpack(code.co_code):
+            if op == store and last_op is not None:
+                target = None
+                if last_op in global_ops:
+                    target = code.co_names[last_arg >> 1 if wide_global else last_arg]
+                elif last_op in name_ops:
+                    target = code.co_names[last_arg]
+                elif last_op in deref_ops:
+                    target = varname(code, last_arg)
+                if target in names:
+                    found.setdefault(id(gc.get_referents(_CLASS_DICT(names[target]))[0]),
+                                     set()).add(code.co_names[arg])
+                elif first_arg_class is not None and last_op in fast_ops and first is not None \
+                        and varname(code, last_arg & 15 if last_op in pair_ops else last_arg) == first:
+                    found.setdefault(id(gc.get_referents(_CLASS_DICT(first_arg_class))[0]),
+                                     set()).add(code.co_names[arg])
+            last_op, last_arg = op, arg
+
+    for modname, owned in by_module.items():
+        mod = sys.modules.get(modname) if type(modname) is str else None
+        if not isinstance(mod, types.ModuleType):
+            continue
+        namespace = _MODULE_DICT(mod)
+        names = {k: v for k, v in namespace.items() if any(v is c for c in owned)}
+        if not names:
+            continue
+        for value in list(namespace.values()):
+            if type(value) is types.FunctionType and value.__module__ == modname:
+                codes: list = []
+                nested(value.__code__, codes)
+                for code in codes:
+                    scan(code, names)
+        for klass in owned:
+            for value in list(_CLASS_DICT(klass).values()):
+                cls_method = type(value) is classmethod
+                fn = value.__func__ if type(value) in (staticmethod, classmethod) else value
+                if type(fn) is not types.FunctionType:
+                    continue
+                codes = []
+                nested(fn.__code__, codes)
+                for code in codes:
+                    scan(code, names, klass if cls_method and code is fn.__code__ else None)
+    return found
 
 
 def prepare_classes(classes) -> None:
     """Make now what CPython adds to a class's ``__dict__`` when first asked for it
     (``__annotations__``, 3.10 and later), so that only a write of someone's moves its tag."""
+    import copyreg
+
     for klass in classes:
         try:
             getattr(klass, "__annotations__", None)
         except Exception:  # noqa: BLE001 - a class that has none to give
+            pass
+        try:  # what copy and pickle store on a class the first time they meet one of its
+            copyreg._slotnames(klass)
+        except Exception:  # noqa: BLE001, S110 - a class copy cannot handle either
             pass
 
 
@@ -741,17 +886,22 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
     it is the one write the namespace's expected version tag takes in); a refused one is
     added to ``refused_writes`` (a list of the caller's).
 
-    While a test runs it keeps, out of the notebook's reach, its own copy of every ledger
-    tracker the test makes (``minigrad.memory.TRACKER_EVENT``, raised by the tracker's own
-    methods: the start, each change of the live bytes, each op): ``checks`` (a list of the
-    caller's) gets a function that says which tracker's ``start``, ``peak``, ``counts`` or
-    ``flops`` differ from that copy (a notebook that edited the tracker the test reads,
-    or gave it an attribute of its own), "" when none does."""
+    From the moment it is installed it keeps, out of the notebook's reach, its own copy of
+    minigrad's ledger (``minigrad.memory.LEDGER_EVENT``, taken in only when the ledger's own
+    method raised it for minigrad's engine; a buffer counted as freed only when every array
+    object watched for it is freed) and, while a test runs, of every tracker the test enters
+    (``TRACKER_EVENT``): start, peaks, end and timeline computed from its own live bytes,
+    op counts and FLOPs. ``checks`` (a list of the caller's) gets a function that says
+    which tracker differs from that copy in any field (a notebook that edited the tracker
+    the test reads, gave it an attribute of its own, or lowered the ledger's own numbers),
+    or which ledger or tracker event was forged (the ledger's methods, ``memory.release``
+    or ``hooks.tell`` called by the notebook), "" when none."""
     state = [False]  # in the notebook phase
     # per thread: inside the hook's own work (where the hook's own events pass); reading the
     # raiser of an event there. A thread of the notebook's racing the hook is never inside.
     inside: dict = {}
     reading: dict = {}
+    walking: dict = {}  # per thread: the frame whose f_back the hook's own walk reads now
     from _thread import get_ident as ident
     refused_writes = [] if refused_writes is None else refused_writes
     write_codes = frozenset(id(_CLASS_DICT(GuardedModule)[k].__code__) for k in ("__setattr__", "__delattr__"))
@@ -766,18 +916,16 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
     answer_event, canonical, compare = minigrad.testing.ANSWER_EVENT, minigrad.testing.canonical, minigrad.testing.compare
     answer_error, reference_value = minigrad.testing.AnswerError, minigrad.testing.REFERENCE
     collect = [None, False]  # the answers of the test that runs; whether to check `expected`
+    from minigrad import hooks as _hooks_module
     from minigrad import memory as _memory
 
     ledger_event = _memory.LEDGER_EVENT
     class_write_event, class_write_code = kit.CLASS_WRITE_EVENT, id(kit._set_attrs.__code__)
     class_write_caller = id(kit.library_refused.__wrapped__.__code__)
     tracker_event, tracker_type, counter_type = _memory.TRACKER_EVENT, _memory.Tracker, _memory.Counter
-    tracker_codes = {id(_CLASS_DICT(tracker_type)[k].__code__): kind for k, kind in
-                     (("__init__", "start"), ("_observe", "observe"), ("_event", "event"))}
+    event_type = _memory.Event
     phases, tracker_fields = tuple(_memory.PHASES), TRACKER_FIELDS
-    shadows: dict = {}  # id(tracker) -> [tracker, start, peak, counts, flops]: this test's
-    forged: list = []
-    _int, _str, _dict = int, str, dict
+    _int, _str, _dict, _list, _sum = int, str, dict, list, sum
 
     def plain_bytes(d):
         """A copy of a dict of str -> int, read without running code; None if it is not one."""
@@ -790,115 +938,226 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
             out[k] = v
         return out
 
-    ledger_codes = {id(_CLASS_DICT(_memory._Ledger)[k].__code__): kind for k, kind in
-                    (("_entry", "new"), ("_recategorize", "cat"), ("_dead", "dead"))}
+    # --- the grader's own copy of the ledger, from install to the end of the process -----
+    # A change of category and an op are taken in only if the ledger's (the tracker's) own
+    # method raised them, called by minigrad's engine (a node saving or releasing, a
+    # gradient set, an op run) through the hook registry: a notebook calling
+    # ``memory.release``, ``memory.hold``, ``hooks.tell`` or ``hooks.release_role`` itself
+    # is named. A buffer counted as freed is taken in only if every array object the grader
+    # saw the ledger watch for it is freed (``_LEDGER._dead``, ``_freed`` called directly);
+    # a buffer counted and a watched object only add (a forged one makes the copy differ).
+    ledger_methods = _CLASS_DICT(_memory._Ledger)
+    code_of = {k: id(ledger_methods[k].__code__) for k in
+               ("_entry", "_recategorize", "_dead", "_watch_until_freed", "register", "hold",
+                "release", "op", "_freed")}
+    c_recat = code_of["_recategorize"]
+    c_event = id(_CLASS_DICT(tracker_type)["_event"].__code__)
+    c_track = id(_memory.track.__wrapped__.__code__)
+    dispatch = frozenset(list(code_of.values()) + [id(f.__code__) for f in (
+        _hooks_module.tell, _hooks_module.hold_role, _hooks_module.release_role)])
+    package = os.path.dirname(os.path.abspath(_memory.__file__)) + os.sep
+    engine = frozenset(k for k, code in list(trusted.items())
+                       if k not in dispatch and str(code.co_filename).startswith(package))
     entry_type, categories = _memory._Entry, tuple(_memory.CATEGORIES)
-    ledger_shadow: dict = {}  # id(entry) -> [entry, nbytes, category]; "live" -> bytes by category
+    weakref_type = type(_memory.weakref.ref(_memory.track))
+    entry_nbytes, entry_cat = entry_type.nbytes.__get__, entry_type.cat.__get__
+    ledger_shadow: dict = {}  # id(entry) -> [entry, nbytes, category, [weak references]]
+    live = _dict.fromkeys(categories, 0)  # the grader's live bytes by category
+    shadows: dict = {}  # id(tracker) -> record (a list, below): this test's trackers
+    active: list = []  # the records of the trackers entered and not yet left
+    forged: list = []
 
-    def shadow_ledger_start():
-        """The ledger's entries as the test starts (live bytes follow from them)."""
-        ledger_shadow.clear()
-        live = _dict.fromkeys(categories, 0)
-        for e in _dict.values(_memory._LEDGER.entries):
-            if type(e) is not entry_type:
-                forged.append("the ledger's entries were changed")
-                return
-            nbytes, cat = entry_type.nbytes.__get__(e), entry_type.cat.__get__(e)
-            if type(nbytes) is not _int or type(cat) is not _str or cat not in live:
-                forged.append("the ledger's entries were changed")
-                return
-            ledger_shadow[id(e)] = [e, nbytes, cat]
-            live[cat] += nbytes
-        ledger_shadow["live"] = live
+    def forge(why):
+        if not forged:
+            forged.append(why)
+
+    def from_engine(frame) -> bool:
+        """Whether the frame above the ledger's methods and the hook registry's runs
+        minigrad's own code (``frame``: the raiser's caller). Each ``f_back`` read raises an
+        audit event, passed at once for the frame named in ``walking`` (no other code can
+        hold that frame object: a finalizer running meanwhile is checked as anywhere)."""
+        me = ident()
+        try:
+            while frame is not None and id(frame.f_code) in dispatch:
+                walking[me] = frame
+                frame = frame.f_back
+            return frame is not None and id(frame.f_code) in engine
+        finally:
+            walking[me] = None
+
+    def ledger_start():
+        """The ledger as the hook is installed (no notebook code has run)."""
+        ledger = _memory._LEDGER
+        by_key = {}
+        for key, e in _dict.items(ledger.entries):
+            if type(e) is entry_type and type(entry_nbytes(e)) is _int and entry_cat(e) in live:
+                ledger_shadow[id(e)] = by_key[key] = [e, entry_nbytes(e), entry_cat(e), []]
+                live[entry_cat(e)] += entry_nbytes(e)
+        for r, key in _dict.values(ledger._watch):
+            known = by_key.get(key)
+            if known is not None and type(r) is weakref_type:
+                known[3].append(r)
+
+    pending = [None]  # an entry "new" counted whose category may change next (in hold)
+
+    def flush():
+        """The peaks of the state a tracker observed: after "new" and no other change."""
+        if pending[0] is not None:
+            pending[0] = None
+            peaks_now()
+
+    def peaks_now():
+        if not active:
+            return
+        total = _sum(live.values())
+        for record in active:
+            peak = record[2]
+            for c, v in _dict.items(live):
+                if v > peak[c]:  # noqa: PLR1730 - no builtin looked up here
+                    peak[c] = v
+            if total > peak["total"]:  # noqa: PLR1730
+                peak["total"] = total
 
     def shadow_ledger(args):
-        live = ledger_shadow.get("live")
-        if live is None or len(args) < 2 or type(args[1]) is not entry_type:
+        if len(args) < 2 or type(args[1]) is not entry_type:
             return
         kind, e = args[0], args[1]
-        if ledger_codes.get(id(getframe(2).f_code)) != kind:
-            if not forged:
-                forged.append("a ledger event that no ledger method raised")
+        # "new" and "watch" only add (bytes, a weak reference that must die too), and "dead"
+        # is checked against the weak references: their raiser is not read (each frame
+        # read costs audit events). A role's change is checked up to the engine.
+        if kind == "dead":
+            flush()
+            known = ledger_shadow.get(id(e))
+            if known is None or known[0] is not e:
+                return
+            refs = known[3]
+            if not refs or any(r() is not None for r in refs):
+                forge("the ledger counted as freed an array that is still alive (its methods "
+                      "or records changed by the notebook)")
+                return
+            live[known[2]] -= known[1]
+            del ledger_shadow[id(e)]
+            peaks_now()
             return
         if kind == "new" and len(args) == 3 and type(args[2]) is _int:
-            ledger_shadow[id(e)] = [e, args[2], "temporaries"]
+            flush()
+            ledger_shadow[id(e)] = [e, args[2], "temporaries", []]
             live["temporaries"] += args[2]
+            pending[0] = e  # in hold, the category's change follows before the tracker looks
             return
         known = ledger_shadow.get(id(e))
         if known is None or known[0] is not e:
-            return  # counted before the test's start was taken
-        if kind == "cat" and len(args) == 3 and type(args[2]) is _str and args[2] in live:
+            return
+        if kind == "watch" and len(args) == 3 and type(args[2]) is weakref_type:
+            refs = known[3]
+            if len(refs) > 8:
+                refs[:] = [r for r in refs if r() is not None]
+            refs.append(args[2])
+        elif kind == "cat" and len(args) == 3 and type(args[2]) is _str and args[2] in live:
+            raiser = getframe(2)
+            if id(raiser.f_code) != c_recat or not from_engine(raiser.f_back):
+                forge("the ledger's methods were called by code other than minigrad's engine (a "
+                      "notebook's call of memory.hold/release/register, _LEDGER's methods or "
+                      "hooks.tell)")
+                return
+            if pending[0] is e:
+                pending[0] = None
+            else:
+                flush()
             live[known[2]] -= known[1]
             live[args[2]] += known[1]
             known[2] = args[2]
-        elif kind == "dead":
-            live[known[2]] -= known[1]
-            del ledger_shadow[id(e)]
+            peaks_now()
 
+    def live_now():
+        now = _dict(live)
+        now["total"] = _sum(live.values())
+        return now
+
+    # a record: [tracker, start, peak, end, counts, flops, flops_by_op, timeline or None, record]
     def shadow(args):
         if len(args) < 2 or type(args[1]) is not tracker_type:
             return
         kind, tracker = args[0], args[1]
-        if tracker_codes.get(id(getframe(2).f_code)) != kind:  # the caller of sys.audit
-            if len(forged) < 1:
-                forged.append("a tracker event that no tracker method raised")
+        flush()
+        raiser = getframe(2)
+        if id(raiser.f_code) != (c_track if kind in ("enter", "exit") else c_event) \
+                or (kind == "event" and not from_engine(raiser.f_back)):
+            forge("a tracker event that no tracker method raised for minigrad's engine")
             return
-        if kind == "start" and len(args) == 3:
-            start = plain_bytes(args[2])
-            if start is not None and collect[0] is not None:
-                shadows[id(tracker)] = [tracker, start, _dict(start), {p: {} for p in phases},
-                                        _dict.fromkeys(phases, 0)]
+        if kind == "enter":
+            if collect[0] is not None:
+                fields = _OBJECT_DICT(tracker)
+                timeline = [] if _dict.get(fields, "_record") is True else None
+                record = [tracker, live_now(), live_now(), None, {p: {} for p in phases},
+                          _dict.fromkeys(phases, 0), {p: {} for p in phases}, timeline,
+                          _dict.get(fields, "_record")]
+                shadows[id(tracker)] = record
+                active.append(record)
             return
-        entry = shadows.get(id(tracker))
-        if entry is None or entry[0] is not tracker:
+        record = shadows.get(id(tracker))
+        if record is None or record[0] is not tracker:
             return
-        if kind == "observe" and len(args) == 3:
-            live, peak = plain_bytes(args[2]), entry[2]
-            if ledger_shadow.get("live") is not None and live is not None:
-                live = _dict(ledger_shadow["live"])  # what the ledger's own methods counted
-            if live is None:
-                entry[2] = None
-                return
-            if peak is None:
-                return
-            total = 0
-            for c, v in live.items():
-                total += v
-                if v > peak.get(c, v):
-                    peak[c] = v
-            if total > peak.get("total", total):
-                peak["total"] = total
+        if kind == "exit":
+            record[3] = live_now()
+            active[:] = [r for r in active if r is not record]
         elif kind == "event" and len(args) == 5:
             phase, op, flops = args[2], args[3], args[4]
             if type(phase) is not _str or type(op) is not _str or type(flops) is not _int \
-                    or phase not in entry[3]:
-                entry[3] = None
+                    or phase not in record[4]:
+                forge("a tracker event that no tracker method raised for minigrad's engine")
                 return
-            if entry[3] is None:
-                return
-            entry[3][phase][op] = entry[3][phase].get(op, 0) + 1
-            entry[4][phase] += flops
+            record[4][phase][op] = record[4][phase].get(op, 0) + 1
+            if flops:
+                record[5][phase] += flops
+                record[6][phase][op] = record[6][phase].get(op, 0) + flops
+            if record[7] is not None:
+                record[7].append((phase, op, live_now(), flops))
+
+    def same_counters(got, want) -> bool:
+        return type(got) is _dict and set(_dict.keys(got)) == set(want) \
+            and all(type(_dict.get(got, p)) is counter_type
+                    and plain_bytes(_dict(_dict.get(got, p))) == {k: v for k, v in want[p].items()}
+                    for p in want)
+
+    def same_timeline(got, want) -> bool:
+        if type(got) is not _list or len(got) != len(want):
+            return False
+        for event, (phase, op, at, flops) in zip(_list(got), want):
+            if type(event) is not event_type:
+                return False
+            fields = _OBJECT_DICT(event)
+            if _dict.get(fields, "phase") != phase or type(_dict.get(fields, "phase")) is not _str \
+                    or type(_dict.get(fields, "op")) is not _str or _dict.get(fields, "op") != op \
+                    or type(_dict.get(fields, "flops")) is not _int or _dict.get(fields, "flops") != flops \
+                    or plain_bytes(_dict.get(fields, "live")) != at:
+                return False
+        return True
 
     def tracker_problem() -> str:
+        flush()
         if forged:
             return forged[0]
-        for tracker, start, peak, counts, flops in _dict.values(shadows):
+        for tracker, start, peak, end, counts, flops, by_op, timeline, keep in _list(_dict.values(shadows)):
             if type(tracker) is not tracker_type:
                 return "a tracker of the ledger was given another class while a test measured"
             fields = _OBJECT_DICT(tracker)
             if not set(_dict.keys(fields)) <= tracker_fields:
                 return "a tracker of the ledger was given an attribute of the notebook's while a test measured"
-            got_counts = _dict.get(fields, "counts")
-            same_counts = counts is not None and type(got_counts) is _dict \
-                and set(_dict.keys(got_counts)) == set(counts) \
-                and all(type(_dict.get(got_counts, p)) is counter_type
-                        and plain_bytes(_dict(_dict.get(got_counts, p))) == counts[p] for p in counts)
-            if peak is None or plain_bytes(_dict.get(fields, "start")) != start \
+            got_end = _dict.get(fields, "end")
+            if plain_bytes(_dict.get(fields, "start")) != start \
                     or plain_bytes(_dict.get(fields, "peak")) != peak \
-                    or plain_bytes(_dict.get(fields, "flops")) != flops or not same_counts:
-                return ("a tracker of the ledger was edited while a test measured (its start, peaks, "
-                        "op counts or FLOPs are not what the ledger reported to it)")
+                    or (plain_bytes(got_end) != end if end is not None else got_end is not None) \
+                    or plain_bytes(_dict.get(fields, "flops")) != flops \
+                    or not same_counters(_dict.get(fields, "counts"), counts) \
+                    or not same_counters(_dict.get(fields, "flops_by_op"), by_op) \
+                    or _dict.get(fields, "_record") is not keep \
+                    or (timeline is not None and not same_timeline(_dict.get(fields, "timeline"), timeline)):
+                return ("a tracker of the ledger was edited while a test measured (its start, peaks, end, "
+                        "timeline, op counts or FLOPs are not what the grader's own copy of the ledger says)")
         return ""
+
+    ledger_start()
 
     if checks is not None:
         checks.append(tracker_problem)
@@ -993,6 +1252,9 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
         return False
 
     def hook(event, args):
+        if event == "object.__getattr__" and walking.get(ident()) is not None \
+                and args[0] is walking.get(ident()):
+            return  # from_engine reading f_back of the frame it holds
         if event == write_event:  # GuardedModule.__setattr__ / __delattr__, even inside the hook
             if len(args) == 4 and type(args[0]) is GuardedModule and type(args[3]) is list:
                 guarded_write(*args)
@@ -1028,13 +1290,12 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
         if event == ledger_event or event == tracker_event:
             # raised by the ledger's and the tracker's own methods (checked), even while the
             # hook works: an array freed there is freed for the grader's copy too
-            if collect[0] is not None:
-                was = inside.get(ident())
-                inside[ident()] = True
-                try:
-                    (shadow_ledger if event == ledger_event else shadow)(args)
-                finally:
-                    inside[ident()] = was
+            was = inside.get(ident())
+            inside[ident()] = True
+            try:
+                (shadow_ledger if event == ledger_event else shadow)(args)
+            finally:
+                inside[ident()] = was
             return
         if event == answer_event:
             if collect[0] is not None and not inside.get(ident()):
@@ -1175,11 +1436,8 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
         return them (a list no notebook code can reach)."""
         if start:
             collect[0], collect[1] = [], bool(check_expected)
-            inside[ident()] = True
-            try:
-                shadow_ledger_start()
-            finally:
-                inside[ident()] = False
+            shadows.clear()
+            active.clear()
             return None
         got, collect[0] = collect[0], None
         return got
@@ -1397,10 +1655,22 @@ def main() -> None:
     # even one put back at once: the grader's code looks its builtins up when it runs)
     # and every class of minigrad's and the grader's: a class attribute set (and put back)
     watched_classes = grader_classes(guarded_modules()) + library_classes(guarded_modules())
-    prepare_classes(watched_classes)
+    # NumPy's Python classes and the handout's libraries' (torch's): a class attribute set
+    # while a test measures (``StorageWeakRef.expired``), even put back, is seen the same way
+    roots = handout_roots(load["given"])
+    other_classes = library_classes([m for _, m in sorted(sys.modules.items())
+                                     if isinstance(m, types.ModuleType)],
+                                    roots=roots, heap_only=True)
+    # and the modules of the handout's libraries that are not guarded like NumPy's (torch's):
+    # their names (``torch.multiprocessing.reductions.StorageWeakRef``) and sys.modules' entries
+    library_modules = [(name, m) for name, m in sorted(sys.modules.items()) if type(m) is types.ModuleType
+                       and name.split(".")[0] in roots and name.split(".")[0] != "numpy"]
+    prepare_classes(watched_classes + other_classes)
     tags.install([m for m in guarded_modules() if type(m) is GuardedModule] + [builtins],
-                 classes=watched_classes)
+                 classes=watched_classes + other_classes, class_writers=class_writers(other_classes),
+                 libraries=[m for _, m in library_modules])
     tag_problems = tags.problems  # a closure: nothing the notebook can replace
+    sys_modules = sys.modules  # the dict itself, even if a notebook rebinds sys.modules
     refused_writes: list = []  # what notebook code tried to change in a guarded module
     if tags.view is None:
         print(f"grader: {tags.why}: a module of minigrad, NumPy or the grader patched through a "
@@ -1432,6 +1702,9 @@ def main() -> None:
                 found.append(problem)
         if sys.gettrace() is not None or sys.getprofile() is not None:
             found.append("a trace or profile function was left installed")
+        swapped = [name for name, m in library_modules if sys_modules.get(name) is not m]
+        if swapped:
+            found.append(f"sys.modules[{swapped[0]!r}] replaced (a module of a library the handout imports)")
         if _len(_listdir("/proc/self/task")) > tasks:
             found.append("a thread started by the notebook is still running")
         return "; ".join(found)
@@ -1468,8 +1741,13 @@ def main() -> None:
     signal.signal(signal.SIGALRM, on_alarm)
     why_signals = refuse_new_signal_handlers()
     if why_signals:
-        print(f"grader: {why_signals}: a signal handler the notebook installs is not refused",
-              file=sys.stderr, flush=True)
+        # Fail closed: CPython raises no audit event for ``signal.signal``, and a handler of
+        # the notebook's, installed (and put back) while a test runs, is handed the frame of
+        # whatever runs when its signal comes (the test's, the grader's checks), whose locals
+        # no audit hook guards. No cell runs here: the driver stops (the reference's run first).
+        emit(kind="unguarded", detail=f"{why_signals}: a signal handler a notebook installs "
+                                      "could not be refused, so nothing is graded here")
+        _exit(0)
     student = {"__name__": "__main__", "__builtins__": builtins}
     cell_errors = run_cells(load["cells"], student, set(load.get("skip", [])), float(load["limit"]))
     problem = tampering()
