@@ -786,13 +786,20 @@ class _Dense:
 def _min_peak(profile: ChainProfile) -> int:
     """The smallest peak any nested schedule reaches (bytes, exact): the recurrence with
     ``max`` of bytes in place of work, one diagonal of sub-chains at a time."""
+    P, _ = _min_peak_tables(profile)
+    return int(P[0][len(P[0]) - 1][0])
+
+
+def _min_peak_tables(profile: ChainProfile):
+    """``(P, d)``: ``P[h][l][a]`` the smallest peak of layers ``a .. a+l-1`` (the loss
+    is layer ``n``) run on top of nothing more (``h``: ``x_a`` held), ``d[h]`` the
+    bytes a taped layer adds."""
     a, si, so, own = _chain_arrays(profile)
     N = len(si)
     a_arr = np.asarray(a, dtype=np.int64)
     si_arr, so_arr = np.asarray(si, dtype=bool), np.asarray(so, dtype=bool)
     base = np.asarray(own, dtype=np.int64) + np.where(so_arr, a_arr[1:N + 1], 0)
     d = (base + np.where(si_arr, a_arr[:N], 0), base)
-    # P[h][l][a]: smallest peak of layers a .. a+l-1 run on top of nothing more (h: x_a held)
     P = [[np.zeros(N + 1, dtype=np.int64)], [np.zeros(N + 1, dtype=np.int64)]]
     big = np.iinfo(np.int64).max // 4
     for length in range(1, N + 1):
@@ -805,7 +812,242 @@ def _min_peak(profile: ChainProfile) -> int:
             taped = d[h][:rows] + nxt
             ck = Q + (a_arr[:rows] if h == 0 else 0)
             P[h].append(np.minimum(taped, ck))
-    return int(P[0][N][0])
+    return P, d
+
+
+def _min_peak_items(profile: ChainProfile, budget: int, costs):
+    """A schedule of peak at most ``budget`` (at least the smallest peak), read off the
+    smallest-peak recurrence: taped whenever the rest still fits, else a checkpoint that
+    fits, the shortest or the longest (the one of the two that recomputes less). No
+    claim of optimality: the fallback when no grid solver fits."""
+    P, d = _min_peak_tables(profile)
+    a, si, so, own = _chain_arrays(profile)
+    N = len(si)
+    Pm = [np.zeros((N + 1, N + 1), dtype=np.int64) for _ in (0, 1)]
+    for h in (0, 1):
+        for length, row in enumerate(P[h]):
+            Pm[h][length, :len(row)] = row
+
+    def build(s, e, h, m, longest):
+        items = []
+        while s < e:
+            L = e - s
+            rest = Pm[int(so[s])][L - 1, s + 1] if L > 1 else 0
+            if d[h][s] + rest <= m:
+                items.append(Taped(s))
+                m -= int(d[h][s])
+                s, h = s + 1, int(so[s])
+                continue
+            m2 = m - (0 if h else a[s])
+            ks = np.arange(1, L)
+            ok = np.flatnonzero(np.maximum(Pm[1][ks, s], Pm[0][L - ks, s + ks]) <= m2)
+            k = int(ks[ok[-1] if longest else ok[0]])
+            items.append(Checkpointed(s, s + k, tuple(build(s, s + k, 1, m2, longest))))
+            s, h, m = s + k, 0, m2
+        return items
+
+    best = None
+    with _deep_nesting(N):
+        for longest in (False, True):
+            items = tuple(build(0, N, 0, budget, longest)[:-1])
+            work = schedule_recompute_cost(profile, NestedSchedule(n=N - 1, items=items),
+                                           costs)
+            if best is None or work < best[0]:
+                best = (work, items)
+    return best[1]
+
+
+# --------------------------------------------------------------------------- long chains
+# The auto path for chains too long for the exact grid: every checkpoint spans at most
+# ``_WINDOW`` layers (a restriction: its schedules are schedules, rounded up they fit),
+# and the same table with sizes rounded down and longer checkpoints relaxed (a lower
+# bound). Only the suffixes ``C(a, n + 1, h)`` need the whole memory grid; the short
+# sub-chains need it only up to what they hold when all taped, so the grid can be fine.
+_WINDOW = 16
+_WINDOW_WORK = 3_000_000_000  # array elements of one table (about 10-15 s of CPU)
+_WINDOW_CODES = 250_000_000  # bytes of the schedule table's choices (one per entry)
+
+
+def _shift(v, c):
+    """``out[m] = v[m - c]``, inf for ``m < c`` (a copy unless ``c == 0``)."""
+    if c == 0:
+        return v
+    out = np.full(v.shape[-1], np.inf)
+    if c < v.shape[-1]:
+        out[c:] = v[:v.shape[-1] - c]
+    return out
+
+
+class _Windowed:
+    """``C(a, n + 1, h)(m)`` for every suffix, on a memory grid ``m = 0 .. S``, with
+    every checkpoint spanning at most ``W`` layers, or, with ``relax``, longer ones
+    counted as ``F(a, j) + C(j, e, 0)(m - c_a(h))`` (their inner schedule's work and
+    bytes dropped: a lower bound on the recurrence).
+
+    One sweep from the loss back to layer 0. A start ``s`` first gets its short
+    sub-chains ``C(s, s + l, h)``, ``l <= W`` (the same recurrence as `_Dense`, vectors
+    cut at ``S_in``, past which nothing changes: ``S_in`` is the most a window of ``W``
+    layers holds all taped), kept in a ring of the last ``W + 1`` starts; then its
+    suffix ``C(s, n + 1, h)`` from the next ``W`` suffixes (a ring too). With
+    ``codes`` the choices are kept, one byte per entry: the checkpoint's span at the
+    argmin (bits 0-4), taped preferred for ``h = 0`` (bit 5) and ``h = 1`` (bit 6)."""
+
+    def __init__(self, sizes, costs, S, W, relax=False, codes=False):
+        a, si, so, own = sizes
+        N = len(si)
+        self.N, self.S, self.W = N, S, W
+        self.a, self.si, self.so, self.own = a, si, so, own
+        prefix = np.zeros(N + 1)
+        prefix[1:] = np.cumsum(np.asarray(list(costs) + [0], dtype=np.float64))
+        self.prefix = prefix
+        a_arr = np.asarray(a, dtype=np.int64)
+        so_arr = np.asarray(so, dtype=bool)
+        base = np.asarray(own, dtype=np.int64) + np.where(so_arr, a_arr[1:N + 1], 0)
+        d0 = base + np.where(np.asarray(si, dtype=bool), a_arr[:N], 0)
+        self.d = (d0, base)
+        # S_in: a window's all-taped need, x_s included (sub-chains end before the loss)
+        cum = np.concatenate([[0], np.cumsum(d0[:N - 1] + a_arr[:N - 1])])
+        wi = min(W, N - 1)
+        S_in = int((cum[wi:] - cum[:len(cum) - wi]).max(initial=0)) if wi else 0
+        self.S_in = S_in = min(S_in, S)
+        R, inf = W + 1, np.inf
+        D0r = np.full((R, W + 1, S_in + 1), inf)  # D0r[s % R, l] = C(s, s + l, 0)
+        P1r = np.full((R, W + 1, S_in + 1), inf)  # P1r[s % R, l] = C(s, s+l, 1) + F
+        D0r[:, 0] = P1r[:, 0] = 0.0  # the empty sub-chain
+        E0r = np.zeros((R + 1, S + 1))  # E0r[s % (R + 1)] = C(s, N, 0)
+        E1 = np.zeros(S + 1)  # C(s + 1, N, 1)
+        G = np.full(S + 1, inf)  # min over j > s + W of prefix[j] + C(j, N, 0)
+        self.codes = np.zeros((N, S + 1), dtype=np.uint8) if codes else None
+        cols = np.arange(S + 1)
+        for s in range(N - 1, -1, -1):
+            r, r1 = s % R, (s + 1) % R
+            if s < N - 1:  # the short sub-chains starting at s
+                top = min(W, N - 1 - s)
+                for length in range(1, top + 1):
+                    ks = np.arange(1, length)
+                    Q = (P1r[r, 1:length] + D0r[(s + ks) % R, length - ks]).min(
+                        axis=0, initial=inf)
+                    nxt = (P1r[r1, length - 1] - (prefix[s + length] - prefix[s + 1])
+                           if so[s] else D0r[r1, length - 1])
+                    D0r[r, length] = np.minimum(_shift(nxt, int(d0[s])),
+                                                _shift(Q, int(a[s])))
+                    P1r[r, length] = np.minimum(_shift(nxt, int(base[s])), Q) + (
+                        prefix[s + length] - prefix[s])
+                D0r[r, top + 1:] = inf
+                P1r[r, top + 1:] = inf
+            # the suffix C(s, N, h): a checkpoint [s, s + k) then C(s + k, N, 0)
+            K = min(W, N - 1 - s)
+            if K:
+                E = E0r[[(s + k) % (R + 1) for k in range(1, K + 1)]]
+                E[:, :S_in + 1] += P1r[r, 1:K + 1]
+                E[:, S_in + 1:] += P1r[r, 1:K + 1, -1:]
+                karg = E.argmin(axis=0)
+                Q = E[karg, cols]
+            else:
+                Q, karg = np.full(S + 1, inf), None
+            if relax and s + W + 1 <= N - 1:
+                j = s + W + 1
+                np.minimum(G, prefix[j] + E0r[j % (R + 1)], out=G)
+                np.minimum(Q, G - prefix[s], out=Q)
+            nxt = E1 if so[s] else E0r[(s + 1) % (R + 1)]
+            t0, c0 = _shift(nxt, int(d0[s])), _shift(Q, int(a[s]))
+            t1 = _shift(nxt, int(base[s]))
+            if codes:
+                code = self.codes[s]
+                if karg is not None:
+                    code[:] = karg + 1
+                code |= (t0 <= c0).astype(np.uint8) << 5
+                code |= (t1 <= Q).astype(np.uint8) << 6
+            E0r[s % (R + 1)] = np.minimum(t0, c0)
+            E1 = np.minimum(t1, Q)
+        self.top = E0r[0]
+
+    def build(self, m):
+        """The items of the schedule the table chose within ``m`` units (the loss left
+        out); inner schedules from a `_Dense` of their own short sub-chain."""
+        a, so, d, codes = self.a, self.so, self.d, self.codes
+        items, s, h = [], 0, 0
+        while s < self.N - 1:
+            if codes[s, m] >> (5 + h) & 1:
+                items.append(Taped(s))
+                m -= int(d[h][s])
+                s, h = s + 1, int(so[s])
+                continue
+            m2 = m - (0 if h else int(a[s]))
+            k = int(codes[s, m2] & 31)
+            items.append(Checkpointed(s, s + k, self._inner(s, s + k, m2)))
+            s, h, m = s + k, 0, m2
+        if not codes[s, m] >> (5 + h) & 1:  # pragma: no cover  (the loss is taped)
+            raise AssertionError("the loss is never checkpointed")
+        return tuple(items)
+
+    def _inner(self, s, e, m):
+        """A least-work schedule of ``s .. e-1`` on top of a held ``x_s`` within
+        ``m`` units: all taped when that fits, else a `_Dense` of the sub-chain."""
+        a, si, so, own, d = self.a, self.si, self.so, self.own, self.d
+        need, h = 0, 1
+        for i in range(s, e):
+            need += int(d[h][i])
+            h = int(so[i])
+        if need <= m:
+            return tuple(Taped(i) for i in range(s, e))
+        # (the sub-chain's last cost is never recomputed inside it: _Dense reads it
+        # as a loss of cost 0)
+        sub = _Dense((a[s:e + 1], si[s:e], so[s:e], own[s:e]),
+                     np.diff(self.prefix[s:e]), m)
+        return _shifted(sub._build(0, e - s, 1, m), s)
+
+
+def _shifted(items, offset):
+    """Items with every layer index moved by ``offset``."""
+    return tuple(Taped(it.layer + offset) if isinstance(it, Taped) else
+                 Checkpointed(it.start + offset, it.stop + offset,
+                              _shifted(it.inner, offset)) for it in items)
+
+
+def _windowed_rotor(profile, costs, cap):
+    """`rotor` on a long chain: ``(items, lower_bound)``, items None when no schedule
+    whose checkpoints span at most ``_WINDOW`` layers fits ``cap`` (see `rotor`)."""
+    a, si, so, own = _chain_arrays(profile)
+    N, W = len(si), min(_WINDOW, len(si) - 1)
+    # grid unit: the table's work N (W S + W^2 S_in / 2) within _WINDOW_WORK
+    held = [own[i] + (a[i + 1] if so[i] else 0) + (a[i] if si[i] else 0) + a[i]
+            for i in range(N - 1)]
+    window = max((sum(held[i:i + W]) for i in range(0, max(1, N - W))), default=0)
+    g = math.gcd(*a, *own) or 1
+    unit = N * (W * cap + W * W * window / 2) / _WINDOW_WORK
+    unit = max(unit, N * cap / _WINDOW_CODES, g)
+    unit = g if unit <= g else int(math.ceil(unit))
+    S = cap // unit
+    low = _Windowed(([v // unit for v in a], si, so, [v // unit for v in own]),
+                    costs, S, W, relax=True)
+    bound = float(low.top[S])
+    del low
+    spare = sum(1 for v in a + own if v)  # rounding up over-counts each array < 1 unit
+    up = _Windowed(([-(-v // unit) for v in a], si, so, [-(-v // unit) for v in own]),
+                   costs, S + spare, W, codes=True)
+    top = up.top
+    if top[S] == np.inf:
+        return None, bound
+
+    def fits(m):
+        items = up.build(m)
+        return items, schedule_peak(profile, NestedSchedule(n=profile.n, items=items)) <= cap
+
+    # the grid's choice at S fits; one at a larger m may still fit in true bytes: keep
+    # the least work among those that do (each checked with schedule_peak)
+    best, lo, hi = S, S + 1, S + spare
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if fits(mid)[1]:
+            best = mid if top[mid] < top[best] else best
+            lo = mid + 1
+        else:
+            hi = mid - 1
+    first = int(np.argmax(top[:best + 1] == top[best]))  # ties: the smaller peak
+    items, ok = fits(first)
+    return (items if ok else up.build(best)), bound
+
 
 def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flops",
           slots: int | None = None) -> NestedSchedule:
@@ -915,8 +1157,30 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
         S = cap // g
     exact_work = all(isinstance(c, int) for c in costs) and (N + 1) * (sum(costs) + 1) < _EXACT_FLOAT
     dense = N * N * (S + 1) <= _DENSE_MAX_CELLS and (slots is not None or exact_work)
+    if not dense and slots is None and N > _FRONTS_MAX_LAYERS and cap > 0 and exact_work:
+        # too long for the exact solvers: short checkpoints on a fine grid, and the
+        # proven bound (see the docstring)
+        items, bound = _windowed_rotor(profile, costs, cap)
+        bound = max(bound, _taped_knapsack_bound(profile, costs, cap))
+        if items is None:
+            items = _min_peak_items(profile, cap, costs)
+            if budget_bytes is not None:  # the whole table on a coarse grid may fit
+                coarse = max(8, min(256, _DENSE_MAX_CELLS // (N * N) - 1))
+                table = _Dense(([-(-v * coarse // cap) for v in a], si, so,
+                                [-(-v * coarse // cap) for v in own]), costs, coarse)
+                top = table.top()
+                if top[coarse] < np.inf:
+                    with _deep_nesting(N):
+                        other = table.build(int(np.argmax(top == top[coarse])))
+                        if schedule_recompute_cost(profile, NestedSchedule(
+                                n=profile.n, items=other), costs) < schedule_recompute_cost(
+                                profile, NestedSchedule(n=profile.n, items=items), costs):
+                            items = other
+                del table
+        with _deep_nesting(N):
+            return _planned(profile, items, costs, bound)
     if not dense and slots is None and N > _FRONTS_MAX_LAYERS and cap > 0:
-        # too long for exact fronts: slots, with the proven bound (see the docstring)
+        # float costs: slots, with the proven bound (see the docstring)
         slots = S = max(8, min(256, _DENSE_MAX_CELLS // (N * N) - 1))
 
         def units(v):
