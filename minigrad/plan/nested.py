@@ -815,11 +815,13 @@ def _min_peak_tables(profile: ChainProfile):
     return P, d
 
 
-def _min_peak_items(profile: ChainProfile, budget: int, costs):
+def _min_peak_items(profile: ChainProfile, budget: int, guide=None, scale=None):
     """A schedule of peak at most ``budget`` (at least the smallest peak), read off the
-    smallest-peak recurrence: taped whenever the rest still fits, else a checkpoint that
-    fits, the shortest or the longest (the one of the two that recomputes less). No
-    claim of optimality: the fallback when no grid solver fits."""
+    smallest-peak recurrence: at every step the choices whose rest still fits (exact
+    bytes), and among them the least work that ``guide`` (a `_Dense` table, reading
+    ``m`` bytes as ``m * scale`` units) estimates, taped on ties; without a guide,
+    taped whenever it fits, else the shortest checkpoint that fits. No claim of
+    optimality: the fallback when no schedule with short checkpoints fits."""
     P, d = _min_peak_tables(profile)
     a, si, so, own = _chain_arrays(profile)
     N = len(si)
@@ -828,33 +830,38 @@ def _min_peak_items(profile: ChainProfile, budget: int, costs):
         for length, row in enumerate(P[h]):
             Pm[h][length, :len(row)] = row
 
-    def build(s, e, h, m, longest):
+    def est(s, e, h, m):  # the guide's work for C(s, e, h) within m bytes
+        return 0.0 if guide is None else guide.value(s, e, h, int(m * scale))
+
+    def build(s, e, h, m):
         items = []
         while s < e:
             L = e - s
             rest = Pm[int(so[s])][L - 1, s + 1] if L > 1 else 0
+            m2 = m - (0 if h else a[s])
+            ks = np.arange(1, L)
+            ok = ks[np.maximum(Pm[1][ks, s], Pm[0][L - ks, s + ks]) <= m2]
             if d[h][s] + rest <= m:
+                best, k = est(s + 1, e, int(so[s]), m - d[h][s]), 0
+            else:
+                best, k = np.inf, int(ok[0])
+            if guide is not None and len(ok):
+                mu = int(m2 * scale)
+                for j in ok.tolist():
+                    v = guide.P1[j][s, mu] + guide.D0[L - j][s + j, mu]
+                    if v < best:
+                        best, k = v, j
+            if k == 0:
                 items.append(Taped(s))
                 m -= int(d[h][s])
                 s, h = s + 1, int(so[s])
-                continue
-            m2 = m - (0 if h else a[s])
-            ks = np.arange(1, L)
-            ok = np.flatnonzero(np.maximum(Pm[1][ks, s], Pm[0][L - ks, s + ks]) <= m2)
-            k = int(ks[ok[-1] if longest else ok[0]])
-            items.append(Checkpointed(s, s + k, tuple(build(s, s + k, 1, m2, longest))))
-            s, h, m = s + k, 0, m2
+            else:
+                items.append(Checkpointed(s, s + k, tuple(build(s, s + k, 1, m2))))
+                s, h, m = s + k, 0, m2
         return items
 
-    best = None
     with _deep_nesting(N):
-        for longest in (False, True):
-            items = tuple(build(0, N, 0, budget, longest)[:-1])
-            work = schedule_recompute_cost(profile, NestedSchedule(n=N - 1, items=items),
-                                           costs)
-            if best is None or work < best[0]:
-                best = (work, items)
-    return best[1]
+        return tuple(build(0, N, 0, budget)[:-1])
 
 
 # --------------------------------------------------------------------------- long chains
@@ -1163,20 +1170,14 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
         items, bound = _windowed_rotor(profile, costs, cap)
         bound = max(bound, _taped_knapsack_bound(profile, costs, cap))
         if items is None:
-            items = _min_peak_items(profile, cap, costs)
-            if budget_bytes is not None:  # the whole table on a coarse grid may fit
-                coarse = max(8, min(256, _DENSE_MAX_CELLS // (N * N) - 1))
-                table = _Dense(([-(-v * coarse // cap) for v in a], si, so,
-                                [-(-v * coarse // cap) for v in own]), costs, coarse)
-                top = table.top()
-                if top[coarse] < np.inf:
-                    with _deep_nesting(N):
-                        other = table.build(int(np.argmax(top == top[coarse])))
-                        if schedule_recompute_cost(profile, NestedSchedule(
-                                n=profile.n, items=other), costs) < schedule_recompute_cost(
-                                profile, NestedSchedule(n=profile.n, items=items), costs):
-                            items = other
-                del table
+            # the whole table on a coarse grid, sizes rounded down: a bound, and the
+            # guide of a schedule read off the smallest-peak recurrence
+            coarse = max(8, _DENSE_MAX_CELLS // (N * N) - 1)
+            guide = _Dense(([v * coarse // cap for v in a], si, so,
+                            [v * coarse // cap for v in own]), costs, coarse)
+            bound = max(bound, float(guide.top()[coarse]))
+            items = _min_peak_items(profile, cap, guide, coarse / cap)
+            del guide
         with _deep_nesting(N):
             return _planned(profile, items, costs, bound)
     if not dense and slots is None and N > _FRONTS_MAX_LAYERS and cap > 0:
