@@ -19,9 +19,16 @@ from test_plan_rotor_dense import random_profile
 
 from minigrad import plan as P
 from minigrad.plan import nested
-from minigrad.plan.nested import (NestedSchedule, _costs, _Dense, _min_peak,
-                                  _min_peak_items, _windowed_rotor,
-                                  schedule_peak, schedule_recompute_cost)
+from minigrad.plan.nested import (
+    NestedSchedule,
+    _costs,
+    _Dense,
+    _min_peak,
+    _min_peak_items,
+    _windowed_rotor,
+    schedule_peak,
+    schedule_recompute_cost,
+)
 
 
 def _budgets(rng, profile):

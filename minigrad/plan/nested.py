@@ -113,6 +113,37 @@ times that; a 1000-layer heterogeneous chain in about 8 s at its smallest peak a
 at ten times it with 32 slots; time grows about as ``n^2.1`` from 100 to 1000 layers at
 a fixed grid (the ``O(n^2)`` calls weigh more than the ``O(n^3)`` elements at these
 sizes), where the fronts grew as ``n^4.3``.
+
+Long chains: short checkpoints on a fine grid
+---------------------------------------------
+Beyond that, ``rotor`` without ``slots`` (integer costs) plans on a grid fine enough for
+the chain's arrays instead of one cut into a few dozen slots of the budget (which at
+1,000 layers made every slot larger than any array, and the schedule use a twelfth of
+the budget). It restricts every checkpoint to at most ``W = 16`` layers (`_Windowed`):
+then only the suffixes ``C(a, n + 1, h)`` need the whole grid, ``n`` vectors built
+from the next ``W`` ones in one sweep from the loss back to layer 0, and the short
+sub-chains need it only up to what ``W`` layers hold all taped; the sweep keeps rings
+of ``W + 1`` rows, the choices one byte per entry. Work ``n (W S + W^2 S_in / 2)``
+array elements for a grid of ``S`` points (``S_in`` for the short sub-chains): the unit
+is chosen to keep that near ``3e9`` (about 8 s of CPU). Two tables:
+
+* sizes rounded *up*: a schedule (every checkpoint of at most ``W`` layers) whose
+  true peak fits the budget; then larger grid points, whose schedules may still fit in
+  true bytes, are tried (each checked with `schedule_peak`) and the least work kept;
+* sizes rounded *down*, checkpoints longer than ``W`` relaxed to ``F(a, j) +
+  C(j, e, 0)`` (their inner work and bytes dropped): a proven lower bound on the exact
+  optimum (the proof is `_Windowed`'s), raised to `_taped_knapsack_bound` if that is
+  larger.
+
+Where no schedule with short checkpoints fits (near the smallest peak, which needs deep
+nesting), the schedule is read off the smallest-peak recurrence (every step keeps the
+rest within the budget in exact bytes), guided by the whole table on a coarse
+rounded-down grid, whose optimum is also the bound (`_min_peak_items`). Measured with
+``benchmarks/rotor_bound.py`` (CPU seconds, one process, an illustration; chains of
+``long_chain`` in ``tests/test_plan_rotor_bound.py``): 1,000 layers at 30 % of the
+store-all peak in about 16 s with the schedule's work within 0.4 % of the bound, at
+60 % in about 19 s within 1.3 %; at the smallest peak in about 13 s, but there the
+bound is far (77 %: the coarse grid's rounding, and a schedule that is not optimal).
 """
 from __future__ import annotations
 
@@ -823,7 +854,7 @@ def _min_peak_items(profile: ChainProfile, budget: int, guide=None, scale=None):
     taped whenever it fits, else the shortest checkpoint that fits. No claim of
     optimality: the fallback when no schedule with short checkpoints fits."""
     P, d = _min_peak_tables(profile)
-    a, si, so, own = _chain_arrays(profile)
+    a, si, so, _ = _chain_arrays(profile)
     N = len(si)
     Pm = [np.zeros((N + 1, N + 1), dtype=np.int64) for _ in (0, 1)]
     for h in (0, 1):
@@ -871,7 +902,7 @@ def _min_peak_items(profile: ChainProfile, budget: int, guide=None, scale=None):
 # bound). Only the suffixes ``C(a, n + 1, h)`` need the whole memory grid; the short
 # sub-chains need it only up to what they hold when all taped, so the grid can be fine.
 _WINDOW = 16
-_WINDOW_WORK = 3_000_000_000  # array elements of one table (about 10-15 s of CPU)
+_WINDOW_WORK = 3_000_000_000  # array elements of one table (about 8 s of CPU)
 _WINDOW_CODES = 250_000_000  # bytes of the schedule table's choices (one per entry)
 
 
@@ -890,6 +921,26 @@ class _Windowed:
     every checkpoint spanning at most ``W`` layers, or, with ``relax``, longer ones
     counted as ``F(a, j) + C(j, e, 0)(m - c_a(h))`` (their inner schedule's work and
     bytes dropped: a lower bound on the recurrence).
+
+    Without ``relax`` it is the recurrence over a subset of the schedules (those whose
+    checkpoints span at most ``W`` layers), so every value is the work of a schedule
+    of that subset whose peak, in the table's units, fits ``m``.
+
+    Proof that, with ``relax`` and sizes rounded down (``floor(v / u)``, the grid
+    ``S = floor(budget / u)``), ``top[S]`` is at most the exact optimum. (1) A schedule
+    whose true peak fits the budget fits ``S`` rounded down: its peak is a sum over a
+    held set, and a sum of floors is at most the floor of the sum. So the exact
+    recurrence on the rounded-down sizes, ``C'``, is at most the true optimum at
+    ``S``. (2) The table's ``L(s, e, h)(m) <= C'(s, e, h)(m)`` for every entry, by
+    induction from the loss back: a short sub-chain (at most ``W`` layers) holds only
+    checkpoints shorter than itself, so its entries are ``C'``'s own recurrence
+    (vectors cut at ``S_in``, where all taped already fits: constant beyond); a
+    suffix's terms are ``C'``'s terms for taped and short checkpoints (at most by
+    induction), and for a checkpoint ``[s, j)`` longer than ``W`` the term
+    ``F(s, j) + C'(s, j, 1)(m') + C'(j, e, 0)(m')`` is at least ``F(s, j) +
+    L(j, e, 0)(m')``, since ``C'(s, j, 1) >= 0`` (inf when nothing fits only raises it).
+    A minimum of terms each at most ``C'``'s term is at most ``C'``'s minimum. So
+    ``top[S] = L(0, n + 1, 0)(S) <= C'(0, n + 1, 0)(S) <= `` the true optimum.
 
     One sweep from the loss back to layer 0. A start ``s`` first gets its short
     sub-chains ``C(s, s + l, h)``, ``l <= W`` (the same recurrence as `_Dense`, vectors
@@ -1020,11 +1071,11 @@ def _windowed_rotor(profile, costs, cap):
     # grid unit: the table's work N (W S + W^2 S_in / 2) within _WINDOW_WORK
     held = [own[i] + (a[i + 1] if so[i] else 0) + (a[i] if si[i] else 0) + a[i]
             for i in range(N - 1)]
-    window = max((sum(held[i:i + W]) for i in range(0, max(1, N - W))), default=0)
+    window = max((sum(held[i:i + W]) for i in range(max(1, N - W))), default=0)
     g = math.gcd(*a, *own) or 1
     unit = N * (W * cap + W * W * window / 2) / _WINDOW_WORK
     unit = max(unit, N * cap / _WINDOW_CODES, g)
-    unit = g if unit <= g else int(math.ceil(unit))
+    unit = g if unit <= g else math.ceil(unit)
     S = cap // unit
     low = _Windowed(([v // unit for v in a], si, so, [v // unit for v in own]),
                     costs, S, W, relax=True)
@@ -1096,8 +1147,14 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
             Without ``slots`` the exact grid is used while it is small enough (``n^2``
             times budget / gcd of the sizes at most 4e7 entries), else the exact Pareto
             fronts up to 40 layers (their time grows about as ``n^4``), else slots
-            chosen automatically (as many as the table allows, at most 256) with the
-            proven bound: one entry point, exact where it can be, bounded where not.
+            chosen automatically with the proven bound: one entry point, exact
+            where it can be, bounded where not. The automatic grid of long chains
+            (integer costs) is fine (about the arrays' size, not the budget's) and
+            restricts checkpoints to at most 16 layers; the bound is the same table
+            with sizes rounded down and longer checkpoints relaxed (module
+            docstring, "Long chains: short checkpoints on a fine grid"). Float
+            costs take the automatic slots (as many as the table allows, at most
+            256).
             With slots, ``lower_bound_cost`` is the larger of that table's bound and
             a grid-free one (`_taped_knapsack_bound`: what the top level cannot tape
             within the budget is recomputed at least once; a fractional knapsack),
