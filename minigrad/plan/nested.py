@@ -942,6 +942,16 @@ class _Windowed:
     A minimum of terms each at most ``C'``'s term is at most ``C'``'s minimum. So
     ``top[S] = L(0, n + 1, 0)(S) <= C'(0, n + 1, 0)(S) <= `` the true optimum.
 
+    The relaxed term keeps a part of the inner work: ``C'(s, j, 1)(m') >=
+    C'(s, s + W, 1)(m')`` for ``j > s + W``. Cut a schedule of ``s .. j-1`` at ``s +
+    W``: drop the items from ``s + W`` on and end every checkpoint that crosses it
+    there (its inner items cut the same way; one that then spans its whole level is
+    replaced by its inner items, which the recurrence's own remark allows). Every held
+    set of the cut schedule is a subset of one of the original's at the same moment,
+    and it re-runs a subset of the layers: a schedule of ``s .. s+W-1`` on top of
+    ``x_s`` within ``m'``, doing no more work. So the long term is at least
+    ``F(s, j) + C'(s, s + W, 1)(m') + L(j, e, 0)(m')``, which is what the table uses.
+
     One sweep from the loss back to layer 0. A start ``s`` first gets its short
     sub-chains ``C(s, s + l, h)``, ``l <= W`` (the same recurrence as `_Dense`, vectors
     cut at ``S_in``, past which nothing changes: ``S_in`` is the most a window of ``W``
@@ -1006,7 +1016,12 @@ class _Windowed:
             if relax and s + W + 1 <= N - 1:
                 j = s + W + 1
                 np.minimum(G, prefix[j] + E0r[j % (R + 1)], out=G)
-                np.minimum(Q, G - prefix[s], out=Q)
+                # inner work: at least that of its first W layers, C(s, s + W, 1)
+                inner = P1r[r, W] - (prefix[s + W] - prefix[s])
+                long = G - prefix[s]
+                long[:S_in + 1] += inner
+                long[S_in + 1:] += inner[-1]
+                np.minimum(Q, long, out=Q)
             nxt = E1 if so[s] else E0r[(s + 1) % (R + 1)]
             t0, c0 = _shift(nxt, int(d0[s])), _shift(Q, int(a[s]))
             t1 = _shift(nxt, int(base[s]))
@@ -1063,24 +1078,41 @@ def _shifted(items, offset):
                               _shifted(it.inner, offset)) for it in items)
 
 
+def _grid_unit(profile, W, cap):
+    """The grid unit (bytes) of a `_Windowed` table with windows of ``W`` layers under
+    ``cap``: its work ``N (W S + W^2 S_in / 2)`` within ``_WINDOW_WORK`` elements and
+    the choices within ``_WINDOW_CODES`` bytes; the gcd of the sizes (exact) if finer."""
+    a, si, so, own = _chain_arrays(profile)
+    N = len(si)
+    held = [own[i] + (a[i + 1] if so[i] else 0) + (a[i] if si[i] else 0) + a[i]
+            for i in range(N - 1)]
+    window = max((sum(held[i:i + W]) for i in range(max(1, N - W))), default=0)
+    window = min(window, cap)
+    g = math.gcd(*a, *own) or 1
+    unit = N * (W * cap + W * W * window / 2) / _WINDOW_WORK
+    unit = max(unit, N * cap / _WINDOW_CODES, g)
+    return g if unit <= g else math.ceil(unit)
+
+
+def _relaxed_bound(profile, costs, cap, W):
+    """The lower bound of a `_Windowed` table with windows of ``W`` layers, sizes
+    rounded down and longer checkpoints relaxed (proof: `_Windowed`)."""
+    a, si, so, own = _chain_arrays(profile)
+    unit = _grid_unit(profile, W, cap)
+    S = cap // unit
+    low = _Windowed(([v // unit for v in a], si, so, [v // unit for v in own]),
+                    costs, S, W, relax=True)
+    return float(low.top[S])
+
+
 def _windowed_rotor(profile, costs, cap):
     """`rotor` on a long chain: ``(items, lower_bound)``, items None when no schedule
     whose checkpoints span at most ``_WINDOW`` layers fits ``cap`` (see `rotor`)."""
     a, si, so, own = _chain_arrays(profile)
     N, W = len(si), min(_WINDOW, len(si) - 1)
-    # grid unit: the table's work N (W S + W^2 S_in / 2) within _WINDOW_WORK
-    held = [own[i] + (a[i + 1] if so[i] else 0) + (a[i] if si[i] else 0) + a[i]
-            for i in range(N - 1)]
-    window = max((sum(held[i:i + W]) for i in range(max(1, N - W))), default=0)
-    g = math.gcd(*a, *own) or 1
-    unit = N * (W * cap + W * W * window / 2) / _WINDOW_WORK
-    unit = max(unit, N * cap / _WINDOW_CODES, g)
-    unit = g if unit <= g else math.ceil(unit)
+    bound = _relaxed_bound(profile, costs, cap, W)
+    unit = _grid_unit(profile, W, cap)
     S = cap // unit
-    low = _Windowed(([v // unit for v in a], si, so, [v // unit for v in own]),
-                    costs, S, W, relax=True)
-    bound = float(low.top[S])
-    del low
     spare = sum(1 for v in a + own if v)  # rounding up over-counts each array < 1 unit
     up = _Windowed(([-(-v // unit) for v in a], si, so, [-(-v // unit) for v in own]),
                    costs, S + spare, W, codes=True)
