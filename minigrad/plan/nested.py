@@ -1109,7 +1109,7 @@ def _windowed_rotor(profile, costs, cap):
     """`rotor` on a long chain: ``(items, lower_bound)``, items None when no schedule
     whose checkpoints span at most ``_WINDOW`` layers fits ``cap`` (see `rotor`)."""
     a, si, so, own = _chain_arrays(profile)
-    N, W = len(si), min(_WINDOW, len(si) - 1)
+    W = min(_WINDOW, len(si) - 1)
     bound = _relaxed_bound(profile, costs, cap, W)
     unit = _grid_unit(profile, W, cap)
     S = cap // unit
