@@ -904,6 +904,8 @@ def _min_peak_items(profile: ChainProfile, budget: int, guide=None, scale=None):
 _WINDOW = 16
 _WINDOW_WORK = 3_000_000_000  # array elements of one table (about 8 s of CPU)
 _WINDOW_CODES = 250_000_000  # bytes of the schedule table's choices (one per entry)
+_WINDOWS = (_WINDOW, 2 * _WINDOW)  # windows tried in turn while the gap is large
+_WINDOW_GAP = 0.05  # above this gap, a longer window, then a coarse whole table
 
 
 def _shift(v, c):
@@ -957,8 +959,8 @@ class _Windowed:
     cut at ``S_in``, past which nothing changes: ``S_in`` is the most a window of ``W``
     layers holds all taped), kept in a ring of the last ``W + 1`` starts; then its
     suffix ``C(s, n + 1, h)`` from the next ``W`` suffixes (a ring too). With
-    ``codes`` the choices are kept, one byte per entry: the checkpoint's span at the
-    argmin (bits 0-4), taped preferred for ``h = 0`` (bit 5) and ``h = 1`` (bit 6)."""
+    ``codes`` the choices are kept, two bytes per entry: the checkpoint's span at the
+    argmin (bits 0-7), taped preferred for ``h = 0`` (bit 8) and ``h = 1`` (bit 9)."""
 
     def __init__(self, sizes, costs, S, W, relax=False, codes=False):
         a, si, so, own = sizes
@@ -985,7 +987,7 @@ class _Windowed:
         E0r = np.zeros((R + 1, S + 1))  # E0r[s % (R + 1)] = C(s, N, 0)
         E1 = np.zeros(S + 1)  # C(s + 1, N, 1)
         G = np.full(S + 1, inf)  # min over j > s + W of prefix[j] + C(j, N, 0)
-        self.codes = np.zeros((N, S + 1), dtype=np.uint8) if codes else None
+        self.codes = np.zeros((N, S + 1), dtype=np.uint16) if codes else None
         cols = np.arange(S + 1)
         for s in range(N - 1, -1, -1):
             r, r1 = s % R, (s + 1) % R
@@ -1029,8 +1031,8 @@ class _Windowed:
                 code = self.codes[s]
                 if karg is not None:
                     code[:] = karg + 1
-                code |= (t0 <= c0).astype(np.uint8) << 5
-                code |= (t1 <= Q).astype(np.uint8) << 6
+                code |= (t0 <= c0).astype(np.uint16) << 8
+                code |= (t1 <= Q).astype(np.uint16) << 9
             E0r[s % (R + 1)] = np.minimum(t0, c0)
             E1 = np.minimum(t1, Q)
         self.top = E0r[0]
@@ -1041,16 +1043,16 @@ class _Windowed:
         a, so, d, codes = self.a, self.so, self.d, self.codes
         items, s, h = [], 0, 0
         while s < self.N - 1:
-            if codes[s, m] >> (5 + h) & 1:
+            if codes[s, m] >> (8 + h) & 1:
                 items.append(Taped(s))
                 m -= int(d[h][s])
                 s, h = s + 1, int(so[s])
                 continue
             m2 = m - (0 if h else int(a[s]))
-            k = int(codes[s, m2] & 31)
+            k = int(codes[s, m2] & 255)
             items.append(Checkpointed(s, s + k, self._inner(s, s + k, m2)))
             s, h, m = s + k, 0, m2
-        if not codes[s, m] >> (5 + h) & 1:  # pragma: no cover  (the loss is taped)
+        if not codes[s, m] >> (8 + h) & 1:  # pragma: no cover  (the loss is taped)
             raise AssertionError("the loss is never checkpointed")
         return tuple(items)
 
@@ -1080,8 +1082,9 @@ def _shifted(items, offset):
 
 def _grid_unit(profile, W, cap):
     """The grid unit (bytes) of a `_Windowed` table with windows of ``W`` layers under
-    ``cap``: its work ``N (W S + W^2 S_in / 2)`` within ``_WINDOW_WORK`` elements and
-    the choices within ``_WINDOW_CODES`` bytes; the gcd of the sizes (exact) if finer."""
+    ``cap``: its work ``N (W S + W^2 S_in / 2)`` within ``_WINDOW_WORK`` elements (the
+    short sub-chains' counted four times: gathered, added, reduced, shifted) and the
+    choices within ``_WINDOW_CODES`` bytes; the gcd of the sizes (exact) if finer."""
     a, si, so, own = _chain_arrays(profile)
     N = len(si)
     held = [own[i] + (a[i + 1] if so[i] else 0) + (a[i] if si[i] else 0) + a[i]
@@ -1089,8 +1092,8 @@ def _grid_unit(profile, W, cap):
     window = max((sum(held[i:i + W]) for i in range(max(1, N - W))), default=0)
     window = min(window, cap)
     g = math.gcd(*a, *own) or 1
-    unit = N * (W * cap + W * W * window / 2) / _WINDOW_WORK
-    unit = max(unit, N * cap / _WINDOW_CODES, g)
+    unit = N * (W * cap + 2 * W * W * window) / _WINDOW_WORK
+    unit = max(unit, 2 * N * cap / _WINDOW_CODES, g)
     return g if unit <= g else math.ceil(unit)
 
 
@@ -1105,11 +1108,11 @@ def _relaxed_bound(profile, costs, cap, W):
     return float(low.top[S])
 
 
-def _windowed_rotor(profile, costs, cap):
+def _windowed_rotor(profile, costs, cap, W=None):
     """`rotor` on a long chain: ``(items, lower_bound)``, items None when no schedule
-    whose checkpoints span at most ``_WINDOW`` layers fits ``cap`` (see `rotor`)."""
+    whose checkpoints span at most ``W`` (default ``_WINDOW``) layers fits ``cap``."""
     a, si, so, own = _chain_arrays(profile)
-    W = min(_WINDOW, len(si) - 1)
+    W = min(_WINDOW if W is None else W, len(si) - 1, 255)
     bound = _relaxed_bound(profile, costs, cap, W)
     unit = _grid_unit(profile, W, cap)
     S = cap // unit
@@ -1256,17 +1259,37 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
     if not dense and slots is None and N > _FRONTS_MAX_LAYERS and cap > 0 and exact_work:
         # too long for the exact solvers: short checkpoints on a fine grid, and the
         # proven bound (see the docstring)
-        items, bound = _windowed_rotor(profile, costs, cap)
-        bound = max(bound, _taped_knapsack_bound(profile, costs, cap))
-        if items is None:
-            # the whole table on a coarse grid, sizes rounded down: a bound, and the
-            # guide of a schedule read off the smallest-peak recurrence
+        items, work = None, None
+        bound = _taped_knapsack_bound(profile, costs, cap)
+        tried = 0
+        for W in _WINDOWS:  # a longer window when the gap is still large
+            W = min(W, N - 1)
+            if W <= tried:
+                break
+            tried = W
+            found, low = _windowed_rotor(profile, costs, cap, W)
+            bound = max(bound, low)
+            if found is not None:
+                w = schedule_recompute_cost(
+                    profile, NestedSchedule(n=profile.n, items=found), costs)
+                if work is None or w < work:
+                    items, work = found, w
+            if work is not None and work - bound <= _WINDOW_GAP * work:
+                break
+        if work is None or work - bound > _WINDOW_GAP * work:
+            # long checkpoints may matter: the whole table on a coarse grid, sizes
+            # rounded down, is a bound and guides a schedule read off the
+            # smallest-peak recurrence; the better schedule is kept
             coarse = max(8, _DENSE_MAX_CELLS // (N * N) - 1)
             guide = _Dense(([v * coarse // cap for v in a], si, so,
                             [v * coarse // cap for v in own]), costs, coarse)
             bound = max(bound, float(guide.top()[coarse]))
-            items = _min_peak_items(profile, cap, guide, coarse / cap)
+            other = _min_peak_items(profile, cap, guide, coarse / cap)
             del guide
+            with _deep_nesting(N):
+                if work is None or schedule_recompute_cost(profile, NestedSchedule(
+                        n=profile.n, items=other), costs) < work:
+                    items = other
         with _deep_nesting(N):
             return _planned(profile, items, costs, bound)
     if not dense and slots is None and N > _FRONTS_MAX_LAYERS and cap > 0:
