@@ -89,6 +89,10 @@ def test_the_smallest_peak_fallback_fits(seed):
                         [v * 16 // budget for v in own]),
                        _costs(profile, None), 16)
         assert guide.top()[16] <= exact  # rounded down: a bound
+        half = _Dense(([v * 16 // budget for v in a], si, so,
+                       [v * 16 // budget for v in own]),
+                      _costs(profile, None), 16, down32=True)
+        assert half.top()[16] <= guide.top()[16]  # float32, rounded down
         for items in (_min_peak_items(profile, budget),
                       _min_peak_items(profile, budget, guide, 16 / budget)):
             sched = NestedSchedule(n=profile.n, items=items)
@@ -133,3 +137,14 @@ def test_two_hundred_layers_within_five_percent(monkeypatch):
     assert schedule_peak(profile, s) <= budget
     assert s.lower_bound_cost is not None
     assert s.recompute_cost - s.lower_bound_cost <= 0.05 * s.recompute_cost
+
+
+def test_float32_down_never_rounds_up():
+    x = np.array([2.0 ** 24 + 1, 2.0 ** 30 + 3, 3.0, 0.0, np.inf, 1e9 + 7])
+    y = nested._float32_down(x)
+    assert y.dtype == np.float32
+    assert (y.astype(np.float64) <= x).all()
+    fin = np.isfinite(x)  # and the largest such float32
+    assert (np.nextafter(y[fin], np.float32(np.inf)).astype(np.float64)
+            > x[fin]).all()
+    assert y[~fin].tolist() == [np.inf]

@@ -119,13 +119,14 @@ Long chains: short checkpoints on a fine grid
 Beyond that, ``rotor`` without ``slots`` (integer costs) plans on a grid fine enough for
 the chain's arrays instead of one cut into a few dozen slots of the budget (which at
 1,000 layers made every slot larger than any array, and the schedule use a twelfth of
-the budget). It restricts every checkpoint to at most ``W = 16`` layers (`_Windowed`):
+the budget). It restricts every checkpoint to at most ``W = 16`` layers (`_Windowed`;
+``W = 32`` next if the gap below is still over 5 %):
 then only the suffixes ``C(a, n + 1, h)`` need the whole grid, ``n`` vectors built
 from the next ``W`` ones in one sweep from the loss back to layer 0, and the short
 sub-chains need it only up to what ``W`` layers hold all taped; the sweep keeps rings
-of ``W + 1`` rows, the choices one byte per entry. Work ``n (W S + W^2 S_in / 2)``
-array elements for a grid of ``S`` points (``S_in`` for the short sub-chains): the unit
-is chosen to keep that near ``3e9`` (about 8 s of CPU). Two tables:
+of ``W + 1`` rows, the choices two bytes per entry. Work ``n (W S + W^2 S_in / 2)``
+array elements for a grid of ``S`` points (``S_in`` for the short sub-chains, counted
+four times): the unit is chosen to keep that near ``6e9``. Two tables:
 
 * sizes rounded *up*: a schedule (every checkpoint of at most ``W`` layers) whose
   true peak fits the budget; then larger grid points, whose schedules may still fit in
@@ -136,9 +137,10 @@ is chosen to keep that near ``3e9`` (about 8 s of CPU). Two tables:
   larger.
 
 Where no schedule with short checkpoints fits (near the smallest peak, which needs deep
-nesting), the schedule is read off the smallest-peak recurrence (every step keeps the
-rest within the budget in exact bytes), guided by the whole table on a coarse
-rounded-down grid, whose optimum is also the bound (`_min_peak_items`). Measured with
+nesting) or the gap stays over 5 %, a schedule is also read off the smallest-peak
+recurrence (every step keeps the rest within the budget in exact bytes), guided by the
+whole table on a coarse rounded-down grid, whose optimum is also a bound
+(`_min_peak_items`); the better schedule and the largest bound are kept. Measured with
 ``benchmarks/rotor_bound.py`` (CPU seconds, one process, an illustration; chains of
 ``long_chain`` in ``tests/test_plan_rotor_bound.py``): 1,000 layers at 30 % of the
 store-all peak in about 16 s with the schedule's work within 0.4 % of the bound, at
@@ -717,13 +719,26 @@ _EXACT_FLOAT = 2 ** 53  # float64 adds integers exactly below this
 _FRONTS_MAX_LAYERS = 40  # beyond, exact fronts grow about as n^4: slots with a bound
 
 
+def _float32_down(x):
+    """``x`` (float64) as float32, each entry the largest float32 at most it."""
+    y = x.astype(np.float32)
+    up = y > x
+    y[up] = np.nextafter(y[up], np.float32(-np.inf))
+    return y
+
+
 class _Dense:
     """``C(a, e, h)(m)`` for every sub-chain, on a memory grid of ``S + 1`` points.
 
     ``D0[l][a]`` is ``C(a, a + l, 0)`` and ``P1[l][a]`` is ``C(a, a + l, 1) + F(a, a + l)``
-    (the checkpoint term reads it so), vectors over ``m = 0 .. S`` (inf: nothing fits)."""
+    (the checkpoint term reads it so), vectors over ``m = 0 .. S`` (inf: nothing fits).
 
-    def __init__(self, sizes, costs, S):
+    ``down32``: store every entry as the float32 at or below it (half the memory).
+    The recurrence is non-decreasing in the entries it reads, so by induction every
+    stored entry is at most the exact one: the table is then only a lower bound (and
+    a guide), never a schedule's work."""
+
+    def __init__(self, sizes, costs, S, down32=False):
         a, si, so, own = sizes  # in grid units, the loss as layer n
         self.a, self.si, self.so, self.own = a, si, so, own
         N = len(si)
@@ -766,8 +781,13 @@ class _Dense:
                 else:
                     ck = Q
                 out.append(np.minimum(taped, ck))
-            D0.append(out[0])
-            P1.append(out[1] + F[:, None])
+            if down32:
+                out = [_float32_down(out[0]), _float32_down(out[1] + F[:, None])]
+                D0.append(out[0])
+                P1.append(out[1])
+            else:
+                D0.append(out[0])
+                P1.append(out[1] + F[:, None])
         self.D0, self.P1 = D0, P1
 
     def value(self, s, e, h, m):
@@ -902,7 +922,7 @@ def _min_peak_items(profile: ChainProfile, budget: int, guide=None, scale=None):
 # bound). Only the suffixes ``C(a, n + 1, h)`` need the whole memory grid; the short
 # sub-chains need it only up to what they hold when all taped, so the grid can be fine.
 _WINDOW = 16
-_WINDOW_WORK = 3_000_000_000  # array elements of one table (about 8 s of CPU)
+_WINDOW_WORK = 6_000_000_000  # array elements of one table (a few seconds of CPU)
 _WINDOW_CODES = 250_000_000  # bytes of the schedule table's choices (one per entry)
 _WINDOWS = (_WINDOW, 2 * _WINDOW)  # windows tried in turn while the gap is large
 _WINDOW_GAP = 0.05  # above this gap, a longer window, then a coarse whole table
@@ -1185,7 +1205,9 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
             chosen automatically with the proven bound: one entry point, exact
             where it can be, bounded where not. The automatic grid of long chains
             (integer costs) is fine (about the arrays' size, not the budget's) and
-            restricts checkpoints to at most 16 layers; the bound is the same table
+            restricts checkpoints to at most 16 layers (32 if the gap stays over
+            5 %, and near the smallest peak a schedule read off the smallest-peak
+            recurrence, guided by the coarse whole table); the bound is the same table
             with sizes rounded down and longer checkpoints relaxed (module
             docstring, "Long chains: short checkpoints on a fine grid"). Float
             costs take the automatic slots (as many as the table allows, at most
@@ -1280,9 +1302,10 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
             # long checkpoints may matter: the whole table on a coarse grid, sizes
             # rounded down, is a bound and guides a schedule read off the
             # smallest-peak recurrence; the better schedule is kept
-            coarse = max(8, _DENSE_MAX_CELLS // (N * N) - 1)
+            coarse = max(8, 2 * _DENSE_MAX_CELLS // (N * N) - 1)
             guide = _Dense(([v * coarse // cap for v in a], si, so,
-                            [v * coarse // cap for v in own]), costs, coarse)
+                            [v * coarse // cap for v in own]), costs, coarse,
+                           down32=True)
             bound = max(bound, float(guide.top()[coarse]))
             other = _min_peak_items(profile, cap, guide, coarse / cap)
             del guide
