@@ -125,9 +125,9 @@ def test_rotor_takes_the_long_chain_path_soundly(seed, monkeypatch):
 
 
 def test_two_hundred_layers_within_five_percent(monkeypatch):
-    """200 layers at 30 % of store-all on a grid of 3e8 entries: fits, gap < 5 %
-    (about a second; the full grid, 3e9, reaches 0.4 % in ~15 s at 1,000 layers:
-    benchmarks/rotor_bound.py)."""
+    """200 layers at 30 % of store-all on a grid of 3e8 elements: fits, gap < 5 %
+    (about a second; the default grid, 6e9, reaches 0.4 % in about 13 s at 1,000
+    layers: benchmarks/rotor_bound.py)."""
     profile = long_chain(200)
     budget = int(0.3 * _store_all(profile))
     monkeypatch.setattr(nested, "_WINDOW_WORK", 300_000_000)

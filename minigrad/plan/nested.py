@@ -139,13 +139,25 @@ four times): the unit is chosen to keep that near ``6e9``. Two tables:
 Where no schedule with short checkpoints fits (near the smallest peak, which needs deep
 nesting) or the gap stays over 5 %, a schedule is also read off the smallest-peak
 recurrence (every step keeps the rest within the budget in exact bytes), guided by the
-whole table on a coarse rounded-down grid, whose optimum is also a bound
-(`_min_peak_items`); the better schedule and the largest bound are kept. Measured with
-``benchmarks/rotor_bound.py`` (CPU seconds, one process, an illustration; chains of
-``long_chain`` in ``tests/test_plan_rotor_bound.py``): 1,000 layers at 30 % of the
-store-all peak in about 16 s with the schedule's work within 0.4 % of the bound, at
-60 % in about 19 s within 1.3 %; at the smallest peak in about 13 s, but there the
-bound is far (77 %: the coarse grid's rounding, and a schedule that is not optimal).
+whole table on a coarse rounded-down grid (float32 entries rounded down: twice the
+slots), whose optimum is also a bound (`_min_peak_items`); the better schedule and the
+largest bound are kept. Measured with ``benchmarks/rotor_bound.py`` (CPU seconds, one
+process, an illustration; the chains of ``long_chain`` in
+``tests/test_plan_rotor_bound.py``; gap = (work - bound) / work):
+
+=======  ==================  ==================  ==================
+layers   smallest peak       30 % of store-all   60 % of store-all
+=======  ==================  ==================  ==================
+250      15 s, gap 0.8 %     7 s, gap 0.1 %      10 s, gap 0.3 %
+500      18 s, gap 36 %      10 s, gap 0.2 %     14 s, gap 0.4 %
+1,000    29 s, gap 67 %      13 s, gap 0.4 %     20 s, gap 1.3 %
+=======  ==================  ==================  ==================
+
+Time grows about as ``n^0.4-0.5`` from 250 to 1,000 layers (the grid's work is held
+near a constant: the unit grows with ``n`` instead, and so does the gap). Near the
+smallest peak the coarse whole table sets both the schedule and the bound, and its
+slots (``8e7 / n^2``) get coarse past a few hundred layers: the gap there is the
+rounding's, and part of it may be the schedule's.
 """
 from __future__ import annotations
 
