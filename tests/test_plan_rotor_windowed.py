@@ -113,7 +113,8 @@ def test_rotor_takes_the_long_chain_path_soundly(seed, monkeypatch):
     profile = random_profile(rng, int(rng.integers(4, 11)), unit=4)
     _long_path(monkeypatch, work=int(rng.integers(300, 3000)))
     w = int(rng.integers(1, 5))
-    monkeypatch.setattr(nested, "_WINDOWS", (w, w + 2))
+    monkeypatch.setattr(nested, "_WINDOW_STEPS",
+                        ((w, 0.5, 0.01), (w, 1, 0.05), (w + 2, 1, 0.05)))
     for budget in [None] + _budgets(rng, profile):
         s = P.rotor(profile, budget_bytes=budget)
         cap = _min_peak(profile) if budget is None else budget

@@ -126,7 +126,8 @@ from the next ``W`` ones in one sweep from the loss back to layer 0, and the sho
 sub-chains need it only up to what ``W`` layers hold all taped; the sweep keeps rings
 of ``W + 1`` rows, the choices two bytes per entry. Work ``n (W S + W^2 S_in / 2)``
 array elements for a grid of ``S`` points (``S_in`` for the short sub-chains, counted
-four times): the unit is chosen to keep that near ``6e9``. Two tables:
+four times): the unit is chosen to keep that near ``6e9`` (a first pass at a tenth of
+that is kept when its gap is within 1 %). Two tables:
 
 * sizes rounded *up*: a schedule (every checkpoint of at most ``W`` layers) whose
   true peak fits the budget; then larger grid points, whose schedules may still fit in
@@ -936,7 +937,8 @@ def _min_peak_items(profile: ChainProfile, budget: int, guide=None, scale=None):
 _WINDOW = 16
 _WINDOW_WORK = 6_000_000_000  # array elements of one table (a few seconds of CPU)
 _WINDOW_CODES = 250_000_000  # bytes of the schedule table's choices (one per entry)
-_WINDOWS = (_WINDOW, 2 * _WINDOW)  # windows tried in turn while the gap is large
+# (window, share of _WINDOW_WORK, gap that stops): tried in turn
+_WINDOW_STEPS = ((_WINDOW, 0.1, 0.01), (_WINDOW, 1, 0.05), (2 * _WINDOW, 1, 0.05))
 _WINDOW_GAP = 0.05  # above this gap, a longer window, then a coarse whole table
 
 
@@ -1112,7 +1114,7 @@ def _shifted(items, offset):
                               _shifted(it.inner, offset)) for it in items)
 
 
-def _grid_unit(profile, W, cap):
+def _grid_unit(profile, W, cap, work=None):
     """The grid unit (bytes) of a `_Windowed` table with windows of ``W`` layers under
     ``cap``: its work ``N (W S + W^2 S_in / 2)`` within ``_WINDOW_WORK`` elements (the
     short sub-chains' counted four times: gathered, added, reduced, shifted) and the
@@ -1124,29 +1126,29 @@ def _grid_unit(profile, W, cap):
     window = max((sum(held[i:i + W]) for i in range(max(1, N - W))), default=0)
     window = min(window, cap)
     g = math.gcd(*a, *own) or 1
-    unit = N * (W * cap + 2 * W * W * window) / _WINDOW_WORK
+    unit = N * (W * cap + 2 * W * W * window) / (work or _WINDOW_WORK)
     unit = max(unit, 2 * N * cap / _WINDOW_CODES, g)
     return g if unit <= g else math.ceil(unit)
 
 
-def _relaxed_bound(profile, costs, cap, W):
+def _relaxed_bound(profile, costs, cap, W, work=None):
     """The lower bound of a `_Windowed` table with windows of ``W`` layers, sizes
     rounded down and longer checkpoints relaxed (proof: `_Windowed`)."""
     a, si, so, own = _chain_arrays(profile)
-    unit = _grid_unit(profile, W, cap)
+    unit = _grid_unit(profile, W, cap, work)
     S = cap // unit
     low = _Windowed(([v // unit for v in a], si, so, [v // unit for v in own]),
                     costs, S, W, relax=True)
     return float(low.top[S])
 
 
-def _windowed_rotor(profile, costs, cap, W=None):
+def _windowed_rotor(profile, costs, cap, W=None, work=None):
     """`rotor` on a long chain: ``(items, lower_bound)``, items None when no schedule
     whose checkpoints span at most ``W`` (default ``_WINDOW``) layers fits ``cap``."""
     a, si, so, own = _chain_arrays(profile)
     W = min(_WINDOW if W is None else W, len(si) - 1, 255)
-    bound = _relaxed_bound(profile, costs, cap, W)
-    unit = _grid_unit(profile, W, cap)
+    bound = _relaxed_bound(profile, costs, cap, W, work)
+    unit = _grid_unit(profile, W, cap, work)
     S = cap // unit
     spare = sum(1 for v in a + own if v)  # rounding up over-counts each array < 1 unit
     up = _Windowed(([-(-v // unit) for v in a], si, so, [-(-v // unit) for v in own]),
@@ -1295,20 +1297,22 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
         # proven bound (see the docstring)
         items, work = None, None
         bound = _taped_knapsack_bound(profile, costs, cap)
-        tried = 0
-        for W in _WINDOWS:  # a longer window when the gap is still large
+        tried = set()
+        # a coarser grid first, stopping there within 1 %; then the full grid, then a
+        # longer window while the gap is over 5 %
+        for W, share, gap in _WINDOW_STEPS:
             W = min(W, N - 1)
-            if W <= tried:
-                break
-            tried = W
-            found, low = _windowed_rotor(profile, costs, cap, W)
+            if (W, share) in tried:
+                continue
+            tried.add((W, share))
+            found, low = _windowed_rotor(profile, costs, cap, W, share * _WINDOW_WORK)
             bound = max(bound, low)
             if found is not None:
                 w = schedule_recompute_cost(
                     profile, NestedSchedule(n=profile.n, items=found), costs)
                 if work is None or w < work:
                     items, work = found, w
-            if work is not None and work - bound <= _WINDOW_GAP * work:
+            if work is not None and work - bound <= gap * work:
                 break
         if work is None or work - bound > _WINDOW_GAP * work:
             # long checkpoints may matter: the whole table on a coarse grid, sizes
