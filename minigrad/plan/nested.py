@@ -149,14 +149,15 @@ process, an illustration; the chains of ``long_chain`` in
 =======  ==================  ==================  ==================
 layers   smallest peak       30 % of store-all   60 % of store-all
 =======  ==================  ==================  ==================
-250      15 s, gap 0.8 %     7 s, gap 0.1 %      10 s, gap 0.3 %
-500      18 s, gap 36 %      10 s, gap 0.2 %     14 s, gap 0.4 %
-1,000    29 s, gap 67 %      13 s, gap 0.4 %     20 s, gap 1.3 %
+250      14 s, gap 0.8 %     0.8 s, gap 0.7 %    10 s, gap 0.3 %
+500      18 s, gap 36 %      11 s, gap 0.2 %     15 s, gap 0.4 %
+1,000    30 s, gap 67 %      15 s, gap 0.4 %     21 s, gap 1.3 %
 =======  ==================  ==================  ==================
 
-Time grows about as ``n^0.4-0.5`` from 250 to 1,000 layers (the grid's work is held
-near a constant: the unit grows with ``n`` instead, and so does the gap). Near the
-smallest peak the coarse whole table sets both the schedule and the bound, and its
+(250 layers at 30 %: the coarser first pass was within 1 %.) Where the full grid runs,
+time grows about as ``n^0.5`` from 250 to 1,000 layers (the grid's work is held near a
+constant: the unit grows with ``n`` instead, and so does the gap). Near the smallest
+peak the coarse whole table sets both the schedule and the bound, and its
 slots (``8e7 / n^2``) get coarse past a few hundred layers: the gap there is the
 rounding's, and part of it may be the schedule's.
 """
