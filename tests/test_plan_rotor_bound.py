@@ -51,6 +51,9 @@ def test_thousand_layers_have_a_positive_bound_within_a_minute():
     assert s.lower_bound_cost is None or 0 < s.lower_bound_cost <= s.recompute_cost
     assert s.predicted_peak_activations <= budget
     assert s.lower_bound_cost is not None and s.lower_bound_cost > 0
+    # the fine grid's bound (sizes rounded down, long checkpoints relaxed): within
+    # 5 % of the schedule's work (0.4 % measured: benchmarks/rotor_bound.py)
+    assert s.recompute_cost - s.lower_bound_cost <= 0.05 * s.recompute_cost
 
 
 def _store_all(profile):

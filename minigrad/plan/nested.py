@@ -113,6 +113,53 @@ times that; a 1000-layer heterogeneous chain in about 8 s at its smallest peak a
 at ten times it with 32 slots; time grows about as ``n^2.1`` from 100 to 1000 layers at
 a fixed grid (the ``O(n^2)`` calls weigh more than the ``O(n^3)`` elements at these
 sizes), where the fronts grew as ``n^4.3``.
+
+Long chains: short checkpoints on a fine grid
+---------------------------------------------
+Beyond that, ``rotor`` without ``slots`` (integer costs) plans on a grid fine enough for
+the chain's arrays instead of one cut into a few dozen slots of the budget (which at
+1,000 layers made every slot larger than any array, and the schedule use a twelfth of
+the budget). It restricts every checkpoint to at most ``W = 16`` layers (`_Windowed`;
+``W = 32`` next if the gap below is still over 5 %):
+then only the suffixes ``C(a, n + 1, h)`` need the whole grid, ``n`` vectors built
+from the next ``W`` ones in one sweep from the loss back to layer 0, and the short
+sub-chains need it only up to what ``W`` layers hold all taped; the sweep keeps rings
+of ``W + 1`` rows, the choices two bytes per entry. Work ``n (W S + W^2 S_in / 2)``
+array elements for a grid of ``S`` points (``S_in`` for the short sub-chains, counted
+four times): the unit is chosen to keep that near ``6e9`` (a first pass at a tenth of
+that is kept when its gap is within 1 %). Two tables:
+
+* sizes rounded *up*: a schedule (every checkpoint of at most ``W`` layers) whose
+  true peak fits the budget; then larger grid points, whose schedules may still fit in
+  true bytes, are tried (each checked with `schedule_peak`) and the least work kept;
+* sizes rounded *down*, checkpoints longer than ``W`` relaxed to ``F(a, j) +
+  C(j, e, 0)`` (their inner work and bytes dropped): a proven lower bound on the exact
+  optimum (the proof is `_Windowed`'s), raised to `_taped_knapsack_bound` if that is
+  larger.
+
+Where no schedule with short checkpoints fits (near the smallest peak, which needs deep
+nesting) or the gap stays over 5 %, a schedule is also read off the smallest-peak
+recurrence (every step keeps the rest within the budget in exact bytes), guided by the
+whole table on a coarse rounded-down grid (float32 entries rounded down: twice the
+slots), whose optimum is also a bound (`_min_peak_items`); the better schedule and the
+largest bound are kept. Measured with ``benchmarks/rotor_bound.py`` (CPU seconds, one
+process, an illustration; the chains of ``long_chain`` in
+``tests/test_plan_rotor_bound.py``; gap = (work - bound) / work):
+
+=======  ==================  ==================  ==================
+layers   smallest peak       30 % of store-all   60 % of store-all
+=======  ==================  ==================  ==================
+250      14 s, gap 0.8 %     0.8 s, gap 0.7 %    10 s, gap 0.3 %
+500      18 s, gap 36 %      11 s, gap 0.2 %     15 s, gap 0.4 %
+1,000    30 s, gap 67 %      15 s, gap 0.4 %     21 s, gap 1.3 %
+=======  ==================  ==================  ==================
+
+(250 layers at 30 %: the coarser first pass was within 1 %.) Where the full grid runs,
+time grows about as ``n^0.5`` from 250 to 1,000 layers (the grid's work is held near a
+constant: the unit grows with ``n`` instead, and so does the gap). Near the smallest
+peak the coarse whole table sets both the schedule and the bound, and its
+slots (``8e7 / n^2``) get coarse past a few hundred layers: the gap there is the
+rounding's, and part of it may be the schedule's.
 """
 from __future__ import annotations
 
@@ -686,13 +733,26 @@ _EXACT_FLOAT = 2 ** 53  # float64 adds integers exactly below this
 _FRONTS_MAX_LAYERS = 40  # beyond, exact fronts grow about as n^4: slots with a bound
 
 
+def _float32_down(x):
+    """``x`` (float64) as float32, each entry the largest float32 at most it."""
+    y = x.astype(np.float32)
+    up = y > x
+    y[up] = np.nextafter(y[up], np.float32(-np.inf))
+    return y
+
+
 class _Dense:
     """``C(a, e, h)(m)`` for every sub-chain, on a memory grid of ``S + 1`` points.
 
     ``D0[l][a]`` is ``C(a, a + l, 0)`` and ``P1[l][a]`` is ``C(a, a + l, 1) + F(a, a + l)``
-    (the checkpoint term reads it so), vectors over ``m = 0 .. S`` (inf: nothing fits)."""
+    (the checkpoint term reads it so), vectors over ``m = 0 .. S`` (inf: nothing fits).
 
-    def __init__(self, sizes, costs, S):
+    ``down32``: store every entry as the float32 at or below it (half the memory).
+    The recurrence is non-decreasing in the entries it reads, so by induction every
+    stored entry is at most the exact one: the table is then only a lower bound (and
+    a guide), never a schedule's work."""
+
+    def __init__(self, sizes, costs, S, down32=False):
         a, si, so, own = sizes  # in grid units, the loss as layer n
         self.a, self.si, self.so, self.own = a, si, so, own
         N = len(si)
@@ -735,8 +795,13 @@ class _Dense:
                 else:
                     ck = Q
                 out.append(np.minimum(taped, ck))
-            D0.append(out[0])
-            P1.append(out[1] + F[:, None])
+            if down32:
+                out = [_float32_down(out[0]), _float32_down(out[1] + F[:, None])]
+                D0.append(out[0])
+                P1.append(out[1])
+            else:
+                D0.append(out[0])
+                P1.append(out[1] + F[:, None])
         self.D0, self.P1 = D0, P1
 
     def value(self, s, e, h, m):
@@ -786,13 +851,20 @@ class _Dense:
 def _min_peak(profile: ChainProfile) -> int:
     """The smallest peak any nested schedule reaches (bytes, exact): the recurrence with
     ``max`` of bytes in place of work, one diagonal of sub-chains at a time."""
+    P, _ = _min_peak_tables(profile)
+    return int(P[0][len(P[0]) - 1][0])
+
+
+def _min_peak_tables(profile: ChainProfile):
+    """``(P, d)``: ``P[h][l][a]`` the smallest peak of layers ``a .. a+l-1`` (the loss
+    is layer ``n``) run on top of nothing more (``h``: ``x_a`` held), ``d[h]`` the
+    bytes a taped layer adds."""
     a, si, so, own = _chain_arrays(profile)
     N = len(si)
     a_arr = np.asarray(a, dtype=np.int64)
     si_arr, so_arr = np.asarray(si, dtype=bool), np.asarray(so, dtype=bool)
     base = np.asarray(own, dtype=np.int64) + np.where(so_arr, a_arr[1:N + 1], 0)
     d = (base + np.where(si_arr, a_arr[:N], 0), base)
-    # P[h][l][a]: smallest peak of layers a .. a+l-1 run on top of nothing more (h: x_a held)
     P = [[np.zeros(N + 1, dtype=np.int64)], [np.zeros(N + 1, dtype=np.int64)]]
     big = np.iinfo(np.int64).max // 4
     for length in range(1, N + 1):
@@ -805,7 +877,305 @@ def _min_peak(profile: ChainProfile) -> int:
             taped = d[h][:rows] + nxt
             ck = Q + (a_arr[:rows] if h == 0 else 0)
             P[h].append(np.minimum(taped, ck))
-    return int(P[0][N][0])
+    return P, d
+
+
+def _min_peak_items(profile: ChainProfile, budget: int, guide=None, scale=None):
+    """A schedule of peak at most ``budget`` (at least the smallest peak), read off the
+    smallest-peak recurrence: at every step the choices whose rest still fits (exact
+    bytes), and among them the least work that ``guide`` (a `_Dense` table, reading
+    ``m`` bytes as ``m * scale`` units) estimates, taped on ties; without a guide,
+    taped whenever it fits, else the shortest checkpoint that fits. No claim of
+    optimality: the fallback when no schedule with short checkpoints fits."""
+    P, d = _min_peak_tables(profile)
+    a, si, so, _ = _chain_arrays(profile)
+    N = len(si)
+    Pm = [np.zeros((N + 1, N + 1), dtype=np.int64) for _ in (0, 1)]
+    for h in (0, 1):
+        for length, row in enumerate(P[h]):
+            Pm[h][length, :len(row)] = row
+
+    def est(s, e, h, m):  # the guide's work for C(s, e, h) within m bytes
+        return 0.0 if guide is None else guide.value(s, e, h, int(m * scale))
+
+    def build(s, e, h, m):
+        items = []
+        while s < e:
+            L = e - s
+            rest = Pm[int(so[s])][L - 1, s + 1] if L > 1 else 0
+            m2 = m - (0 if h else a[s])
+            ks = np.arange(1, L)
+            ok = ks[np.maximum(Pm[1][ks, s], Pm[0][L - ks, s + ks]) <= m2]
+            if d[h][s] + rest <= m:
+                best, k = est(s + 1, e, int(so[s]), m - d[h][s]), 0
+            else:
+                best, k = np.inf, int(ok[0])
+            if guide is not None and len(ok):
+                mu = int(m2 * scale)
+                for j in ok.tolist():
+                    v = guide.P1[j][s, mu] + guide.D0[L - j][s + j, mu]
+                    if v < best:
+                        best, k = v, j
+            if k == 0:
+                items.append(Taped(s))
+                m -= int(d[h][s])
+                s, h = s + 1, int(so[s])
+            else:
+                items.append(Checkpointed(s, s + k, tuple(build(s, s + k, 1, m2))))
+                s, h, m = s + k, 0, m2
+        return items
+
+    with _deep_nesting(N):
+        return tuple(build(0, N, 0, budget)[:-1])
+
+
+# --------------------------------------------------------------------------- long chains
+# The auto path for chains too long for the exact grid: every checkpoint spans at most
+# ``_WINDOW`` layers (a restriction: its schedules are schedules, rounded up they fit),
+# and the same table with sizes rounded down and longer checkpoints relaxed (a lower
+# bound). Only the suffixes ``C(a, n + 1, h)`` need the whole memory grid; the short
+# sub-chains need it only up to what they hold when all taped, so the grid can be fine.
+_WINDOW = 16
+_WINDOW_WORK = 6_000_000_000  # array elements of one table (a few seconds of CPU)
+_WINDOW_CODES = 250_000_000  # bytes of the schedule table's choices (one per entry)
+# (window, share of _WINDOW_WORK, gap that stops): tried in turn
+_WINDOW_STEPS = ((_WINDOW, 0.1, 0.01), (_WINDOW, 1, 0.05), (2 * _WINDOW, 1, 0.05))
+_WINDOW_GAP = 0.05  # above this gap, a longer window, then a coarse whole table
+
+
+def _shift(v, c):
+    """``out[m] = v[m - c]``, inf for ``m < c`` (a copy unless ``c == 0``)."""
+    if c == 0:
+        return v
+    out = np.full(v.shape[-1], np.inf)
+    if c < v.shape[-1]:
+        out[c:] = v[:v.shape[-1] - c]
+    return out
+
+
+class _Windowed:
+    """``C(a, n + 1, h)(m)`` for every suffix, on a memory grid ``m = 0 .. S``, with
+    every checkpoint spanning at most ``W`` layers, or, with ``relax``, longer ones
+    counted as ``F(a, j) + C(j, e, 0)(m - c_a(h))`` (their inner schedule's work and
+    bytes dropped: a lower bound on the recurrence).
+
+    Without ``relax`` it is the recurrence over a subset of the schedules (those whose
+    checkpoints span at most ``W`` layers), so every value is the work of a schedule
+    of that subset whose peak, in the table's units, fits ``m``.
+
+    Proof that, with ``relax`` and sizes rounded down (``floor(v / u)``, the grid
+    ``S = floor(budget / u)``), ``top[S]`` is at most the exact optimum. (1) A schedule
+    whose true peak fits the budget fits ``S`` rounded down: its peak is a sum over a
+    held set, and a sum of floors is at most the floor of the sum. So the exact
+    recurrence on the rounded-down sizes, ``C'``, is at most the true optimum at
+    ``S``. (2) The table's ``L(s, e, h)(m) <= C'(s, e, h)(m)`` for every entry, by
+    induction from the loss back: a short sub-chain (at most ``W`` layers) holds only
+    checkpoints shorter than itself, so its entries are ``C'``'s own recurrence
+    (vectors cut at ``S_in``, where all taped already fits: constant beyond); a
+    suffix's terms are ``C'``'s terms for taped and short checkpoints (at most by
+    induction), and for a checkpoint ``[s, j)`` longer than ``W`` the term
+    ``F(s, j) + C'(s, j, 1)(m') + C'(j, e, 0)(m')`` is at least ``F(s, j) +
+    L(j, e, 0)(m')``, since ``C'(s, j, 1) >= 0`` (inf when nothing fits only raises it).
+    A minimum of terms each at most ``C'``'s term is at most ``C'``'s minimum. So
+    ``top[S] = L(0, n + 1, 0)(S) <= C'(0, n + 1, 0)(S) <= `` the true optimum.
+
+    The relaxed term keeps a part of the inner work: ``C'(s, j, 1)(m') >=
+    C'(s, s + W, 1)(m')`` for ``j > s + W``. Cut a schedule of ``s .. j-1`` at ``s +
+    W``: drop the items from ``s + W`` on and end every checkpoint that crosses it
+    there (its inner items cut the same way; one that then spans its whole level is
+    replaced by its inner items, which the recurrence's own remark allows). Every held
+    set of the cut schedule is a subset of one of the original's at the same moment,
+    and it re-runs a subset of the layers: a schedule of ``s .. s+W-1`` on top of
+    ``x_s`` within ``m'``, doing no more work. So the long term is at least
+    ``F(s, j) + C'(s, s + W, 1)(m') + L(j, e, 0)(m')``, which is what the table uses.
+
+    One sweep from the loss back to layer 0. A start ``s`` first gets its short
+    sub-chains ``C(s, s + l, h)``, ``l <= W`` (the same recurrence as `_Dense`, vectors
+    cut at ``S_in``, past which nothing changes: ``S_in`` is the most a window of ``W``
+    layers holds all taped), kept in a ring of the last ``W + 1`` starts; then its
+    suffix ``C(s, n + 1, h)`` from the next ``W`` suffixes (a ring too). With
+    ``codes`` the choices are kept, two bytes per entry: the checkpoint's span at the
+    argmin (bits 0-7), taped preferred for ``h = 0`` (bit 8) and ``h = 1`` (bit 9)."""
+
+    def __init__(self, sizes, costs, S, W, relax=False, codes=False):
+        a, si, so, own = sizes
+        N = len(si)
+        self.N, self.S, self.W = N, S, W
+        self.a, self.si, self.so, self.own = a, si, so, own
+        prefix = np.zeros(N + 1)
+        prefix[1:] = np.cumsum(np.asarray(list(costs) + [0], dtype=np.float64))
+        self.prefix = prefix
+        a_arr = np.asarray(a, dtype=np.int64)
+        so_arr = np.asarray(so, dtype=bool)
+        base = np.asarray(own, dtype=np.int64) + np.where(so_arr, a_arr[1:N + 1], 0)
+        d0 = base + np.where(np.asarray(si, dtype=bool), a_arr[:N], 0)
+        self.d = (d0, base)
+        # S_in: a window's all-taped need, x_s included (sub-chains end before the loss)
+        cum = np.concatenate([[0], np.cumsum(d0[:N - 1] + a_arr[:N - 1])])
+        wi = min(W, N - 1)
+        S_in = int((cum[wi:] - cum[:len(cum) - wi]).max(initial=0)) if wi else 0
+        self.S_in = S_in = min(S_in, S)
+        R, inf = W + 1, np.inf
+        D0r = np.full((R, W + 1, S_in + 1), inf)  # D0r[s % R, l] = C(s, s + l, 0)
+        P1r = np.full((R, W + 1, S_in + 1), inf)  # P1r[s % R, l] = C(s, s+l, 1) + F
+        D0r[:, 0] = P1r[:, 0] = 0.0  # the empty sub-chain
+        E0r = np.zeros((R + 1, S + 1))  # E0r[s % (R + 1)] = C(s, N, 0)
+        E1 = np.zeros(S + 1)  # C(s + 1, N, 1)
+        G = np.full(S + 1, inf)  # min over j > s + W of prefix[j] + C(j, N, 0)
+        self.codes = np.zeros((N, S + 1), dtype=np.uint16) if codes else None
+        cols = np.arange(S + 1)
+        for s in range(N - 1, -1, -1):
+            r, r1 = s % R, (s + 1) % R
+            if s < N - 1:  # the short sub-chains starting at s
+                top = min(W, N - 1 - s)
+                for length in range(1, top + 1):
+                    ks = np.arange(1, length)
+                    Q = (P1r[r, 1:length] + D0r[(s + ks) % R, length - ks]).min(
+                        axis=0, initial=inf)
+                    nxt = (P1r[r1, length - 1] - (prefix[s + length] - prefix[s + 1])
+                           if so[s] else D0r[r1, length - 1])
+                    D0r[r, length] = np.minimum(_shift(nxt, int(d0[s])),
+                                                _shift(Q, int(a[s])))
+                    P1r[r, length] = np.minimum(_shift(nxt, int(base[s])), Q) + (
+                        prefix[s + length] - prefix[s])
+                D0r[r, top + 1:] = inf
+                P1r[r, top + 1:] = inf
+            # the suffix C(s, N, h): a checkpoint [s, s + k) then C(s + k, N, 0)
+            K = min(W, N - 1 - s)
+            if K:
+                E = E0r[[(s + k) % (R + 1) for k in range(1, K + 1)]]
+                E[:, :S_in + 1] += P1r[r, 1:K + 1]
+                E[:, S_in + 1:] += P1r[r, 1:K + 1, -1:]
+                karg = E.argmin(axis=0)
+                Q = E[karg, cols]
+            else:
+                Q, karg = np.full(S + 1, inf), None
+            if relax and s + W + 1 <= N - 1:
+                j = s + W + 1
+                np.minimum(G, prefix[j] + E0r[j % (R + 1)], out=G)
+                # inner work: at least that of its first W layers, C(s, s + W, 1)
+                inner = P1r[r, W] - (prefix[s + W] - prefix[s])
+                long = G - prefix[s]
+                long[:S_in + 1] += inner
+                long[S_in + 1:] += inner[-1]
+                np.minimum(Q, long, out=Q)
+            nxt = E1 if so[s] else E0r[(s + 1) % (R + 1)]
+            t0, c0 = _shift(nxt, int(d0[s])), _shift(Q, int(a[s]))
+            t1 = _shift(nxt, int(base[s]))
+            if codes:
+                code = self.codes[s]
+                if karg is not None:
+                    code[:] = karg + 1
+                code |= (t0 <= c0).astype(np.uint16) << 8
+                code |= (t1 <= Q).astype(np.uint16) << 9
+            E0r[s % (R + 1)] = np.minimum(t0, c0)
+            E1 = np.minimum(t1, Q)
+        self.top = E0r[0]
+
+    def build(self, m):
+        """The items of the schedule the table chose within ``m`` units (the loss left
+        out); inner schedules from a `_Dense` of their own short sub-chain."""
+        a, so, d, codes = self.a, self.so, self.d, self.codes
+        items, s, h = [], 0, 0
+        while s < self.N - 1:
+            if codes[s, m] >> (8 + h) & 1:
+                items.append(Taped(s))
+                m -= int(d[h][s])
+                s, h = s + 1, int(so[s])
+                continue
+            m2 = m - (0 if h else int(a[s]))
+            k = int(codes[s, m2] & 255)
+            items.append(Checkpointed(s, s + k, self._inner(s, s + k, m2)))
+            s, h, m = s + k, 0, m2
+        if not codes[s, m] >> (8 + h) & 1:  # pragma: no cover  (the loss is taped)
+            raise AssertionError("the loss is never checkpointed")
+        return tuple(items)
+
+    def _inner(self, s, e, m):
+        """A least-work schedule of ``s .. e-1`` on top of a held ``x_s`` within
+        ``m`` units: all taped when that fits, else a `_Dense` of the sub-chain."""
+        a, si, so, own, d = self.a, self.si, self.so, self.own, self.d
+        need, h = 0, 1
+        for i in range(s, e):
+            need += int(d[h][i])
+            h = int(so[i])
+        if need <= m:
+            return tuple(Taped(i) for i in range(s, e))
+        # (the sub-chain's last cost is never recomputed inside it: _Dense reads it
+        # as a loss of cost 0)
+        sub = _Dense((a[s:e + 1], si[s:e], so[s:e], own[s:e]),
+                     np.diff(self.prefix[s:e]), m)
+        return _shifted(sub._build(0, e - s, 1, m), s)
+
+
+def _shifted(items, offset):
+    """Items with every layer index moved by ``offset``."""
+    return tuple(Taped(it.layer + offset) if isinstance(it, Taped) else
+                 Checkpointed(it.start + offset, it.stop + offset,
+                              _shifted(it.inner, offset)) for it in items)
+
+
+def _grid_unit(profile, W, cap, work=None):
+    """The grid unit (bytes) of a `_Windowed` table with windows of ``W`` layers under
+    ``cap``: its work ``N (W S + W^2 S_in / 2)`` within ``_WINDOW_WORK`` elements (the
+    short sub-chains' counted four times: gathered, added, reduced, shifted) and the
+    choices within ``_WINDOW_CODES`` bytes; the gcd of the sizes (exact) if finer."""
+    a, si, so, own = _chain_arrays(profile)
+    N = len(si)
+    held = [own[i] + (a[i + 1] if so[i] else 0) + (a[i] if si[i] else 0) + a[i]
+            for i in range(N - 1)]
+    window = max((sum(held[i:i + W]) for i in range(max(1, N - W))), default=0)
+    window = min(window, cap)
+    g = math.gcd(*a, *own) or 1
+    unit = N * (W * cap + 2 * W * W * window) / (work or _WINDOW_WORK)
+    unit = max(unit, 2 * N * cap / _WINDOW_CODES, g)
+    return g if unit <= g else math.ceil(unit)
+
+
+def _relaxed_bound(profile, costs, cap, W, work=None):
+    """The lower bound of a `_Windowed` table with windows of ``W`` layers, sizes
+    rounded down and longer checkpoints relaxed (proof: `_Windowed`)."""
+    a, si, so, own = _chain_arrays(profile)
+    unit = _grid_unit(profile, W, cap, work)
+    S = cap // unit
+    low = _Windowed(([v // unit for v in a], si, so, [v // unit for v in own]),
+                    costs, S, W, relax=True)
+    return float(low.top[S])
+
+
+def _windowed_rotor(profile, costs, cap, W=None, work=None):
+    """`rotor` on a long chain: ``(items, lower_bound)``, items None when no schedule
+    whose checkpoints span at most ``W`` (default ``_WINDOW``) layers fits ``cap``."""
+    a, si, so, own = _chain_arrays(profile)
+    W = min(_WINDOW if W is None else W, len(si) - 1, 255)
+    bound = _relaxed_bound(profile, costs, cap, W, work)
+    unit = _grid_unit(profile, W, cap, work)
+    S = cap // unit
+    spare = sum(1 for v in a + own if v)  # rounding up over-counts each array < 1 unit
+    up = _Windowed(([-(-v // unit) for v in a], si, so, [-(-v // unit) for v in own]),
+                   costs, S + spare, W, codes=True)
+    top = up.top
+    if top[S] == np.inf:
+        return None, bound
+
+    def fits(m):
+        items = up.build(m)
+        return items, schedule_peak(profile, NestedSchedule(n=profile.n, items=items)) <= cap
+
+    # the grid's choice at S fits; one at a larger m may still fit in true bytes: keep
+    # the least work among those that do (each checked with schedule_peak)
+    best, lo, hi = S, S + 1, S + spare
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if fits(mid)[1]:
+            best = mid if top[mid] < top[best] else best
+            lo = mid + 1
+        else:
+            hi = mid - 1
+    first = int(np.argmax(top[:best + 1] == top[best]))  # ties: the smaller peak
+    items, ok = fits(first)
+    return (items if ok else up.build(best)), bound
+
 
 def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flops",
           slots: int | None = None) -> NestedSchedule:
@@ -847,8 +1217,16 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
             Without ``slots`` the exact grid is used while it is small enough (``n^2``
             times budget / gcd of the sizes at most 4e7 entries), else the exact Pareto
             fronts up to 40 layers (their time grows about as ``n^4``), else slots
-            chosen automatically (as many as the table allows, at most 256) with the
-            proven bound: one entry point, exact where it can be, bounded where not.
+            chosen automatically with the proven bound: one entry point, exact
+            where it can be, bounded where not. The automatic grid of long chains
+            (integer costs) is fine (about the arrays' size, not the budget's) and
+            restricts checkpoints to at most 16 layers (32 if the gap stays over
+            5 %, and near the smallest peak a schedule read off the smallest-peak
+            recurrence, guided by the coarse whole table); the bound is the same table
+            with sizes rounded down and longer checkpoints relaxed (module
+            docstring, "Long chains: short checkpoints on a fine grid"). Float
+            costs take the automatic slots (as many as the table allows, at most
+            256).
             With slots, ``lower_bound_cost`` is the larger of that table's bound and
             a grid-free one (`_taped_knapsack_bound`: what the top level cannot tape
             within the budget is recomputed at least once; a fractional knapsack),
@@ -915,8 +1293,47 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
         S = cap // g
     exact_work = all(isinstance(c, int) for c in costs) and (N + 1) * (sum(costs) + 1) < _EXACT_FLOAT
     dense = N * N * (S + 1) <= _DENSE_MAX_CELLS and (slots is not None or exact_work)
+    if not dense and slots is None and N > _FRONTS_MAX_LAYERS and cap > 0 and exact_work:
+        # too long for the exact solvers: short checkpoints on a fine grid, and the
+        # proven bound (see the docstring)
+        items, work = None, None
+        bound = _taped_knapsack_bound(profile, costs, cap)
+        tried = set()
+        # a coarser grid first, stopping there within 1 %; then the full grid, then a
+        # longer window while the gap is over 5 %
+        for W, share, gap in _WINDOW_STEPS:
+            W = min(W, N - 1)
+            if (W, share) in tried:
+                continue
+            tried.add((W, share))
+            found, low = _windowed_rotor(profile, costs, cap, W, share * _WINDOW_WORK)
+            bound = max(bound, low)
+            if found is not None:
+                w = schedule_recompute_cost(
+                    profile, NestedSchedule(n=profile.n, items=found), costs)
+                if work is None or w < work:
+                    items, work = found, w
+            if work is not None and work - bound <= gap * work:
+                break
+        if work is None or work - bound > _WINDOW_GAP * work:
+            # long checkpoints may matter: the whole table on a coarse grid, sizes
+            # rounded down, is a bound and guides a schedule read off the
+            # smallest-peak recurrence; the better schedule is kept
+            coarse = max(8, 2 * _DENSE_MAX_CELLS // (N * N) - 1)
+            guide = _Dense(([v * coarse // cap for v in a], si, so,
+                            [v * coarse // cap for v in own]), costs, coarse,
+                           down32=True)
+            bound = max(bound, float(guide.top()[coarse]))
+            other = _min_peak_items(profile, cap, guide, coarse / cap)
+            del guide
+            with _deep_nesting(N):
+                if work is None or schedule_recompute_cost(profile, NestedSchedule(
+                        n=profile.n, items=other), costs) < work:
+                    items = other
+        with _deep_nesting(N):
+            return _planned(profile, items, costs, bound)
     if not dense and slots is None and N > _FRONTS_MAX_LAYERS and cap > 0:
-        # too long for exact fronts: slots, with the proven bound (see the docstring)
+        # float costs: slots, with the proven bound (see the docstring)
         slots = S = max(8, min(256, _DENSE_MAX_CELLS // (N * N) - 1))
 
         def units(v):

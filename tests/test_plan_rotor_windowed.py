@@ -1,0 +1,151 @@
+"""plan.rotor on long chains: short checkpoints on a fine grid (`_Windowed`).
+
+* with a window as long as the chain and the exact grid, the windowed table is the
+  exact recurrence: its schedule's work and its bound are the reference optimum;
+* with a short window and a coarse grid, every schedule fits the budget in true bytes
+  and recomputes no less than the optimum, and every bound is at most the optimum
+  (`tests/plan_references.py`'s recurrence on exact bytes);
+* the fallback read off the smallest-peak recurrence fits the budget, guided or not;
+* through `rotor` itself (the thresholds lowered so small chains take the long-chain
+  path): fits, bounds, and a gap under 5 % on a 200-layer chain in about a second.
+"""
+import time
+
+import numpy as np
+import pytest
+from plan_references import rotor_reference
+from test_plan_rotor_bound import _store_all, long_chain
+from test_plan_rotor_dense import random_profile
+
+from minigrad import plan as P
+from minigrad.plan import nested
+from minigrad.plan.nested import (
+    NestedSchedule,
+    _costs,
+    _Dense,
+    _min_peak,
+    _min_peak_items,
+    _windowed_rotor,
+    schedule_peak,
+    schedule_recompute_cost,
+)
+
+
+def _budgets(rng, profile):
+    smallest = _min_peak(profile)
+    whole = _store_all(profile)
+    return sorted({smallest, whole, *(int(b) for b in
+                                      rng.integers(smallest, whole + 1, 4))})
+
+
+def _work(profile, items):
+    return schedule_recompute_cost(profile,
+                                   NestedSchedule(n=profile.n, items=items))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_full_window_on_the_exact_grid_is_the_exact_optimum(seed, monkeypatch):
+    rng = np.random.default_rng(300 + seed)
+    profile = random_profile(rng, int(rng.integers(2, 9)),
+                             unit=int(rng.choice([1, 8, 64])))
+    monkeypatch.setattr(nested, "_WINDOW", profile.n + 1)
+    costs = _costs(profile, None)
+    for budget in _budgets(rng, profile):
+        exact = rotor_reference(profile, budget)
+        items, bound = _windowed_rotor(profile, costs, budget)
+        assert items is not None
+        assert schedule_peak(profile, NestedSchedule(n=profile.n, items=items)) \
+            <= budget
+        assert _work(profile, items) == exact
+        assert bound == exact
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_short_windows_and_coarse_grids_fit_and_bound(seed, monkeypatch):
+    rng = np.random.default_rng(400 + seed)
+    profile = random_profile(rng, int(rng.integers(3, 11)), unit=4)
+    monkeypatch.setattr(nested, "_WINDOW", int(rng.integers(1, 4)))
+    # a few hundred grid points: units of many bytes, sizes rounded both ways
+    monkeypatch.setattr(nested, "_WINDOW_WORK", int(rng.integers(200, 2000)))
+    costs = _costs(profile, None)
+    for budget in _budgets(rng, profile):
+        exact = rotor_reference(profile, budget)
+        items, bound = _windowed_rotor(profile, costs, budget)
+        assert bound <= exact
+        if items is not None:
+            assert schedule_peak(
+                profile, NestedSchedule(n=profile.n, items=items)) <= budget
+            assert _work(profile, items) >= exact
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_smallest_peak_fallback_fits(seed):
+    rng = np.random.default_rng(500 + seed)
+    profile = random_profile(rng, int(rng.integers(2, 11)), unit=4)
+    a, si, so, own = nested._chain_arrays(profile)
+    for budget in _budgets(rng, profile)[:3]:
+        exact = rotor_reference(profile, budget)
+        guide = _Dense(([v * 16 // budget for v in a], si, so,
+                        [v * 16 // budget for v in own]),
+                       _costs(profile, None), 16)
+        assert guide.top()[16] <= exact  # rounded down: a bound
+        half = _Dense(([v * 16 // budget for v in a], si, so,
+                       [v * 16 // budget for v in own]),
+                      _costs(profile, None), 16, down32=True)
+        assert half.top()[16] <= guide.top()[16]  # float32, rounded down
+        for items in (_min_peak_items(profile, budget),
+                      _min_peak_items(profile, budget, guide, 16 / budget)):
+            sched = NestedSchedule(n=profile.n, items=items)
+            assert schedule_peak(profile, sched) <= budget
+            assert _work(profile, items) >= exact
+
+
+def _long_path(monkeypatch, work=None):
+    monkeypatch.setattr(nested, "_FRONTS_MAX_LAYERS", 2)
+    monkeypatch.setattr(nested, "_DENSE_MAX_CELLS", 100)
+    if work is not None:
+        monkeypatch.setattr(nested, "_WINDOW_WORK", work)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_rotor_takes_the_long_chain_path_soundly(seed, monkeypatch):
+    rng = np.random.default_rng(600 + seed)
+    profile = random_profile(rng, int(rng.integers(4, 11)), unit=4)
+    _long_path(monkeypatch, work=int(rng.integers(300, 3000)))
+    w = int(rng.integers(1, 5))
+    monkeypatch.setattr(nested, "_WINDOW_STEPS",
+                        ((w, 0.5, 0.01), (w, 1, 0.05), (w + 2, 1, 0.05)))
+    for budget in [None] + _budgets(rng, profile):
+        s = P.rotor(profile, budget_bytes=budget)
+        cap = _min_peak(profile) if budget is None else budget
+        exact = rotor_reference(profile, cap)
+        assert schedule_peak(profile, s) == s.predicted_peak_activations <= cap
+        assert s.recompute_cost >= exact
+        assert s.lower_bound_cost is None and s.recompute_cost == exact or \
+            s.lower_bound_cost <= exact
+
+
+def test_two_hundred_layers_within_five_percent(monkeypatch):
+    """200 layers at 30 % of store-all on a grid of 3e8 elements: fits, gap < 5 %
+    (about a second; the default grid, 6e9, reaches 0.4 % in about 13 s at 1,000
+    layers: benchmarks/rotor_bound.py)."""
+    profile = long_chain(200)
+    budget = int(0.3 * _store_all(profile))
+    monkeypatch.setattr(nested, "_WINDOW_WORK", 300_000_000)
+    t = time.process_time()
+    s = P.rotor(profile, budget_bytes=budget)
+    assert time.process_time() - t < 20
+    assert schedule_peak(profile, s) <= budget
+    assert s.lower_bound_cost is not None
+    assert s.recompute_cost - s.lower_bound_cost <= 0.05 * s.recompute_cost
+
+
+def test_float32_down_never_rounds_up():
+    x = np.array([2.0 ** 24 + 1, 2.0 ** 30 + 3, 3.0, 0.0, np.inf, 1e9 + 7])
+    y = nested._float32_down(x)
+    assert y.dtype == np.float32
+    assert (y.astype(np.float64) <= x).all()
+    fin = np.isfinite(x)  # and the largest such float32
+    assert (np.nextafter(y[fin], np.float32(np.inf)).astype(np.float64)
+            > x[fin]).all()
+    assert y[~fin].tolist() == [np.inf]
