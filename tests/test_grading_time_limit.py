@@ -20,17 +20,22 @@ MODULES = ["minigrad.checkpoint"]
 
 @pytest.fixture
 def alarm():
-    """(handler, rearmed): the runner's handler, with the re-arming calls it made."""
+    """(handler, rearmed): the runner's handler, with the re-arming calls it made; the
+    tests below are the "hidden tests" allowed to call kit.library_refused."""
     rearmed = []
-    return runner.alarm_handler(kit.ALARM_WAITS_CODES, lambda *a: rearmed.append(a)), rearmed
+    callers = {id(f.__code__) for f in (test_the_limit_waits_while_the_stubs_go_in_and_strikes_inside_the_block,
+                                        test_the_limit_waits_while_the_stubs_are_put_back,
+                                        test_the_limit_waits_half_a_second_at_most)}
+    return runner.alarm_handler(lambda *a: rearmed.append(a), callers), rearmed
 
 
-def test_the_limit_waits_while_the_stubs_go_in_and_strikes_inside_the_block(alarm, monkeypatch):
-    handler, rearmed = alarm
+def alarm_in_setup(handler, monkeypatch) -> list:
+    """Strike the alarm as library_refused starts patching (when it looks up its modules);
+    returns the outcomes ("waited" or "struck")."""
     modules = kit._modules
     outcomes = []
 
-    def modules_then_alarm(names):  # called by library_refused as it starts patching
+    def modules_then_alarm(names):
         try:
             handler(signal.SIGALRM, sys._getframe())
             outcomes.append("waited")
@@ -39,6 +44,12 @@ def test_the_limit_waits_while_the_stubs_go_in_and_strikes_inside_the_block(alar
         return modules(names)
 
     monkeypatch.setattr(kit, "_modules", modules_then_alarm)
+    return outcomes
+
+
+def test_the_limit_waits_while_the_stubs_go_in_and_strikes_inside_the_block(alarm, monkeypatch):
+    handler, rearmed = alarm
+    outcomes = alarm_in_setup(handler, monkeypatch)
     with pytest.raises(runner.TimeLimit), kit.library_refused(MODULES, "your code"):
         handler(signal.SIGALRM, sys._getframe())  # the test's own code: the limit strikes
     assert outcomes == ["waited"] and rearmed == [(signal.ITIMER_REAL, 0.005)]
@@ -71,6 +82,40 @@ def test_the_limit_waits_while_the_stubs_are_put_back(alarm, monkeypatch):
         object.__setattr__(minigrad.checkpoint, "__class__", cls)
     assert outcomes == ["waited"], outcomes
     assert minigrad.checkpoint.checkpoint is original
+
+
+def notebook_code():
+    """library_refused called by code that is not a hidden test's (a notebook's)."""
+    with kit.library_refused(MODULES, "a notebook"):
+        pass
+
+
+def test_library_refused_called_by_a_notebook_gets_no_wait(alarm, monkeypatch):
+    handler, rearmed = alarm
+    outcomes = alarm_in_setup(handler, monkeypatch)
+    notebook_code()
+    assert outcomes == ["struck"] and rearmed == []
+
+
+def test_the_limit_waits_half_a_second_at_most(alarm, monkeypatch):
+    handler, rearmed = alarm
+    outcomes = []
+    modules = kit._modules
+
+    def modules_then_alarms(names):
+        for _ in range(runner.ALARM_MAX_WAITS + 1):
+            try:
+                handler(signal.SIGALRM, sys._getframe())
+                outcomes.append("waited")
+            except runner.TimeLimit:
+                outcomes.append("struck")
+        return modules(names)
+
+    monkeypatch.setattr(kit, "_modules", modules_then_alarms)
+    with kit.library_refused(MODULES, "your code"):
+        pass
+    assert outcomes == ["waited"] * runner.ALARM_MAX_WAITS + ["struck"]
+    assert len(rearmed) * 0.005 <= 0.5
 
 
 def test_elsewhere_the_limit_strikes_at_once(alarm):

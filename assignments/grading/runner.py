@@ -40,6 +40,7 @@ Whatever the notebook writes on the channel can at most change its own answers.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import gc
 import json
 import os
@@ -869,11 +870,12 @@ TRACKER_FIELDS = frozenset(("start", "peak", "end", "timeline", "counts", "flops
 
 
 def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = frozenset(), tags=None,
-               refused_writes=None, checks=None):
+               refused_writes=None, checks=None, secret=None):
     """Install the audit hook; returns (enter, leave, trust, answers): the notebook phase
     begins and ends, ``trust(code, secret=False)`` adds code the grader compiled (tests,
     handout, fixtures; ``secret``: the tests and the fixtures, whose code objects the
-    notebook may call but never read), and ``answers`` collects a test's answers.
+    notebook may call but never read; ``secret=``, a dict of the caller's, gets them), and
+    ``answers`` collects a test's answers.
 
     In the notebook phase an event of ``REFUSED_PREFIXES`` is refused unless the frame that
     raised it runs the grader's code (``grader``: this package, ``minigrad.testing``, what
@@ -908,7 +910,8 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
     builtin_names = frozenset(vars(builtins))
     tags_before, tags_after = (tags.before, tags.after) if tags is not None else (None, None)
     getframe, refused = sys._getframe, REFUSED_PREFIXES
-    secret = {}  # id -> code: the tests' and the fixtures' (the reference of earlier questions)
+    # id -> code: the tests' and the fixtures' (the reference of earlier questions)
+    secret = {} if secret is None else secret
     code_attributes, function_type, path_refusal = CODE_ATTRIBUTES, types.FunctionType, refused_path
     frame_events = ("sys._getframe", "object.__getattr__")
     write_event, read_event = WRITE_EVENT, READ_EVENT
@@ -1266,18 +1269,22 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
         if event == class_write_event:  # kit's stubs on minigrad's modules and classes, and put back
             if len(args) == 2 and type(args[0]) is list and type(args[1]) is list \
                     and not inside.get(ident()) and id(getframe(1).f_code) == class_write_code \
-                    and id(getframe(2).f_code) == class_write_caller:  # kit.library_refused only
+                    and id(getframe(2).f_code) == class_write_caller \
+                    and called_by(getframe(2), secret):  # kit.library_refused, in a hidden test
+                writes = []
+                for owner, name, value in args[0]:  # tuples kit.library_refused made
+                    if type(owner) is GuardedModule:
+                        writes.append((owner, "".join([name]), value, _MODULE_DICT(owner), _MODULE_SETATTR))
+                    elif issubclass(type(owner), type):
+                        writes.append((owner, "".join([name]), value,
+                                       gc.get_referents(_CLASS_DICT(owner))[0], type.__setattr__))
+                    else:
+                        return  # not minigrad's: kit writes them itself, as any code would
+                replaced = []  # let go after the hook's work: no finalizer runs inside it
                 inside[ident()] = True
                 try:
-                    for owner, name, value in args[0]:  # tuples kit.library_refused made
-                        name = "".join([name])
-                        if type(owner) is GuardedModule:
-                            namespace, write = _MODULE_DICT(owner), _MODULE_SETATTR
-                        elif issubclass(type(owner), type):
-                            namespace, write = gc.get_referents(_CLASS_DICT(owner))[0], type.__setattr__
-                        else:
-                            setattr(owner, name, value)
-                            continue
+                    for owner, name, value, namespace, write in writes:
+                        replaced.append(namespace.get(name))
                         if tags_before is not None:
                             tags_before(namespace)
                         write(owner, name, value)
@@ -1286,6 +1293,7 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
                     args[1].append(True)
                 finally:
                     inside[ident()] = False
+                replaced.clear()
             return
         if event == ledger_event or event == tracker_event:
             # raised by the ledger's and the tracker's own methods (checked), even while the
@@ -1567,21 +1575,47 @@ def json_codec():
     return dumps, loads
 
 
-def alarm_handler(waits, setitimer):
-    """The SIGALRM handler of a test's time limit: raises `TimeLimit`, unless a frame of
-    ``waits``' code objects is on the stack: inside kit's profile function (an exception
-    there makes CPython drop the profile function, and the test would fail for that, not
-    for its time), or while kit puts minigrad's refused names in place or back (a limit
-    there would leave minigrad patched: tampering, for a notebook that only ran out of
-    time). Then the alarm comes back 5 ms later."""
-    ids = frozenset(map(id, waits))  # the codes stay alive: kit holds them
+# contextlib's frames between a ``with kit.library_refused(...)`` and the generator's
+_CONTEXT_CODES = frozenset(id(f.__code__) for f in (contextlib._GeneratorContextManager.__enter__,
+                                                    contextlib._GeneratorContextManager.__exit__))
+ALARM_MAX_WAITS = 100  # 5 ms each: half a second at most, per alarm
+
+
+def called_by(frame, callers) -> bool:
+    """Whether generator ``frame`` (kit.library_refused's) was entered or exited by a
+    ``with`` statement in code of ``callers`` (ids: the hidden tests' code)."""
+    outer = frame.f_back
+    return outer is not None and id(outer.f_code) in _CONTEXT_CODES \
+        and outer.f_back is not None and id(outer.f_back.f_code) in callers
+
+
+def alarm_handler(setitimer, callers):
+    """The SIGALRM handler of a test's time limit: raises `TimeLimit`, unless it strikes
+    inside kit's profile function (the innermost frame: an exception there makes CPython
+    drop the profile function, and the test would fail for that, not for its time) or
+    while kit puts minigrad's refused names in place or back for a hidden test (``callers``:
+    the ids of the tests' code; a limit there would leave minigrad patched: tampering, for
+    a notebook that only ran out of time). Then the alarm comes back 5 ms later, at most
+    ``ALARM_MAX_WAITS`` times in a row (a notebook that gets its own code run there gains
+    half a second, no more)."""
+    watch_code, refused_code = kit.WATCH_CODE, kit.LIBRARY_REFUSED_CODE
+    waited = [0]
+
+    def waits(frame):
+        if frame is not None and frame.f_code is watch_code:
+            return True
+        while frame is not None:
+            if frame.f_code is refused_code:
+                return called_by(frame, callers)
+            frame = frame.f_back
+        return False
 
     def on_alarm(signum, frame):
-        while frame is not None:
-            if id(frame.f_code) in ids:
-                setitimer(signal.ITIMER_REAL, 0.005)
-                return
-            frame = frame.f_back
+        if waited[0] < ALARM_MAX_WAITS and waits(frame):
+            waited[0] += 1
+            setitimer(signal.ITIMER_REAL, 0.005)
+            return
+        waited[0] = 0
         raise TimeLimit()
     return on_alarm
 
@@ -1677,11 +1711,12 @@ def main() -> None:
               "function's __globals__ or object.__setattr__ and put back at once is not seen",
               file=sys.stderr, flush=True)
     guard_checks: list = []  # the hook's: a ledger tracker edited while a test measured
+    secret: dict = {}  # the tests' code: kit.library_refused is theirs (see alarm_handler)
     enter, leave, trust, answers = make_guard(trusted_map, grader_codes(),
                                               on_answer=lambda: live_problem.__setitem__(
                                                   0, live_problem[0] or registries.problem()),
                                               guarded=guarded, tags=tags, refused_writes=refused_writes,
-                                              checks=guard_checks)
+                                              checks=guard_checks, secret=secret)
     reference_run = bool(load.get("reference"))
 
     def trust_secret(code):
@@ -1709,7 +1744,7 @@ def main() -> None:
             found.append("a thread started by the notebook is still running")
         return "; ".join(found)
 
-    on_alarm = alarm_handler(kit.ALARM_WAITS_CODES, _setitimer)
+    on_alarm = alarm_handler(_setitimer, secret)
 
     def run_cells(cells, ns, skip, limit):
         errors = []
