@@ -167,10 +167,11 @@ def graded(name, demo, graded_all) -> tuple[Path, dict[str, str]]:
 
 
 # The solution followed by a cell that ends the process, crashes it or fills the disk:
-# graded for the demonstration assignment and the torch one (each is a full solution run;
-# the runner's restart and quota do not depend on the assignment).
+# graded for the demonstration assignment, and the segfault for the torch one too (each a
+# full solution run; the runner's restart, which loads torch again there, and the quota do
+# not depend on the assignment).
 SURVIVORS = ("crash", "segfault", "disk")
-SURVIVOR_CHECKS = (DEMO, "a5_selective")
+SURVIVOR_CHECKS = {DEMO: SURVIVORS, "a5_selective": ("segfault",)}
 # The namespace watch (rawpatch) does not depend on the assignment either: the plain one and
 # the one that imports torch. Nor do the process limit and the result files a bomb and a
 # results.json writer meet (the sandbox's and the kernel's): graded on the demonstration
@@ -199,8 +200,8 @@ def attack_class(name: str, built: Path, tmp_path_factory) -> Path:
     if name != DEMO:
         for attack in SANDBOX_CHECKS:
             (folder / f"{attack}.ipynb").unlink()
-    if name not in SURVIVOR_CHECKS:
-        for survivor in SURVIVORS:  # the runner's restart, the same for every assignment
+    for survivor in SURVIVORS:  # the runner's restart, the same for every assignment
+        if survivor not in SURVIVOR_CHECKS.get(name, ()):
             (folder / f"{survivor}.ipynb").unlink()
     return folder
 
@@ -241,7 +242,7 @@ def test_attacks_score_no_more_than_the_blank_notebook(name, attacked):
             f"{name}: a module patched through __globals__ or object.__setattr__ and put back went unseen: {row}"
     planted = (attacked[name] / "feedback" / "planted.ipynb.txt").read_text()
     assert "PLANTED hook=in" not in planted, f"{name}: a planted object added an audit hook of its own"
-    for survivor in SURVIVORS if name in SURVIVOR_CHECKS else ():
+    for survivor in SURVIVOR_CHECKS.get(name, ()):
         row = rows[f"{survivor}.ipynb"]
         assert float(row["points"]) == full, f"{name}: {survivor} after the answers cost points: {row}"
 
