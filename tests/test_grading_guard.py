@@ -20,6 +20,16 @@ from grading import runner  # noqa: E402
 RUNNER = ROOT / "assignments" / "grading" / "runner.py"
 HAS_TAG = sys.implementation.name == "cpython" and (3, 6) <= sys.version_info[:2] <= (3, 13) \
     and sys.maxsize > 2 ** 32
+HARNESS_ENV = {"PYTHONPATH": f"{ROOT / 'assignments'}:{ROOT}", "PATH": "/usr/bin:/bin"}
+
+
+def run_harness(code: str, timeout: int = 120):
+    """Run ``code`` in a fresh Python with the grader importable; its last line of output,
+    parsed as JSON."""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
+                          env=HARNESS_ENV)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.skipif(not HAS_TAG, reason="a 64-bit CPython 3.6 to 3.13 has the tag")
@@ -229,10 +239,7 @@ def test_the_guard_with_its_audit_hook_refuses_or_sees_every_route():
     rebound are not tampering."""
     if runner.dict_tag_reader()[0] is None:
         pytest.skip("no dict version tag on this interpreter")
-    env = {"PYTHONPATH": f"{ROOT / 'assignments'}:{ROOT}", "PATH": "/usr/bin:/bin"}
-    proc = subprocess.run([sys.executable, "-c", HARNESS], capture_output=True, text=True, timeout=120, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = run_harness(HARNESS)
     assert out["trusted"] == [], out
     assert out["refused_raised"] == "RuntimeError" and "minigrad.victim_refused.f" in out["refused"], out
     assert out["event_raised"] == "RuntimeError", out
@@ -314,11 +321,7 @@ def test_an_answer_that_claims_to_be_numpy_runs_no_code_in_the_hook():
         canonical(Liar(1.0))
     assert canonical(np.float16(0.5)) == 0.5 and canonical(np.uint8(3)) == 3
     assert type(canonical(np.longdouble(2))) is float and type(canonical(np.intp(2))) is int
-    env = {"PYTHONPATH": f"{ROOT / 'assignments'}:{ROOT}", "PATH": "/usr/bin:/bin"}
-    proc = subprocess.run([sys.executable, "-c", LIAR_HARNESS], capture_output=True, text=True,
-                          timeout=120, env=env)
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = run_harness(LIAR_HARNESS)
     assert out["ran"] == 0
     assert [(a["key"], a["value"], "error" in a) for a in out["answers"]] == \
         [("int", None, True), ("float", None, True)]
@@ -369,11 +372,7 @@ def test_the_standard_library_the_hook_calls_and_builtins_are_guarded():
     back at once is seen (builtins' version tag)."""
     if runner.dict_tag_reader()[0] is None:
         pytest.skip("no dict version tag on this interpreter")
-    env = {"PYTHONPATH": f"{ROOT / 'assignments'}:{ROOT}", "PATH": "/usr/bin:/bin"}
-    proc = subprocess.run([sys.executable, "-c", STDLIB_HARNESS], capture_output=True, text=True,
-                          timeout=120, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = run_harness(STDLIB_HARNESS)
     assert {"base64", "json", "os", "posixpath", "binascii"} <= set(out["guarded"]), out
     assert out["b64"] == "refused" and out["json"] == "refused", out
     assert out["problems_before"] == [], out
@@ -516,11 +515,7 @@ def test_a_class_of_minigrad_patched_and_put_back_is_seen():
     (subclass ``Function``, track, checkpoint, read annotations) writes no class of it."""
     if runner.dict_tag_reader()[0] is None:
         pytest.skip("no dict version tag on this interpreter")
-    env = {"PYTHONPATH": f"{ROOT / 'assignments'}:{ROOT}", "PATH": "/usr/bin:/bin"}
-    proc = subprocess.run([sys.executable, "-c", CLASS_HARNESS], capture_output=True, text=True,
-                          timeout=120, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = run_harness(CLASS_HARNESS)
     assert out["has"] == ["Function", "Tensor", "Tracker", "_Ledger"], out
     assert out["legit"] == [], out
     assert out["patched"] == ["minigrad.memory.Tracker", "minigrad.memory._Ledger",
@@ -663,11 +658,7 @@ def test_a_ledger_tracker_edited_while_a_test_measures_is_seen(route):
     else:
         body = (f"answers(True)\nenter()\ntry:\n    ns[{route!r}]()\nfinally:\n    leave()\n"
                 "answers()\nprint(json.dumps(check()))\n")
-    env = {"PYTHONPATH": f"{ROOT / 'assignments'}:{ROOT}", "PATH": "/usr/bin:/bin"}
-    proc = subprocess.run([sys.executable, "-c", TRACKER_HARNESS + body], capture_output=True, text=True,
-                          timeout=120, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    got = run_harness(TRACKER_HARNESS + body)
     if route.startswith("honest"):
         assert got == "", got
     elif route in ("dead_direct", "freed_direct", "release_direct", "release_role_direct"):
@@ -710,10 +701,7 @@ time.sleep(0.1)
 out["alarm"] = len(ran)
 print(json.dumps(out))
 """
-    env = {"PYTHONPATH": f"{ROOT / 'assignments'}:{ROOT}", "PATH": "/usr/bin:/bin"}
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = run_harness(code, timeout=60)
     if out["why"]:
         pytest.skip(out["why"])
     assert out == {"why": "", "signal": "refused", "fresh": "refused", "child": "refused", "alarm": 1}, out
@@ -737,9 +725,8 @@ def test_no_seccomp_filter_means_nothing_is_graded():
               f"exec(compile(src, {str(RUNNER)!r}, 'exec'), {{'__name__': '__main__', "
               f"'__file__': {str(RUNNER)!r}, '__builtins__': __builtins__}})\n")
     cells = [{"index": 0, "source": "import sys\nprint('CELL RAN', file=sys.stderr)"}]
-    env = {"PYTHONPATH": f"{ROOT / 'assignments'}:{ROOT}", "PATH": "/usr/bin:/bin"}
     with pytest.raises(driver.Unguarded, match="no seccomp filter \\(simulated\\)"):
-        driver.run_notebook(lambda: [sys.executable, "-c", script], cells, [], [], 10.0, env=env)
+        driver.run_notebook(lambda: [sys.executable, "-c", script], cells, [], [], 10.0, env=HARNESS_ENV)
 
 
 HANDOUT_CLASS_HARNESS = r"""
@@ -795,11 +782,7 @@ def test_numpy_s_and_a_handout_library_s_classes_patched_and_put_back_are_seen()
     a notebook uses it writes no class."""
     if runner.dict_tag_reader()[0] is None:
         pytest.skip("no dict version tag on this interpreter")
-    env = {"PYTHONPATH": f"{ROOT / 'assignments'}:{ROOT}", "PATH": "/usr/bin:/bin"}
-    proc = subprocess.run([sys.executable, "-c", HANDOUT_CLASS_HARNESS], capture_output=True, text=True,
-                          timeout=120, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = run_harness(HANDOUT_CLASS_HARNESS)
     assert out["roots"] == ["numpy"], out
     assert out["has"] == ["Device", "NDArrayOperatorsMixin", "errstate", "finfo"], out
     assert out["writers"] == ["kind"], out
@@ -848,10 +831,6 @@ def test_a_handout_library_s_module_rebound_is_seen():
     same way when its code sets a flag and puts it back.)"""
     if runner.dict_tag_reader()[0] is None:
         pytest.skip("no dict version tag on this interpreter")
-    env = {"PYTHONPATH": f"{ROOT / 'assignments'}:{ROOT}", "PATH": "/usr/bin:/bin"}
-    proc = subprocess.run([sys.executable, "-c", LIBRARY_MODULE_HARNESS], capture_output=True, text=True,
-                          timeout=120, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = run_harness(LIBRARY_MODULE_HARNESS)
     assert out["legit"] == [], out
     assert out["patched"] == ["victimlib", "victimlib.meters"], out

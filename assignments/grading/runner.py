@@ -438,6 +438,20 @@ def library_classes(modules, roots=("minigrad",), heap_only=False) -> list:
     return out
 
 
+def handout_imports(given) -> list:
+    """The import statements at the top level of the handout's cells (``given``)."""
+    import ast
+
+    nodes = []
+    for text in given:
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        nodes += [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    return nodes
+
+
 def handout_roots(given) -> list:
     """NumPy and the packages the handout imports that are neither the standard library's
     nor minigrad's nor the grader's (torch for a5): their classes' ``__dict__`` is watched
@@ -446,16 +460,11 @@ def handout_roots(given) -> list:
     import ast
 
     roots = {"numpy"}
-    for text in given:
-        try:
-            tree = ast.parse(text)
-        except SyntaxError:
-            continue
-        for node in tree.body:
-            if isinstance(node, ast.Import):
-                roots |= {alias.name.split(".")[0] for alias in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                roots.add(node.module.split(".")[0])
+    for node in handout_imports(given):
+        if isinstance(node, ast.Import):
+            roots |= {alias.name.split(".")[0] for alias in node.names}
+        elif node.module and not node.level:
+            roots.add(node.module.split(".")[0])
     stdlib = getattr(sys, "stdlib_module_names", frozenset())
     return sorted(r for r in roots if r not in stdlib and r not in ("minigrad", "grading", "__main__")
                   and r in sys.modules)
@@ -783,14 +792,8 @@ def preload(given: list[str]) -> None:
     of trusted code is taken: the libraries a notebook is meant to use are trusted."""
     import ast
 
-    for text in given:
-        try:
-            tree = ast.parse(text)
-        except SyntaxError:
-            continue
-        for node in tree.body:
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                exec(compile(ast.Module([node], []), "<handout imports>", "exec"), {})
+    for node in handout_imports(given):
+        exec(compile(ast.Module([node], []), "<handout imports>", "exec"), {})
     if "torch" in sys.modules:  # what torch imports lazily the first time a checkpoint runs
         import torch._dynamo  # noqa: F401
         import torch.utils.checkpoint  # noqa: F401
