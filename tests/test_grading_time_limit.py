@@ -29,18 +29,19 @@ def alarm():
     return runner.alarm_handler(lambda *a: rearmed.append(a), callers), rearmed
 
 
-def alarm_in_setup(handler, monkeypatch) -> list:
-    """Strike the alarm as library_refused starts patching (when it looks up its modules);
-    returns the outcomes ("waited" or "struck")."""
+def alarm_in_setup(handler, monkeypatch, alarms: int = 1) -> list:
+    """Strike the alarm ``alarms`` times as library_refused starts patching (when it looks
+    up its modules); returns the outcomes ("waited" or "struck")."""
     modules = kit._modules
     outcomes = []
 
     def modules_then_alarm(names):
-        try:
-            handler(signal.SIGALRM, sys._getframe())
-            outcomes.append("waited")
-        except runner.TimeLimit:
-            outcomes.append("struck")
+        for _ in range(alarms):
+            try:
+                handler(signal.SIGALRM, sys._getframe())
+                outcomes.append("waited")
+            except runner.TimeLimit:
+                outcomes.append("struck")
         return modules(names)
 
     monkeypatch.setattr(kit, "_modules", modules_then_alarm)
@@ -99,19 +100,7 @@ def test_library_refused_called_by_a_notebook_gets_no_wait(alarm, monkeypatch):
 
 def test_the_limit_waits_half_a_second_at_most(alarm, monkeypatch):
     handler, rearmed = alarm
-    outcomes = []
-    modules = kit._modules
-
-    def modules_then_alarms(names):
-        for _ in range(runner.ALARM_MAX_WAITS + 1):
-            try:
-                handler(signal.SIGALRM, sys._getframe())
-                outcomes.append("waited")
-            except runner.TimeLimit:
-                outcomes.append("struck")
-        return modules(names)
-
-    monkeypatch.setattr(kit, "_modules", modules_then_alarms)
+    outcomes = alarm_in_setup(handler, monkeypatch, alarms=runner.ALARM_MAX_WAITS + 1)
     with kit.library_refused(MODULES, "your code"):
         pass
     assert outcomes == ["waited"] * runner.ALARM_MAX_WAITS + ["struck"]
