@@ -23,6 +23,7 @@ from minigrad.plan.nested import (
     NestedSchedule,
     _costs,
     _Dense,
+    _feasible_floor,
     _min_peak,
     _min_peak_items,
     _windowed_rotor,
@@ -94,7 +95,7 @@ def test_the_smallest_peak_fallback_fits(seed):
                       _costs(profile, None), 16, down32=True)
         assert half.top()[16] <= guide.top()[16]  # float32, rounded down
         for items in (_min_peak_items(profile, budget),
-                      _min_peak_items(profile, budget, guide, 16 / budget)):
+                      _min_peak_items(profile, budget, guide, (16, budget))):
             sched = NestedSchedule(n=profile.n, items=items)
             assert schedule_peak(profile, sched) <= budget
             assert _work(profile, items) >= exact
@@ -138,6 +139,31 @@ def test_two_hundred_layers_within_five_percent(monkeypatch):
     assert schedule_peak(profile, s) <= budget
     assert s.lower_bound_cost is not None
     assert s.recompute_cost - s.lower_bound_cost <= 0.05 * s.recompute_cost
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_feasible_floor_keeps_a_bound(seed):
+    """The whole table on a coarse rounded-down grid, set to inf below each
+    sub-problem's exact smallest peak (`_feasible_floor`): still at most the exact
+    optimum, at least the unmasked table, and a guide whose schedule fits."""
+    rng = np.random.default_rng(700 + seed)
+    profile = random_profile(rng, int(rng.integers(2, 11)),
+                             unit=int(rng.choice([1, 4, 64])))
+    a, si, so, own = nested._chain_arrays(profile)
+    costs = _costs(profile, None)
+    for budget in _budgets(rng, profile):
+        exact = rotor_reference(profile, budget)
+        for S in (4, 16, 61):
+            sizes = ([v * S // budget for v in a], si, so,
+                     [v * S // budget for v in own])
+            plain = _Dense(sizes, costs, S, down32=True)
+            masked = _Dense(sizes, costs, S, down32=True,
+                            floor=_feasible_floor(profile, S, budget))
+            assert plain.top()[S] <= masked.top()[S] <= exact
+            items = _min_peak_items(profile, budget, masked, (S, budget))
+            sched = NestedSchedule(n=profile.n, items=items)
+            assert schedule_peak(profile, sched) <= budget
+            assert _work(profile, items) >= exact
 
 
 def test_float32_down_never_rounds_up():

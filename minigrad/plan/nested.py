@@ -752,7 +752,7 @@ class _Dense:
     stored entry is at most the exact one: the table is then only a lower bound (and
     a guide), never a schedule's work."""
 
-    def __init__(self, sizes, costs, S, down32=False):
+    def __init__(self, sizes, costs, S, down32=False, floor=None):
         a, si, so, own = sizes  # in grid units, the loss as layer n
         self.a, self.si, self.so, self.own = a, si, so, own
         N = len(si)
@@ -795,6 +795,9 @@ class _Dense:
                 else:
                     ck = Q
                 out.append(np.minimum(taped, ck))
+            if floor is not None:  # nothing fits below: inf (see _feasible_floor)
+                for h in (0, 1):
+                    out[h][m[None, :] < floor[h][length][:, None]] = inf
             if down32:
                 out = [_float32_down(out[0]), _float32_down(out[1] + F[:, None])]
                 D0.append(out[0])
@@ -880,11 +883,34 @@ def _min_peak_tables(profile: ChainProfile):
     return P, d
 
 
+def _feasible_floor(profile: ChainProfile, S: int, cap: int):
+    """For the whole table on a grid of ``S`` units of ``u = cap / S`` bytes, sizes
+    rounded down (``floor(v / u)``): ``floor[h][l][a]``, the least grid point ``m``
+    with ``m u`` at least the exact smallest peak of ``C(a, a + l, h)``. Below it the
+    entry may be set to inf and the table stays a lower bound.
+
+    Proof. Write ``V(a, e, h)(m)`` for the least work of the schedules ``X`` of
+    sub-problem ``(a, e, h)`` whose peak fits ``m`` in rounded-down units *and*
+    ``m u`` in true bytes (both in the recurrence's sense, on top of ``x_a`` when
+    ``h``). A taped ``a`` leaves ``m - d'`` units (``d'`` rounded down) and ``m u -
+    d`` true bytes, and ``m u - d <= (m - d') u`` since ``d' u <= d``; likewise a
+    checkpoint's ``c``. So ``V`` satisfies the recurrence's inequality: ``V(a, e,
+    h)(m)`` is at least the minimum of its terms read in ``V`` at the shifted
+    points, and it is inf where the exact smallest peak ``P(a, e, h) > m u``. A
+    table that follows the recurrence (float32 rounded down only lowers it) and is
+    set to inf only there is, by induction over the sub-chains' lengths, at most
+    ``V`` everywhere. At the top, the optimum's schedule fits ``S`` units (a sum of
+    floors is at most the floor of the sum) and ``S u = cap`` bytes: the table's
+    ``top()[S]`` is at most the exact optimum."""
+    P, _ = _min_peak_tables(profile)
+    return [[-(-row * S // cap) for row in P[h]] for h in (0, 1)]
+
+
 def _min_peak_items(profile: ChainProfile, budget: int, guide=None, scale=None):
     """A schedule of peak at most ``budget`` (at least the smallest peak), read off the
     smallest-peak recurrence: at every step the choices whose rest still fits (exact
-    bytes), and among them the least work that ``guide`` (a `_Dense` table, reading
-    ``m`` bytes as ``m * scale`` units) estimates, taped on ties; without a guide,
+    bytes), and among them the least work that ``guide`` (a `_Dense` table of
+    ``scale = (S, cap)``: ``m`` bytes read at ``ceil(m S / cap)`` units) estimates, taped on ties; without a guide,
     taped whenever it fits, else the shortest checkpoint that fits. No claim of
     optimality: the fallback when no schedule with short checkpoints fits."""
     P, d = _min_peak_tables(profile)
@@ -895,8 +921,11 @@ def _min_peak_items(profile: ChainProfile, budget: int, guide=None, scale=None):
         for length, row in enumerate(P[h]):
             Pm[h][length, :len(row)] = row
 
+    def grid(m):  # the guide's grid point for m bytes: m u at least m
+        return min(guide.S, -(-int(m) * scale[0] // scale[1]))
+
     def est(s, e, h, m):  # the guide's work for C(s, e, h) within m bytes
-        return 0.0 if guide is None else guide.value(s, e, h, int(m * scale))
+        return 0.0 if guide is None else guide.value(s, e, h, grid(m))
 
     def build(s, e, h, m):
         items = []
@@ -911,7 +940,7 @@ def _min_peak_items(profile: ChainProfile, budget: int, guide=None, scale=None):
             else:
                 best, k = np.inf, int(ok[0])
             if guide is not None and len(ok):
-                mu = int(m2 * scale)
+                mu = grid(m2)
                 for j in ok.tolist():
                     v = guide.P1[j][s, mu] + guide.D0[L - j][s + j, mu]
                     if v < best:
@@ -1322,9 +1351,10 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
             coarse = max(8, 2 * _DENSE_MAX_CELLS // (N * N) - 1)
             guide = _Dense(([v * coarse // cap for v in a], si, so,
                             [v * coarse // cap for v in own]), costs, coarse,
-                           down32=True)
+                           down32=True,
+                           floor=_feasible_floor(profile, coarse, cap))
             bound = max(bound, float(guide.top()[coarse]))
-            other = _min_peak_items(profile, cap, guide, coarse / cap)
+            other = _min_peak_items(profile, cap, guide, (coarse, cap))
             del guide
             with _deep_nesting(N):
                 if work is None or schedule_recompute_cost(profile, NestedSchedule(
