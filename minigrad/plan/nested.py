@@ -745,18 +745,30 @@ class _Dense:
     """``C(a, e, h)(m)`` for every sub-chain, on a memory grid of ``S + 1`` points.
 
     ``D0[l][a]`` is ``C(a, a + l, 0)`` and ``P1[l][a]`` is ``C(a, a + l, 1) + F(a, a + l)``
-    (the checkpoint term reads it so), vectors over ``m = 0 .. S`` (inf: nothing fits).
+    (the checkpoint term reads it so), vectors over ``m = off[l] .. S`` (inf: nothing
+    fits; below ``off[l]``, inf too, not stored).
 
     ``down32``: store every entry as the float32 at or below it (half the memory).
     The recurrence is non-decreasing in the entries it reads, so by induction every
     stored entry is at most the exact one: the table is then only a lower bound (and
-    a guide), never a schedule's work."""
+    a guide), never a schedule's work (sums are taken in float64, exact for two
+    float32 values).
+
+    ``floor`` (`_feasible_floor`): every entry below its sub-problem's floor is set
+    to inf, and a length's vectors are stored only from ``off[l]``, the least floor
+    of its sub-chains (a lower bound still: `_feasible_floor`'s proof)."""
 
     def __init__(self, sizes, costs, S, down32=False, floor=None):
         a, si, so, own = sizes  # in grid units, the loss as layer n
         self.a, self.si, self.so, self.own = a, si, so, own
         N = len(si)
         self.N, self.S = N, S
+        if floor is None:
+            off = [0] * (N + 1)
+        else:
+            off = [0] + [int(min(S, floor[0][l].min(), floor[1][l].min()))
+                         for l in range(1, N + 1)]
+        self.off = off
         prefix = np.zeros(N + 1)
         prefix[1:] = np.cumsum(np.asarray(list(costs) + [0], dtype=np.float64))
         self.prefix = prefix
@@ -767,33 +779,46 @@ class _Dense:
         # d(h): bytes a taped layer adds; c(0): bytes a checkpoint adds (x_a)
         base = own_arr + np.where(so_arr, a_arr[1:N + 1], 0)
         self.d = (base + np.where(si_arr, a_arr[:N], 0), base)  # h = 0, h = 1
-        m = np.arange(S + 1)
+        m_all = np.arange(S + 1)
         inf = np.inf
         D0 = [np.zeros((N + 1, S + 1))]
         P1 = [np.zeros((N + 1, S + 1))]
+        tmp = np.empty((N + 1, S + 1))
         for length in range(1, N + 1):
             rows = N - length + 1
             F = prefix[length:length + rows] - prefix[:rows]  # F(a, a + length)
-            # checkpoint at a over [a, a + k): PF(a, a+k) + C(a+k, e, 0), on top of x_a
-            Q = np.full((rows, S + 1), inf)
-            tmp = np.empty((rows, S + 1))
-            for k in range(1, length):
-                np.add(P1[k][:rows], D0[length - k][k:k + rows], out=tmp)
-                np.minimum(Q, tmp, out=Q)
-            # taped a: C(a + 1, e, so_a)(m - d_a(h))
+            o = off[length]
+            m = m_all[o:]  # this length's grid points
+            # checkpoint at a over [a, a + k): PF(a, a+k) + C(a+k, e, 0), on top of
+            # x_a; Q over m = oq .. S
+            los = [max(off[k], off[length - k]) for k in range(1, length)]
+            oq = min(los, default=S + 1)
+            Q = np.full((rows, S + 1 - oq), inf)
+            for k, lo in zip(range(1, length), los):
+                if lo > S:
+                    continue
+                t = tmp[:rows, :S + 1 - lo]
+                np.add(P1[k][:rows, lo - off[k]:],
+                       D0[length - k][k:k + rows, lo - off[length - k]:],
+                       out=t, dtype=np.float64)
+                q = Q[:, lo - oq:]
+                np.minimum(q, t, out=q)
+            # taped a: C(a + 1, e, so_a)(m - d_a(h)), read from off[length - 1]
+            o1 = off[length - 1]
             prev1 = P1[length - 1][1:rows + 1] - (prefix[length:length + rows]
                                                   - prefix[1:rows + 1])[:, None]
             nxt = np.where(so_arr[:rows, None], prev1, D0[length - 1][1:rows + 1])
             out = []
             for h in (0, 1):
-                shift = self.d[h][:rows]
-                idx = m[None, :] - shift[:, None]
-                taped = np.where(idx >= 0, np.take_along_axis(nxt, np.maximum(idx, 0), axis=1), inf)
-                if h == 0:  # the checkpoint keeps x_a: Q(m - |x_a|)
-                    idx = m[None, :] - a_arr[:rows, None]
-                    ck = np.where(idx >= 0, np.take_along_axis(Q, np.maximum(idx, 0), axis=1), inf)
-                else:
-                    ck = Q
+                idx = m[None, :] - self.d[h][:rows, None] - o1
+                taped = np.where(idx >= 0, np.take_along_axis(
+                    nxt, np.maximum(idx, 0), axis=1), inf)
+                # the checkpoint keeps x_a when h = 0: Q(m - |x_a|)
+                idx = m[None, :] - (a_arr[:rows, None] if h == 0 else 0) - oq
+                idx = np.broadcast_to(idx, taped.shape)
+                ck = (np.where(idx >= 0, np.take_along_axis(
+                    Q, np.maximum(idx, 0), axis=1), inf) if Q.shape[1] else
+                      np.full(taped.shape, inf))
                 out.append(np.minimum(taped, ck))
             if floor is not None:  # nothing fits below: inf (see _feasible_floor)
                 for h in (0, 1):
@@ -807,17 +832,24 @@ class _Dense:
                 P1.append(out[1] + F[:, None])
         self.D0, self.P1 = D0, P1
 
+    def at(self, table, length, s, m):
+        """``table[length]`` (``self.D0`` or ``self.P1``) at start ``s``, grid
+        point ``m`` (``0 <= m <= S``; inf below what is stored)."""
+        o = self.off[length]
+        return table[length][s, m - o] if m >= o else np.inf
+
     def value(self, s, e, h, m):
         """``C(s, e, h)(m)`` (inf if ``m < 0``)."""
         if m < 0:
             return np.inf
         length = e - s
         if h == 0:
-            return self.D0[length][s, m]
-        return self.P1[length][s, m] - (self.prefix[e] - self.prefix[s])
+            return self.at(self.D0, length, s, m)
+        return self.at(self.P1, length, s, m) - (self.prefix[e] - self.prefix[s])
 
     def top(self):
-        return self.D0[self.N][0]
+        o = self.off[self.N]
+        return np.concatenate([np.full(o, np.inf), self.D0[self.N][0]])
 
     def build(self, m):
         """Items of the whole chain's schedule with the least work within ``m`` units (the
@@ -837,7 +869,8 @@ class _Dense:
             m2 = m - (0 if h else a[s])
             if m2 >= 0:
                 for j in range(s + 1, e):
-                    v = self.P1[j - s][s, m2] + self.D0[e - j][j, m2]
+                    v = (self.at(self.P1, j - s, s, m2)
+                         + self.at(self.D0, e - j, j, m2))
                     if v < best:
                         best, choice = v, j
             if best == np.inf:  # pragma: no cover  (callers start from a finite entry)
@@ -883,7 +916,29 @@ def _min_peak_tables(profile: ChainProfile):
     return P, d
 
 
-def _feasible_floor(profile: ChainProfile, S: int, cap: int):
+def _coarse_slots(P, N: int, cap: int, cells: int) -> int:
+    """The most slots ``S`` (at least 8) for which the whole table, each length's
+    vectors stored from its least floor (`_feasible_floor`), holds at most ``cells``
+    entries per table (``P``: `_min_peak_tables`)."""
+    low = np.array([min(P[0][l].min(), P[1][l].min()) for l in range(1, N + 1)],
+                   dtype=np.int64)
+    rows = N - np.arange(1, N + 1) + 1
+
+    def size(S):
+        off = np.minimum(S, -(-low * S // cap))
+        return int((rows * (S + 1 - off)).sum())
+
+    lo, hi = 8, 8
+    while size(2 * hi) <= cells and hi < 2 ** 24:
+        hi *= 2
+    hi *= 2
+    while lo < hi - 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if size(mid) <= cells else (lo, mid)
+    return lo
+
+
+def _feasible_floor(profile: ChainProfile, S: int, cap: int, P=None):
     """For the whole table on a grid of ``S`` units of ``u = cap / S`` bytes, sizes
     rounded down (``floor(v / u)``): ``floor[h][l][a]``, the least grid point ``m``
     with ``m u`` at least the exact smallest peak of ``C(a, a + l, h)``. Below it the
@@ -902,7 +957,8 @@ def _feasible_floor(profile: ChainProfile, S: int, cap: int):
     ``V`` everywhere. At the top, the optimum's schedule fits ``S`` units (a sum of
     floors is at most the floor of the sum) and ``S u = cap`` bytes: the table's
     ``top()[S]`` is at most the exact optimum."""
-    P, _ = _min_peak_tables(profile)
+    if P is None:
+        P, _ = _min_peak_tables(profile)
     return [[-(-row * S // cap) for row in P[h]] for h in (0, 1)]
 
 
@@ -942,7 +998,8 @@ def _min_peak_items(profile: ChainProfile, budget: int, guide=None, scale=None):
             if guide is not None and len(ok):
                 mu = grid(m2)
                 for j in ok.tolist():
-                    v = guide.P1[j][s, mu] + guide.D0[L - j][s + j, mu]
+                    v = (guide.at(guide.P1, j, s, mu)
+                         + guide.at(guide.D0, L - j, s + j, mu))
                     if v < best:
                         best, k = v, j
             if k == 0:
@@ -1348,11 +1405,13 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
             # long checkpoints may matter: the whole table on a coarse grid, sizes
             # rounded down, is a bound and guides a schedule read off the
             # smallest-peak recurrence; the better schedule is kept
-            coarse = max(8, 2 * _DENSE_MAX_CELLS // (N * N) - 1)
+            P, _ = _min_peak_tables(profile)
+            coarse = _coarse_slots(P, N, cap, _DENSE_MAX_CELLS)
             guide = _Dense(([v * coarse // cap for v in a], si, so,
                             [v * coarse // cap for v in own]), costs, coarse,
                            down32=True,
-                           floor=_feasible_floor(profile, coarse, cap))
+                           floor=_feasible_floor(profile, coarse, cap, P))
+            del P
             bound = max(bound, float(guide.top()[coarse]))
             other = _min_peak_items(profile, cap, guide, (coarse, cap))
             del guide
