@@ -166,6 +166,22 @@ def test_the_feasible_floor_keeps_a_bound(seed):
             assert _work(profile, items) >= exact
 
 
+def test_the_smallest_peak_within_two_percent(monkeypatch):
+    """150 layers at their smallest peak, small grids (3e8 elements, 4e6 cells):
+    the whole table set to inf below each sub-problem's smallest peak and stored
+    from there bounds the optimum within 2 % (0.6 % measured; 21 % without the
+    floor), in about two seconds."""
+    profile = long_chain(150)
+    monkeypatch.setattr(nested, "_WINDOW_WORK", 300_000_000)
+    monkeypatch.setattr(nested, "_DENSE_MAX_CELLS", 4_000_000)
+    t = time.process_time()
+    s = P.rotor(profile)
+    assert time.process_time() - t < 20
+    assert schedule_peak(profile, s) == _min_peak(profile)
+    assert s.lower_bound_cost is not None
+    assert s.recompute_cost - s.lower_bound_cost <= 0.02 * s.recompute_cost
+
+
 def test_float32_down_never_rounds_up():
     x = np.array([2.0 ** 24 + 1, 2.0 ** 30 + 3, 3.0, 0.0, np.inf, 1e9 + 7])
     y = nested._float32_down(x)
