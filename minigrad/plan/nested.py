@@ -756,8 +756,8 @@ class _Dense:
     ``down32``: store every entry as the float32 at or below it (half the memory).
     The recurrence is non-decreasing in the entries it reads, so by induction every
     stored entry is at most the exact one: the table is then only a lower bound (and
-    a guide), never a schedule's work (sums are taken in float64, exact for two
-    float32 values).
+    a guide), never a schedule's work (a float32 sum is rounded to nearest, then
+    one float32 step down: at most the exact sum).
 
     ``floor`` (`_feasible_floor`): every entry below its sub-problem's floor is set
     to inf, and a length's vectors are stored only from ``off[l]``, the least floor
@@ -788,26 +788,31 @@ class _Dense:
         inf = np.inf
         D0 = [np.zeros((N + 1, S + 1))]
         P1 = [np.zeros((N + 1, S + 1))]
-        tmp = np.empty((N + 1, S + 1))
+        dt = np.float32 if down32 else np.float64
+        tmp = np.empty((N + 1, S + 1), dtype=dt)
         for length in range(1, N + 1):
             rows = N - length + 1
             F = prefix[length:length + rows] - prefix[:rows]  # F(a, a + length)
             o = off[length]
             m = m_all[o:]  # this length's grid points
             # checkpoint at a over [a, a + k): PF(a, a+k) + C(a+k, e, 0), on top of
-            # x_a; Q over m = oq .. S
-            los = [max(off[k], off[length - k]) for k in range(1, length)]
+            # x_a; Q over m = oq .. S, read from o - |x_a| on (inf below)
+            need = o - int(a_arr[:rows].max()) if o else 0
+            los = [max(off[k], off[length - k], need) for k in range(1, length)]
             oq = min(los, default=S + 1)
-            Q = np.full((rows, S + 1 - oq), inf)
+            Q = np.full((rows, S + 1 - oq), inf, dtype=dt)
             for k, lo in zip(range(1, length), los):
                 if lo > S:
                     continue
                 t = tmp[:rows, :S + 1 - lo]
                 np.add(P1[k][:rows, lo - off[k]:],
                        D0[length - k][k:k + rows, lo - off[length - k]:],
-                       out=t, dtype=np.float64)
+                       out=t)
                 q = Q[:, lo - oq:]
                 np.minimum(q, t, out=q)
+            if down32:  # each float32 sum rounded to nearest: one step down is
+                fin = np.isfinite(Q)  # at most the exact sum
+                Q[fin] = np.nextafter(Q[fin], np.float32(-inf))
             # taped a: C(a + 1, e, so_a)(m - d_a(h)), read from off[length - 1]
             o1 = off[length - 1]
             prev1 = P1[length - 1][1:rows + 1] - (prefix[length:length + rows]
