@@ -154,17 +154,29 @@ process, an illustration; the chains of ``long_chain`` in
 =======  ==================  ==================  ==================
 layers   smallest peak       30 % of store-all   60 % of store-all
 =======  ==================  ==================  ==================
-250      14 s, gap 0.8 %     0.8 s, gap 0.7 %    10 s, gap 0.3 %
-500      18 s, gap 36 %      11 s, gap 0.2 %     15 s, gap 0.4 %
-1,000    30 s, gap 67 %      15 s, gap 0.4 %     21 s, gap 1.3 %
+250      17 s, gap 0.4 %     0.9 s, gap 0.7 %    10 s, gap 0.3 %
+500      23 s, gap 3.7 %     11 s, gap 0.2 %     15 s, gap 0.4 %
+1,000    41 s, gap 40 %      15 s, gap 0.4 %     21 s, gap 1.3 %
 =======  ==================  ==================  ==================
+
+=======  ==================  ==================
+layers   1.5 x smallest      3 x smallest
+=======  ==================  ==================
+500      31 s, gap 2.4 %     40 s, gap 3.5 %
+1,000    55 s, gap 14 %      48 s, gap 17 %
+=======  ==================  ==================
 
 (250 layers at 30 %: the coarser first pass was within 1 %.) Where the full grid runs,
 time grows about as ``n^0.5`` from 250 to 1,000 layers (the grid's work is held near a
 constant: the unit grows with ``n`` instead, and so does the gap). Near the smallest
-peak the coarse whole table sets both the schedule and the bound, and its
-slots (``8e7 / n^2``) get coarse past a few hundred layers: the gap there is the
-rounding's, and part of it may be the schedule's.
+peak the coarse whole table sets both the schedule and the bound; with the feasible
+floor its slots are about ``2.3e8 / n^2`` at the smallest peak, ``1.4e8 / n^2`` at
+1.5 times it and ``1e8 / n^2`` at 3 times it (``8e7 / n^2`` without), coarse at
+1,000 layers: the gap there is the rounding's (the bound moves by a fifth from 158
+to 240 slots at the smallest peak of 1,000 layers, not monotonically), and part of
+it may be the schedule's. Without the floor the gaps were 36 % and 67 % at the
+smallest peak (500 and 1,000 layers), 4.0 % and 38 % at 1.5 times it, 4.9 % and
+21 % at 3 times it.
 """
 from __future__ import annotations
 
