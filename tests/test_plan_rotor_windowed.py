@@ -191,3 +191,17 @@ def test_float32_down_never_rounds_up():
     assert (np.nextafter(y[fin], np.float32(np.inf)).astype(np.float64)
             > x[fin]).all()
     assert y[~fin].tolist() == [np.inf]
+
+
+def test_a_float32_sum_one_step_down_is_at_most_the_exact_sum():
+    """`_Dense` with ``down32`` adds float32 entries (rounded to nearest) and
+    takes one float32 step down: never above the exact sum of the two."""
+    rng = np.random.default_rng(0)
+    x = (rng.random(100_000) * 2.0 ** rng.integers(0, 40, 100_000)).astype(
+        np.float32)
+    y = (rng.random(100_000) * 2.0 ** rng.integers(0, 40, 100_000)).astype(
+        np.float32)
+    x[:3] = [2.0 ** 24, 2.0 ** 25, 1.0]
+    y[:3] = [3.0, 1.0, 2.0 ** 24]
+    s = np.nextafter(x + y, np.float32(-np.inf))
+    assert (s.astype(np.float64) <= x.astype(np.float64) + y).all()
