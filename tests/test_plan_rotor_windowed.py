@@ -23,6 +23,7 @@ from minigrad.plan.nested import (
     NestedSchedule,
     _costs,
     _Dense,
+    _feasible_floor,
     _min_peak,
     _min_peak_items,
     _windowed_rotor,
@@ -94,7 +95,7 @@ def test_the_smallest_peak_fallback_fits(seed):
                       _costs(profile, None), 16, down32=True)
         assert half.top()[16] <= guide.top()[16]  # float32, rounded down
         for items in (_min_peak_items(profile, budget),
-                      _min_peak_items(profile, budget, guide, 16 / budget)):
+                      _min_peak_items(profile, budget, guide, (16, budget))):
             sched = NestedSchedule(n=profile.n, items=items)
             assert schedule_peak(profile, sched) <= budget
             assert _work(profile, items) >= exact
@@ -140,6 +141,47 @@ def test_two_hundred_layers_within_five_percent(monkeypatch):
     assert s.recompute_cost - s.lower_bound_cost <= 0.05 * s.recompute_cost
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_the_feasible_floor_keeps_a_bound(seed):
+    """The whole table on a coarse rounded-down grid, set to inf below each
+    sub-problem's exact smallest peak (`_feasible_floor`): still at most the exact
+    optimum, at least the unmasked table, and a guide whose schedule fits."""
+    rng = np.random.default_rng(700 + seed)
+    profile = random_profile(rng, int(rng.integers(2, 11)),
+                             unit=int(rng.choice([1, 4, 64])))
+    a, si, so, own = nested._chain_arrays(profile)
+    costs = _costs(profile, None)
+    for budget in _budgets(rng, profile):
+        exact = rotor_reference(profile, budget)
+        for S in (4, 16, 61):
+            sizes = ([v * S // budget for v in a], si, so,
+                     [v * S // budget for v in own])
+            plain = _Dense(sizes, costs, S, down32=True)
+            masked = _Dense(sizes, costs, S, down32=True,
+                            floor=_feasible_floor(profile, S, budget))
+            assert plain.top()[S] <= masked.top()[S] <= exact
+            items = _min_peak_items(profile, budget, masked, (S, budget))
+            sched = NestedSchedule(n=profile.n, items=items)
+            assert schedule_peak(profile, sched) <= budget
+            assert _work(profile, items) >= exact
+
+
+def test_the_smallest_peak_within_two_percent(monkeypatch):
+    """150 layers at their smallest peak, small grids (3e8 elements, 4e6 cells):
+    the whole table set to inf below each sub-problem's smallest peak and stored
+    from there bounds the optimum within 2 % (0.6 % measured; 21 % without the
+    floor), in about two seconds."""
+    profile = long_chain(150)
+    monkeypatch.setattr(nested, "_WINDOW_WORK", 300_000_000)
+    monkeypatch.setattr(nested, "_DENSE_MAX_CELLS", 4_000_000)
+    t = time.process_time()
+    s = P.rotor(profile)
+    assert time.process_time() - t < 20
+    assert schedule_peak(profile, s) == _min_peak(profile)
+    assert s.lower_bound_cost is not None
+    assert s.recompute_cost - s.lower_bound_cost <= 0.02 * s.recompute_cost
+
+
 def test_float32_down_never_rounds_up():
     x = np.array([2.0 ** 24 + 1, 2.0 ** 30 + 3, 3.0, 0.0, np.inf, 1e9 + 7])
     y = nested._float32_down(x)
@@ -149,3 +191,17 @@ def test_float32_down_never_rounds_up():
     assert (np.nextafter(y[fin], np.float32(np.inf)).astype(np.float64)
             > x[fin]).all()
     assert y[~fin].tolist() == [np.inf]
+
+
+def test_a_float32_sum_one_step_down_is_at_most_the_exact_sum():
+    """`_Dense` with ``down32`` adds float32 entries (rounded to nearest) and
+    takes one float32 step down: never above the exact sum of the two."""
+    rng = np.random.default_rng(0)
+    x = (rng.random(100_000) * 2.0 ** rng.integers(0, 40, 100_000)).astype(
+        np.float32)
+    y = (rng.random(100_000) * 2.0 ** rng.integers(0, 40, 100_000)).astype(
+        np.float32)
+    x[:3] = [2.0 ** 24, 2.0 ** 25, 1.0]
+    y[:3] = [3.0, 1.0, 2.0 ** 24]
+    s = np.nextafter(x + y, np.float32(-np.inf))
+    assert (s.astype(np.float64) <= x.astype(np.float64) + y).all()

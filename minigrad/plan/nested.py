@@ -142,24 +142,41 @@ nesting) or the gap stays over 5 %, a schedule is also read off the smallest-pea
 recurrence (every step keeps the rest within the budget in exact bytes), guided by the
 whole table on a coarse rounded-down grid (float32 entries rounded down: twice the
 slots), whose optimum is also a bound (`_min_peak_items`); the better schedule and the
-largest bound are kept. Measured with ``benchmarks/rotor_bound.py`` (CPU seconds, one
+largest bound are kept. That table is set to inf below each sub-problem's exact
+smallest peak (a bound still: `_feasible_floor`'s proof) and each length's vectors
+are stored only from the least such floor, the slots chosen to fill the same memory
+(`_coarse_slots`): near the smallest peak what matters is the room above the
+sub-problems' own smallest peaks, and the same cells then hold three times the
+slots at 1,000 layers. Measured with ``benchmarks/rotor_bound.py`` (CPU seconds, one
 process, an illustration; the chains of ``long_chain`` in
 ``tests/test_plan_rotor_bound.py``; gap = (work - bound) / work):
 
 =======  ==================  ==================  ==================
 layers   smallest peak       30 % of store-all   60 % of store-all
 =======  ==================  ==================  ==================
-250      14 s, gap 0.8 %     0.8 s, gap 0.7 %    10 s, gap 0.3 %
-500      18 s, gap 36 %      11 s, gap 0.2 %     15 s, gap 0.4 %
-1,000    30 s, gap 67 %      15 s, gap 0.4 %     21 s, gap 1.3 %
+250      17 s, gap 0.4 %     0.9 s, gap 0.7 %    10 s, gap 0.3 %
+500      23 s, gap 3.7 %     11 s, gap 0.2 %     15 s, gap 0.4 %
+1,000    41 s, gap 40 %      15 s, gap 0.4 %     21 s, gap 1.3 %
 =======  ==================  ==================  ==================
+
+=======  ==================  ==================
+layers   1.5 x smallest      3 x smallest
+=======  ==================  ==================
+500      31 s, gap 2.4 %     40 s, gap 3.5 %
+1,000    55 s, gap 14 %      48 s, gap 17 %
+=======  ==================  ==================
 
 (250 layers at 30 %: the coarser first pass was within 1 %.) Where the full grid runs,
 time grows about as ``n^0.5`` from 250 to 1,000 layers (the grid's work is held near a
 constant: the unit grows with ``n`` instead, and so does the gap). Near the smallest
-peak the coarse whole table sets both the schedule and the bound, and its
-slots (``8e7 / n^2``) get coarse past a few hundred layers: the gap there is the
-rounding's, and part of it may be the schedule's.
+peak the coarse whole table sets both the schedule and the bound; with the feasible
+floor its slots are about ``2.3e8 / n^2`` at the smallest peak, ``1.4e8 / n^2`` at
+1.5 times it and ``1e8 / n^2`` at 3 times it (``8e7 / n^2`` without), coarse at
+1,000 layers: the gap there is the rounding's (the bound moves by a fifth from 158
+to 240 slots at the smallest peak of 1,000 layers, not monotonically), and part of
+it may be the schedule's. Without the floor the gaps were 36 % and 67 % at the
+smallest peak (500 and 1,000 layers), 4.0 % and 38 % at 1.5 times it, 4.9 % and
+21 % at 3 times it.
 """
 from __future__ import annotations
 
@@ -745,18 +762,30 @@ class _Dense:
     """``C(a, e, h)(m)`` for every sub-chain, on a memory grid of ``S + 1`` points.
 
     ``D0[l][a]`` is ``C(a, a + l, 0)`` and ``P1[l][a]`` is ``C(a, a + l, 1) + F(a, a + l)``
-    (the checkpoint term reads it so), vectors over ``m = 0 .. S`` (inf: nothing fits).
+    (the checkpoint term reads it so), vectors over ``m = off[l] .. S`` (inf: nothing
+    fits; below ``off[l]``, inf too, not stored).
 
     ``down32``: store every entry as the float32 at or below it (half the memory).
     The recurrence is non-decreasing in the entries it reads, so by induction every
     stored entry is at most the exact one: the table is then only a lower bound (and
-    a guide), never a schedule's work."""
+    a guide), never a schedule's work (a float32 sum is rounded to nearest, then
+    one float32 step down: at most the exact sum).
 
-    def __init__(self, sizes, costs, S, down32=False):
+    ``floor`` (`_feasible_floor`): every entry below its sub-problem's floor is set
+    to inf, and a length's vectors are stored only from ``off[l]``, the least floor
+    of its sub-chains (a lower bound still: `_feasible_floor`'s proof)."""
+
+    def __init__(self, sizes, costs, S, down32=False, floor=None):
         a, si, so, own = sizes  # in grid units, the loss as layer n
         self.a, self.si, self.so, self.own = a, si, so, own
         N = len(si)
         self.N, self.S = N, S
+        if floor is None:
+            off = [0] * (N + 1)
+        else:
+            off = [0] + [int(min(S, floor[0][l].min(), floor[1][l].min()))
+                         for l in range(1, N + 1)]
+        self.off = off
         prefix = np.zeros(N + 1)
         prefix[1:] = np.cumsum(np.asarray(list(costs) + [0], dtype=np.float64))
         self.prefix = prefix
@@ -767,34 +796,55 @@ class _Dense:
         # d(h): bytes a taped layer adds; c(0): bytes a checkpoint adds (x_a)
         base = own_arr + np.where(so_arr, a_arr[1:N + 1], 0)
         self.d = (base + np.where(si_arr, a_arr[:N], 0), base)  # h = 0, h = 1
-        m = np.arange(S + 1)
+        m_all = np.arange(S + 1)
         inf = np.inf
         D0 = [np.zeros((N + 1, S + 1))]
         P1 = [np.zeros((N + 1, S + 1))]
+        dt = np.float32 if down32 else np.float64
+        tmp = np.empty((N + 1, S + 1), dtype=dt)
         for length in range(1, N + 1):
             rows = N - length + 1
             F = prefix[length:length + rows] - prefix[:rows]  # F(a, a + length)
-            # checkpoint at a over [a, a + k): PF(a, a+k) + C(a+k, e, 0), on top of x_a
-            Q = np.full((rows, S + 1), inf)
-            tmp = np.empty((rows, S + 1))
-            for k in range(1, length):
-                np.add(P1[k][:rows], D0[length - k][k:k + rows], out=tmp)
-                np.minimum(Q, tmp, out=Q)
-            # taped a: C(a + 1, e, so_a)(m - d_a(h))
+            o = off[length]
+            m = m_all[o:]  # this length's grid points
+            # checkpoint at a over [a, a + k): PF(a, a+k) + C(a+k, e, 0), on top of
+            # x_a; Q over m = oq .. S, read from o - |x_a| on (inf below)
+            need = o - int(a_arr[:rows].max()) if o else 0
+            los = [max(off[k], off[length - k], need) for k in range(1, length)]
+            oq = min(los, default=S + 1)
+            Q = np.full((rows, S + 1 - oq), inf, dtype=dt)
+            for k, lo in zip(range(1, length), los):
+                if lo > S:
+                    continue
+                t = tmp[:rows, :S + 1 - lo]
+                np.add(P1[k][:rows, lo - off[k]:],
+                       D0[length - k][k:k + rows, lo - off[length - k]:],
+                       out=t)
+                q = Q[:, lo - oq:]
+                np.minimum(q, t, out=q)
+            if down32:  # each float32 sum rounded to nearest: one step down is
+                fin = np.isfinite(Q)  # at most the exact sum
+                Q[fin] = np.nextafter(Q[fin], np.float32(-inf))
+            # taped a: C(a + 1, e, so_a)(m - d_a(h)), read from off[length - 1]
+            o1 = off[length - 1]
             prev1 = P1[length - 1][1:rows + 1] - (prefix[length:length + rows]
                                                   - prefix[1:rows + 1])[:, None]
             nxt = np.where(so_arr[:rows, None], prev1, D0[length - 1][1:rows + 1])
             out = []
             for h in (0, 1):
-                shift = self.d[h][:rows]
-                idx = m[None, :] - shift[:, None]
-                taped = np.where(idx >= 0, np.take_along_axis(nxt, np.maximum(idx, 0), axis=1), inf)
-                if h == 0:  # the checkpoint keeps x_a: Q(m - |x_a|)
-                    idx = m[None, :] - a_arr[:rows, None]
-                    ck = np.where(idx >= 0, np.take_along_axis(Q, np.maximum(idx, 0), axis=1), inf)
-                else:
-                    ck = Q
+                idx = m[None, :] - self.d[h][:rows, None] - o1
+                taped = np.where(idx >= 0, np.take_along_axis(
+                    nxt, np.maximum(idx, 0), axis=1), inf)
+                # the checkpoint keeps x_a when h = 0: Q(m - |x_a|)
+                idx = m[None, :] - (a_arr[:rows, None] if h == 0 else 0) - oq
+                idx = np.broadcast_to(idx, taped.shape)
+                ck = (np.where(idx >= 0, np.take_along_axis(
+                    Q, np.maximum(idx, 0), axis=1), inf) if Q.shape[1] else
+                      np.full(taped.shape, inf))
                 out.append(np.minimum(taped, ck))
+            if floor is not None:  # nothing fits below: inf (see _feasible_floor)
+                for h in (0, 1):
+                    out[h][m[None, :] < floor[h][length][:, None]] = inf
             if down32:
                 out = [_float32_down(out[0]), _float32_down(out[1] + F[:, None])]
                 D0.append(out[0])
@@ -804,17 +854,24 @@ class _Dense:
                 P1.append(out[1] + F[:, None])
         self.D0, self.P1 = D0, P1
 
+    def at(self, table, length, s, m):
+        """``table[length]`` (``self.D0`` or ``self.P1``) at start ``s``, grid
+        point ``m`` (``0 <= m <= S``; inf below what is stored)."""
+        o = self.off[length]
+        return table[length][s, m - o] if m >= o else np.inf
+
     def value(self, s, e, h, m):
         """``C(s, e, h)(m)`` (inf if ``m < 0``)."""
         if m < 0:
             return np.inf
         length = e - s
         if h == 0:
-            return self.D0[length][s, m]
-        return self.P1[length][s, m] - (self.prefix[e] - self.prefix[s])
+            return self.at(self.D0, length, s, m)
+        return self.at(self.P1, length, s, m) - (self.prefix[e] - self.prefix[s])
 
     def top(self):
-        return self.D0[self.N][0]
+        o = self.off[self.N]
+        return np.concatenate([np.full(o, np.inf), self.D0[self.N][0]])
 
     def build(self, m):
         """Items of the whole chain's schedule with the least work within ``m`` units (the
@@ -834,7 +891,8 @@ class _Dense:
             m2 = m - (0 if h else a[s])
             if m2 >= 0:
                 for j in range(s + 1, e):
-                    v = self.P1[j - s][s, m2] + self.D0[e - j][j, m2]
+                    v = (self.at(self.P1, j - s, s, m2)
+                         + self.at(self.D0, e - j, j, m2))
                     if v < best:
                         best, choice = v, j
             if best == np.inf:  # pragma: no cover  (callers start from a finite entry)
@@ -880,13 +938,60 @@ def _min_peak_tables(profile: ChainProfile):
     return P, d
 
 
+def _coarse_slots(P, N: int, cap: int, cells: int) -> int:
+    """The most slots ``S`` (at least 8) for which the whole table, each length's
+    vectors stored from its least floor (`_feasible_floor`), holds at most ``cells``
+    entries per table (``P``: `_min_peak_tables`)."""
+    low = np.array([min(P[0][l].min(), P[1][l].min()) for l in range(1, N + 1)],
+                   dtype=np.int64)
+    rows = N - np.arange(1, N + 1) + 1
+
+    def size(S):
+        off = np.minimum(S, -(-low * S // cap))
+        return int((rows * (S + 1 - off)).sum())
+
+    lo, hi = 8, 8
+    while size(2 * hi) <= cells and hi < 2 ** 24:
+        hi *= 2
+    hi *= 2
+    while lo < hi - 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if size(mid) <= cells else (lo, mid)
+    return lo
+
+
+def _feasible_floor(profile: ChainProfile, S: int, cap: int, P=None):
+    """For the whole table on a grid of ``S`` units of ``u = cap / S`` bytes, sizes
+    rounded down (``floor(v / u)``): ``floor[h][l][a]``, the least grid point ``m``
+    with ``m u`` at least the exact smallest peak of ``C(a, a + l, h)``. Below it the
+    entry may be set to inf and the table stays a lower bound.
+
+    Proof. Write ``V(a, e, h)(m)`` for the least work of the schedules ``X`` of
+    sub-problem ``(a, e, h)`` whose peak fits ``m`` in rounded-down units *and*
+    ``m u`` in true bytes (both in the recurrence's sense, on top of ``x_a`` when
+    ``h``). A taped ``a`` leaves ``m - d'`` units (``d'`` rounded down) and ``m u -
+    d`` true bytes, and ``m u - d <= (m - d') u`` since ``d' u <= d``; likewise a
+    checkpoint's ``c``. So ``V`` satisfies the recurrence's inequality: ``V(a, e,
+    h)(m)`` is at least the minimum of its terms read in ``V`` at the shifted
+    points, and it is inf where the exact smallest peak ``P(a, e, h) > m u``. A
+    table that follows the recurrence (float32 rounded down only lowers it) and is
+    set to inf only there is, by induction over the sub-chains' lengths, at most
+    ``V`` everywhere. At the top, the optimum's schedule fits ``S`` units (a sum of
+    floors is at most the floor of the sum) and ``S u = cap`` bytes: the table's
+    ``top()[S]`` is at most the exact optimum."""
+    if P is None:
+        P, _ = _min_peak_tables(profile)
+    return [[-(-row * S // cap) for row in P[h]] for h in (0, 1)]
+
+
 def _min_peak_items(profile: ChainProfile, budget: int, guide=None, scale=None):
     """A schedule of peak at most ``budget`` (at least the smallest peak), read off the
     smallest-peak recurrence: at every step the choices whose rest still fits (exact
-    bytes), and among them the least work that ``guide`` (a `_Dense` table, reading
-    ``m`` bytes as ``m * scale`` units) estimates, taped on ties; without a guide,
-    taped whenever it fits, else the shortest checkpoint that fits. No claim of
-    optimality: the fallback when no schedule with short checkpoints fits."""
+    bytes), and among them the least work that ``guide`` (a `_Dense` table;
+    ``scale = (S, cap)``: ``m`` bytes read at ``ceil(m S / cap)`` units, at most
+    ``S``) estimates, taped on ties; without a guide, taped whenever it fits, else
+    the shortest checkpoint that fits. No claim of optimality: the fallback when no
+    schedule with short checkpoints fits."""
     P, d = _min_peak_tables(profile)
     a, si, so, _ = _chain_arrays(profile)
     N = len(si)
@@ -895,8 +1000,11 @@ def _min_peak_items(profile: ChainProfile, budget: int, guide=None, scale=None):
         for length, row in enumerate(P[h]):
             Pm[h][length, :len(row)] = row
 
+    def grid(m):  # the guide's grid point for m bytes: m u at least m
+        return min(guide.S, -(-int(m) * scale[0] // scale[1]))
+
     def est(s, e, h, m):  # the guide's work for C(s, e, h) within m bytes
-        return 0.0 if guide is None else guide.value(s, e, h, int(m * scale))
+        return 0.0 if guide is None else guide.value(s, e, h, grid(m))
 
     def build(s, e, h, m):
         items = []
@@ -911,9 +1019,10 @@ def _min_peak_items(profile: ChainProfile, budget: int, guide=None, scale=None):
             else:
                 best, k = np.inf, int(ok[0])
             if guide is not None and len(ok):
-                mu = int(m2 * scale)
+                mu = grid(m2)
                 for j in ok.tolist():
-                    v = guide.P1[j][s, mu] + guide.D0[L - j][s + j, mu]
+                    v = (guide.at(guide.P1, j, s, mu)
+                         + guide.at(guide.D0, L - j, s + j, mu))
                     if v < best:
                         best, k = v, j
             if k == 0:
@@ -1319,12 +1428,15 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
             # long checkpoints may matter: the whole table on a coarse grid, sizes
             # rounded down, is a bound and guides a schedule read off the
             # smallest-peak recurrence; the better schedule is kept
-            coarse = max(8, 2 * _DENSE_MAX_CELLS // (N * N) - 1)
+            P, _ = _min_peak_tables(profile)
+            coarse = _coarse_slots(P, N, cap, _DENSE_MAX_CELLS)
             guide = _Dense(([v * coarse // cap for v in a], si, so,
                             [v * coarse // cap for v in own]), costs, coarse,
-                           down32=True)
+                           down32=True,
+                           floor=_feasible_floor(profile, coarse, cap, P))
+            del P
             bound = max(bound, float(guide.top()[coarse]))
-            other = _min_peak_items(profile, cap, guide, coarse / cap)
+            other = _min_peak_items(profile, cap, guide, (coarse, cap))
             del guide
             with _deep_nesting(N):
                 if work is None or schedule_recompute_cost(profile, NestedSchedule(
