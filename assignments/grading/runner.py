@@ -1257,6 +1257,8 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
             frame = frame.f_back
         return False
 
+    hook_code = [None]  # the id of the hook's own code, set below
+
     def hook(event, args):
         if event == "object.__getattr__" and walking.get(ident()) is not None \
                 and args[0] is walking.get(ident()):
@@ -1328,10 +1330,18 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
             reading[ident()] = True
             try:
                 raiser = getframe(1)
-                code = None if raiser is None else id(raiser.f_code)
+                foreign = raiser is not None and (id(raiser.f_code) not in trusted
+                                                  or id(raiser.f_code) in leaky)
+                # and every frame between it and the hook's work: trusted code (ctypes'
+                # own wrappers) called by a finalizer of the notebook's that the collector
+                # ran inside that work is the notebook's doing
+                frame = raiser
+                while not foreign and frame is not None and id(frame.f_code) != hook_code[0]:
+                    foreign = id(frame.f_code) not in trusted
+                    frame = frame.f_back
             finally:
                 reading[ident()] = False
-            if code is None or (code in trusted and code not in leaky):
+            if not foreign:
                 return
             if event.startswith(refused) or event in ("open", "os.symlink", "os.link"):
                 raise RuntimeError(f"{event} is not allowed while a notebook is graded")
@@ -1458,6 +1468,7 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
         _nested(frame.f_code, trusted)
         _nested(frame.f_code, grader)
         frame = frame.f_back
+    hook_code[0] = id(hook.__code__)
     sys.addaudithook(hook)
     return enter, leave, trust, answers
 
