@@ -102,7 +102,9 @@ for one split offset is two slices added for every start at once: ``O(n^3 S / 6)
 array elements in ``O(n^2)`` NumPy calls. The smallest peak comes first from the same
 recurrence with ``max`` of bytes in place of work (`_min_peak`), so ``rotor(profile)``
 without a budget is the dense solver at that peak. The fronts remain for float costs
-(exact fractions), for grids too large to store and for `rotor_frontier`.
+(exact fractions) up to 40 layers, for grids too large to store and for
+`rotor_frontier`; longer chains with float costs, or integer costs whose sums float64
+cannot add exactly, are planned on integer stand-ins with a scaled bound (`rotor`).
 ``rotor(..., slots=k)`` is the published solver's discretisation: ``u = budget / k``
 and every size rounded *up* to whole slots, so a schedule never exceeds the true budget,
 and it recomputes no more than the exact optimum at ``budget - K u`` bytes when that
@@ -1334,8 +1336,11 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
             recurrence, guided by the coarse whole table); the bound is the same table
             with sizes rounded down and longer checkpoints relaxed (module
             docstring, "Long chains: short checkpoints on a fine grid"). Float
-            costs take the automatic slots (as many as the table allows, at most
-            256).
+            costs (seconds), and integer costs too large to add exactly in float64
+            (the FLOPs of large layers), are planned there on integer stand-ins
+            ``floor(c / q)``: every true cost is at least ``q`` times its
+            stand-in, so ``q`` times the stand-ins' bound bounds the true
+            optimum, and the schedule's work is reported in true costs.
             With slots, ``lower_bound_cost`` is the larger of that table's bound and
             a grid-free one (`_taped_knapsack_bound`: what the top level cannot tape
             within the budget is recomputed at least once; a fractional knapsack),
@@ -1401,6 +1406,12 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
             return v // g
         S = cap // g
     exact_work = all(isinstance(c, int) for c in costs) and (N + 1) * (sum(costs) + 1) < _EXACT_FLOAT
+    true_costs, quantum = costs, None
+    if not exact_work and slots is None and N > _FRONTS_MAX_LAYERS and cap > 0:
+        # float costs (seconds), or integers too large to add exactly in float64
+        # (FLOPs of large layers): plan on integer stand-ins, the bound scaled back
+        quantum, costs = _integer_costs(costs, N)
+        exact_work = True
     dense = N * N * (S + 1) <= _DENSE_MAX_CELLS and (slots is not None or exact_work)
     if not dense and slots is None and N > _FRONTS_MAX_LAYERS and cap > 0 and exact_work:
         # too long for the exact solvers: short checkpoints on a fine grid, and the
@@ -1443,14 +1454,8 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
                         n=profile.n, items=other), costs) < work:
                     items = other
         with _deep_nesting(N):
-            return _planned(profile, items, costs, bound)
-    if not dense and slots is None and N > _FRONTS_MAX_LAYERS and cap > 0:
-        # float costs: slots, with the proven bound (see the docstring)
-        slots = S = max(8, min(256, _DENSE_MAX_CELLS // (N * N) - 1))
-
-        def units(v):
-            return -(-v * slots // cap)
-        dense = True
+            return _planned(profile, items, true_costs,
+                            _scaled_bound(profile, items, costs, bound, quantum))
     if not dense:
         if slots is not None:
             raise ValueError(f"rotor: {N} layers (the loss included) with slots={slots} need "
@@ -1484,7 +1489,33 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
         bound = float(low.top()[S])
         # and one that needs no grid (the top level's knapsack): the larger holds
         bound = max(bound, _taped_knapsack_bound(profile, costs, cap))
-    return _planned(profile, items, costs, bound)
+    return _planned(profile, items, true_costs,
+                    _scaled_bound(profile, items, costs, bound, quantum))
+
+
+def _integer_costs(costs, N: int):
+    """``(q, ints)``: integer stand-ins ``floor(c / q)`` for exact costs (ints or
+    Fractions) whose work the tables cannot add exactly in float64, with ``q`` (a
+    Fraction) such that ``N + 1`` times their sum stays below ``_EXACT_FLOAT``.
+
+    Every schedule's true work is at least ``q`` times its work in stand-ins (each
+    layer run costs ``c >= q floor(c / q)``), so ``q`` times a lower bound in
+    stand-ins is a lower bound on the true optimum (`_scaled_bound`)."""
+    total = sum(costs)
+    q = Fraction(total) * (N + 1) / (_EXACT_FLOAT // 2) if total else Fraction(1)
+    return q, [math.floor(Fraction(c) / q) for c in costs]
+
+
+def _scaled_bound(profile, items, costs, bound, quantum):
+    """The lower bound in true costs: ``bound`` itself without a ``quantum``, else
+    ``quantum`` times the bound in integer stand-ins ``costs`` (their exact optimum,
+    the schedule's own work in them, where ``bound`` is None), rounded down."""
+    if quantum is None:
+        return bound
+    if bound is None:
+        bound = schedule_recompute_cost(
+            profile, NestedSchedule(n=profile.n, items=items), costs)
+    return _down(Fraction(float(bound)) * quantum)
 
 
 def _taped_knapsack_bound(profile: ChainProfile, costs, budget: int):
