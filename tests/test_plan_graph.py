@@ -185,6 +185,13 @@ def test_bad_arguments():
     g = chain_graph([3, 5, 2], [2, 3, 4])
     with pytest.raises(TypeError, match="GraphProfile"):
         plan.remat("graph", 100)
+    chain = plan.ChainProfile(input_bytes=(4, 4), output_bytes=4,
+                              saves_input=(True, True),
+                              saves_output=(False, False),
+                              own_bytes=(0, 0), cost=(1, 1))
+    for planner in (plan.store_all, plan.lower_bound):  # a chain: named
+        with pytest.raises(TypeError, match="ChainProfile.*plan.rotor"):
+            planner(chain)
     with pytest.raises(TypeError, match="integer"):
         plan.remat(g, 10.5)
     with pytest.raises(ValueError, match="unknown improvements"):

@@ -186,6 +186,16 @@ def _recomputable(g, t, i):
     return t >= g.n_forward and i < g.n_forward and i < t
 
 
+def _check_graph(g, where: str) -> None:
+    """A clear error for anything but a `GraphProfile` (a chain's `ChainProfile`
+    goes to the chain planners)."""
+    if not isinstance(g, GraphProfile):
+        hint = (": a chain's profile goes to plan.optimal_segments or plan.rotor"
+                if type(g).__name__ == "ChainProfile" else "")
+        raise TypeError(f"{where}: graph must be a GraphProfile (plan.trace_graph), "
+                        f"got {type(g).__name__}{hint}")
+
+
 def lower_bound(g: GraphProfile) -> int:
     """The smallest budget any schedule of the model can meet (Checkmate's bytes).
 
@@ -200,6 +210,7 @@ def lower_bound(g: GraphProfile) -> int:
         >>> lower_bound(chain_graph([4, 8, 4], [1, 1, 1]))
         24
     """
+    _check_graph(g, "lower_bound")
     users, nf, M = g.users(), g.n_forward, g.value_bytes
     best = 0
     for t in range(g.n_nodes):
@@ -218,6 +229,7 @@ def simulate(g: GraphProfile, recompute, keep) -> tuple:
     frees a value right after its last reader in the stage unless it is kept into the next
     stage (FREE's meaning). Raises ValueError if a node reads a value that is not there.
     """
+    _check_graph(g, "simulate")
     users, M, N = g.users(), g.value_bytes, g.n_nodes
     peak, cost = 0, 0
     for t in range(N):
@@ -259,6 +271,7 @@ def activation_peak(g: GraphProfile, recompute, keep) -> int:
     output's buffer and its private arrays, a buffer shared by views once) and each input
     an op saved, from that op's forward to its backward; gradients are not activations.
     """
+    _check_graph(g, "activation_peak")
     nf, N = g.n_forward, g.n_nodes
     users = g.users()
     held_values: set = set()
@@ -302,6 +315,7 @@ def activation_peak(g: GraphProfile, recompute, keep) -> int:
 
 def store_all(g: GraphProfile) -> GraphSchedule:
     """The schedule that keeps every value until its last reader (no recomputation)."""
+    _check_graph(g, "store_all")
     users, N = g.users(), g.n_nodes
     keep = tuple(frozenset(i for i in range(t) if any(j >= t for j in users[i]))
                  for t in range(N))
@@ -326,6 +340,7 @@ def keeping(g: GraphProfile, kept) -> GraphSchedule:
         >>> s.recompute_flops, s.predicted_peak_bytes
         (10, 24)
     """
+    _check_graph(g, "keeping")
     kept = {int(i) for i in kept}
     bad = [i for i in kept if not 0 <= i < g.n_forward]
     if bad:
@@ -381,6 +396,7 @@ def build_program(g: GraphProfile, budget_bytes: int, improvements=IMPROVEMENTS)
     ``R(t, i)`` and ``S(t, i)`` return a variable key, or the constant 0 or 1 where the
     model (or the ``"prune"`` improvement) fixes it.
     """
+    _check_graph(g, "build_program")
     N, M, C = g.n_nodes, g.value_bytes, g.flops
     users = g.users()
     last = _last_use(g, users) if "prune" in improvements else [N] * N
@@ -584,6 +600,7 @@ def stage_bound(g: GraphProfile, budget_bytes: int, time_limit_s: float = 30) ->
         >>> stage_bound(g, 24) <= remat(g, 24).recompute_flops
         True
     """
+    _check_graph(g, "stage_bound")
     return _stage_bound(g, budget_bytes, time_limit_s)[0]
 
 
@@ -879,8 +896,7 @@ def remat(graph: GraphProfile, budget_bytes: int, *, time_limit_s: float = 60, r
         >>> s.recompute_flops, s.optimal
         (3, True)
     """
-    if not isinstance(graph, GraphProfile):
-        raise TypeError(f"remat: graph must be a GraphProfile, got {type(graph).__name__}")
+    _check_graph(graph, "remat")
     if isinstance(budget_bytes, bool) or not isinstance(budget_bytes, (int, np.integer)):
         raise TypeError(f"remat: budget_bytes must be an integer number of bytes, got "
                         f"{budget_bytes!r}")
