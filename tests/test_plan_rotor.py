@@ -427,14 +427,27 @@ def test_a_schedule_nested_1000_levels_deep_needs_no_recursion():
     spec = [n - 1]
     for i in reversed(range(n - 1)):  # checkpoint [i, n): tape i, then the rest nested
         spec = [(i, n, [i] + spec)] if i else [i] + spec
+    from minigrad.plan.chain import ChainProfile
+    from minigrad.plan.nested import (schedule_layer_calls, schedule_peak,
+                                      schedule_recompute_cost)
+    profile = ChainProfile(input_bytes=tuple(4 * (i % 7 + 1) for i in range(n)),
+                           output_bytes=8, saves_input=(True,) * n,
+                           saves_output=(False,) * n, own_bytes=(12,) * n,
+                           cost=tuple(i % 5 for i in range(n)))
     old = sys.getrecursionlimit()
     sys.setrecursionlimit(400)  # well below the nesting: nothing below may recurse
     try:
         s = NestedSchedule.from_nested(n, spec)
         depth, nested, text = s.depth, s.nested, str(s)
         cps, actions, short = s.checkpoints, s.actions, repr(s)
+        peak, work = schedule_peak(profile, s), schedule_recompute_cost(profile, s)
+        calls, replayed = schedule_layer_calls(profile, s), P.predict_peak(profile, s)
     finally:
         sys.setrecursionlimit(old)
+    assert peak == replayed  # the nesting's model and the actions' replay agree
+    # checkpoints [i, n) for i = 1 .. n-2, each re-running its layers once
+    assert work == sum(profile.cost[j] for i in range(1, n - 1) for j in range(i, n))
+    assert calls == n + sum(n - i for i in range(1, n - 1))
     assert depth == n - 2 and len(cps) == n - 2 and cps[-1] == (n - 2, n, n - 2)
     assert text.count("\n") == len(cps) + n - 1 and len(short) < 200
     assert sum(a[0] == "reverse" for a in actions) == n

@@ -573,14 +573,22 @@ def schedule_peak(profile: ChainProfile, schedule: NestedSchedule) -> int:
         i = it.layer
         return ({i} if si[i] else set()) | ({i + 1} if so[i] else set()) | ({-(i + 1)} if own[i] else set())
 
-    def peak(items, held):
-        live, best = set(held), 0
-        for it in items:
-            if isinstance(it, Checkpointed):
-                best = max(best, peak(it.inner, live | {it.start}))
-            live |= saved(it)
-        return max(best, sum(size[k] for k in live))
-    return int(peak(items, set()))
+    # the levels on an explicit stack (a schedule may nest ~n levels): each entry
+    # is a level's remaining items and the set held so far; a checkpoint's inner
+    # level starts on top of that set and x_start, and the level's own set is
+    # summed when its items run out (the end of its taped run)
+    best, stack = 0, [(iter(items), set())]
+    while stack:
+        rest, live = stack[-1]
+        it = next(rest, None)
+        if it is None:
+            best = max(best, sum(size[k] for k in live))
+            stack.pop()
+            continue
+        if isinstance(it, Checkpointed):
+            stack.append((iter(it.inner), live | {it.start}))
+        live |= saved(it)
+    return int(best)
 
 
 def _costs(profile: ChainProfile, cost, where: str = "rotor"):
@@ -608,11 +616,14 @@ def schedule_recompute_cost(profile: ChainProfile, schedule: NestedSchedule, cos
     ``cost``: per-layer costs (default: ``profile.cost``, FLOPs when `profile_chain`
     measured it so). Exact: an int for int costs, else the float nearest the exact sum."""
     costs = _costs(profile, cost)
-
-    def work(items):
-        return sum((sum(costs[it.start:it.stop]) + work(it.inner)
-                    for it in items if isinstance(it, Checkpointed)), 0)
-    return _number(work(_items_of(profile, schedule)))
+    prefix = [0]
+    for c in costs:
+        prefix.append(prefix[-1] + c)
+    # every checkpoint, at any level, re-runs its layers once (no recursion: a
+    # schedule may nest ~n levels)
+    return _number(sum((prefix[it.stop] - prefix[it.start]
+                        for it, _ in _walk(_items_of(profile, schedule))
+                        if isinstance(it, Checkpointed)), 0))
 
 
 def schedule_layer_calls(profile: ChainProfile, schedule: NestedSchedule) -> int:
