@@ -305,18 +305,23 @@ def nested_intervals(schedule):
         for it in items:
             step += 1 if isinstance(it, Taped) else it.stop - it.start
 
-    def backward(items, level):
-        nonlocal step
-        for it in reversed(items):
-            if isinstance(it, Taped):
-                step += 1
-                continue
-            first = step
-            forward(it.inner)
-            backward(it.inner, level + 1)
-            out.append((first, step - 1, it.start, it.stop, level))
     forward(schedule.items)
-    backward(schedule.items, 1)
+    # backward on an explicit stack (a schedule may nest ~n levels): each entry
+    # is a level's items still to reverse, its checkpoint and where it began
+    stack = [(reversed(schedule.items), None, 0, 0)]
+    while stack:
+        rest, owner, first, level = stack[-1]
+        it = next(rest, None)
+        if it is None:
+            stack.pop()
+            if owner is not None:
+                out.append((first, step - 1, owner.start, owner.stop, level))
+        elif isinstance(it, Taped):
+            step += 1
+        else:
+            start_step = step
+            forward(it.inner)
+            stack.append((reversed(it.inner), it, start_step, level + 1))
     return sorted(out)
 
 

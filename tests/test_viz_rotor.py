@@ -38,6 +38,30 @@ def test_nested_intervals_follow_the_steps():
     assert (states[:, 0] >= 1).all()
 
 
+def test_nested_intervals_of_a_schedule_1000_levels_deep():
+    import sys
+    n = 1000
+    spec = [n - 1]
+    for i in reversed(range(1, n - 1)):  # checkpoint [i, n): tape i, nest the rest
+        spec = [(i, n, [i] + spec)]
+    s = NestedSchedule.from_nested(n, [0] + spec)
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(400)  # well below the nesting
+    try:
+        frames = viz.nested_intervals(s)
+    finally:
+        sys.setrecursionlimit(old)
+    assert sorted((a, b, lv) for _, _, a, b, lv in frames) == \
+        sorted(s.checkpoints)
+    # each level's frame lies inside the one of the level above, ending with it;
+    # the top one ends just before layer 0's reversal, the step's last (steps: n
+    # forward, n reversed, and checkpoint [i, n) re-runs n - i layers)
+    frames.sort(key=lambda f: f[4])
+    assert frames[0][1] == 2 * n + sum(n - i for i in range(1, n - 1)) - 2
+    for (f0, l0, *_), (f1, l1, *_) in zip(frames, frames[1:]):
+        assert f0 < f1 <= l1 == l0
+
+
 def test_nested_schedule_diagram_frames_every_checkpoint():
     minigrad.random.manual_seed(0)
     layers = [nn.Linear(6, 6) if i % 2 == 0 else nn.Tanh() for i in range(10)]
