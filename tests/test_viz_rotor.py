@@ -53,13 +53,13 @@ def test_nested_intervals_of_a_schedule_1000_levels_deep():
         sys.setrecursionlimit(old)
     assert sorted((a, b, lv) for _, _, a, b, lv in frames) == \
         sorted(s.checkpoints)
-    # each level's frame lies inside the one of the level above, ending with it;
-    # the top one ends just before layer 0's reversal, the step's last (steps: n
-    # forward, n reversed, and checkpoint [i, n) re-runs n - i layers)
+    # each level's frame lies inside the one of the level above and ends a step
+    # before it; the top one ends just before layer 0's reversal, the step's
+    # last (steps: n forward, n reversed, checkpoint [i, n) re-runs n - i layers)
     frames.sort(key=lambda f: f[4])
     assert frames[0][1] == 2 * n + sum(n - i for i in range(1, n - 1)) - 2
     for (f0, l0, *_), (f1, l1, *_) in zip(frames, frames[1:]):
-        assert f0 < f1 <= l1 == l0
+        assert f0 < f1 <= l1 == l0 - 1  # then layer i reversed
 
 
 def test_nested_schedule_diagram_frames_every_checkpoint():
