@@ -28,6 +28,7 @@ Example:
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -42,9 +43,35 @@ from minigrad.plan.nested import Checkpointed, NestedSchedule
 from minigrad.plan.segments import SegmentPlan
 
 __all__ = ["FlopCount", "SelectivePolicy", "StepMeasure", "TorchGraphProfile",
-           "forward_flops", "measure_step", "op_flops", "profile_blocks", "run_plan",
+           "buffers_kept", "forward_flops", "measure_step", "op_flops", "profile_blocks", "run_plan",
            "run_selective", "saved_after_forward", "selective_frontier", "selective_policy",
            "trace_torch_graph"]
+
+
+@contextmanager
+def buffers_kept(*modules):
+    """Put every buffer of ``modules`` (``nn.Module`` objects; anything else is
+    skipped) back as it was when the block ends: a profiling forward pass in
+    training mode updates BatchNorm's running statistics and its batch count.
+
+    Example:
+        >>> bn = torch.nn.BatchNorm1d(3)
+        >>> with buffers_kept(bn):
+        ...     _ = bn(torch.randn(4, 3))
+        >>> int(bn.num_batches_tracked), float(bn.running_mean.abs().sum())
+        (0, 0.0)
+    """
+    kept = {}
+    for m in modules:
+        if isinstance(m, torch.nn.Module):
+            for b in m.buffers():
+                kept.setdefault(id(b), (b, b.detach().clone()))
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for b, value in kept.values():
+                b.copy_(value)
 
 
 def forward_flops(fn, *args) -> int:
@@ -68,6 +95,8 @@ def profile_blocks(blocks, x: torch.Tensor, loss=None) -> ChainProfile:
     for backward (the same storage), the bytes of the other storages it saves, and its
     forward FLOPs (``FlopCounterMode``: matmuls and attention; elementwise ops count 0,
     as in torch's counter). ``loss`` (output -> scalar) is profiled the same way.
+    The random state and the modules' buffers (BatchNorm's running statistics) are
+    left as they were (`buffers_kept`).
 
     Args:
         blocks: ``torch.nn.Module`` blocks applied in sequence.
@@ -82,7 +111,7 @@ def profile_blocks(blocks, x: torch.Tensor, loss=None) -> ChainProfile:
         raise ValueError("profile_blocks: no blocks")
     inputs, saves_in, saves_out, own, cost = [], [], [], [], []
     h = x
-    with torch.random.fork_rng():
+    with torch.random.fork_rng(), buffers_kept(*blocks, loss):
         for block in blocks:
             key_in = storage_key(h)
             flops = forward_flops(block, h.detach().requires_grad_(h.requires_grad))
@@ -314,7 +343,8 @@ def trace_torch_graph(blocks, x: torch.Tensor, loss=None) -> TorchGraphProfile:
     its value is the gradients it returns (the bytes of its op's inputs that require
     grad), its cost twice its op's FLOPs (not measured: the planner minimises
     recomputed forward FLOPs only). The step's input, when saved, is
-    ``const_bytes``. The random state and the model are left as they were.
+    ``const_bytes``. The random state and the modules' buffers (BatchNorm's running
+    statistics) are left as they were (`buffers_kept`).
 
     Args:
         blocks: an ``nn.Module`` or a sequence of them, applied in order; each one
@@ -375,7 +405,7 @@ def trace_torch_graph(blocks, x: torch.Tensor, loss=None) -> TorchGraphProfile:
                         op_flops(func, args, kwargs, out)))
             return out
 
-    with torch.random.fork_rng(), torch.enable_grad():
+    with torch.random.fork_rng(), buffers_kept(*blocks, loss), torch.enable_grad():
         with _Record():
             h = x
             for r, block in enumerate(blocks):
@@ -752,7 +782,9 @@ def measure_step(blocks, x: torch.Tensor, loss, run=None) -> StepMeasure:
     recomputation included. ``peak_bytes``: the CPU allocator's peak over a whole
     step, forward and backward (`bookkit.torchmem.AllocatorTrace`, one thread), with
     the gradients already allocated (they accumulate in place). ``grads``: the
-    gradients of the parameters, then of ``x``.
+    gradients of the parameters, then of ``x``. The step runs twice (counted, then
+    traced); the blocks' buffers (BatchNorm's running statistics) are then put back
+    as they were, and ``.grad`` holds one step's gradients.
 
     Args:
         blocks: an ``nn.Module`` or a sequence of them, applied in order (their
@@ -781,14 +813,16 @@ def measure_step(blocks, x: torch.Tensor, loss, run=None) -> StepMeasure:
     params = list(blocks.parameters()) + [x]
     for p in params:
         p.grad = torch.zeros_like(p)
-    with ForwardMemoryMeter(exclude=[blocks], inputs=[x], allocations=False) as meter:
-        value = loss(run(x))
-    held = meter.alive_bytes() - value.untyped_storage().nbytes()
-    with FlopCount() as count:
-        value.backward()
-    grads = [p.grad.clone() for p in params]
-    for p in params:
-        p.grad.zero_()
-    with AllocatorTrace("cpu") as trace:
-        loss(run(x)).backward()
+    with buffers_kept(blocks, loss):  # two steps run: BatchNorm would count both
+        with ForwardMemoryMeter(exclude=[blocks], inputs=[x],
+                                allocations=False) as meter:
+            value = loss(run(x))
+        held = meter.alive_bytes() - value.untyped_storage().nbytes()
+        with FlopCount() as count:
+            value.backward()
+        grads = [p.grad.clone() for p in params]
+        for p in params:
+            p.grad.zero_()
+        with AllocatorTrace("cpu") as trace:
+            loss(run(x)).backward()
     return StepMeasure(int(held), int(count.total), int(trace.peak_bytes), grads)

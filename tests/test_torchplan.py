@@ -63,3 +63,25 @@ def test_run_plan_refuses_other_plans():
     blocks, x = _stack(2)
     with pytest.raises(TypeError, match="SegmentPlan or a NestedSchedule"):
         run_plan(blocks, [0, 1], x)
+
+
+def test_profiling_and_tracing_leave_the_model_as_they_found_it():
+    """A profiling pass runs the blocks in training mode: BatchNorm's running
+    statistics and batch count would move (twice per block in profile_blocks)."""
+    from bookkit.torchplan import measure_step, trace_torch_graph
+    torch.manual_seed(0)
+    blocks = [torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.BatchNorm1d(8),
+                                  torch.nn.Dropout(0.25), torch.nn.GELU())
+              for _ in range(3)]
+    x = torch.randn(6, 8, requires_grad=True)
+    before = [{k: v.clone() for k, v in b.state_dict().items()} for b in blocks]
+    rng = torch.get_rng_state()
+    profile = profile_blocks(blocks, x, loss=_loss)
+    trace_torch_graph(blocks, x, loss=_loss)
+    assert torch.equal(rng, torch.get_rng_state())  # (a step draws dropout's)
+    step = measure_step(blocks, x, _loss,
+                        run=lambda h: run_plan(blocks, plan.rotor(profile), h))
+    for b, old in zip(blocks, before):
+        for k, v in b.state_dict().items():
+            assert torch.equal(v, old[k]), k
+    assert len(step.grads) == 3 * 4 + 1
