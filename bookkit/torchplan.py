@@ -28,6 +28,7 @@ Example:
 """
 from __future__ import annotations
 
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -129,10 +130,68 @@ def profile_blocks(blocks, x: torch.Tensor, loss=None) -> ChainProfile:
             _, saved = _saved(loss, h, ())
             loss_in = storage_key(h) in saved
             loss_own = sum(b for k, b in saved.items() if k != storage_key(h))
+    _make_scratch(blocks)  # for run_plan's recomputations, outside any measured step
     return ChainProfile(input_bytes=tuple(inputs), output_bytes=h.untyped_storage().nbytes(),
                         saves_input=tuple(saves_in), saves_output=tuple(saves_out),
                         own_bytes=tuple(own), cost=tuple(cost), loss_saves_input=loss_in,
                         loss_own_bytes=int(loss_own), loss_cost=loss_cost)
+
+
+def _running_stats(block):
+    """The batch-norm-like submodules of ``block`` that update running statistics
+    when they run (training mode, ``track_running_stats``)."""
+    from torch.nn.modules.batchnorm import _NormBase
+    return [m for m in block.modules() if isinstance(m, _NormBase)
+            and m.training and m.track_running_stats] \
+        if isinstance(block, torch.nn.Module) else []
+
+
+# module -> {buffer name: scratch copy}: what a recomputation updates instead
+_SCRATCH = weakref.WeakKeyDictionary()
+
+
+def _make_scratch(blocks):
+    """Scratch copies of the running statistics of ``blocks`` (once per module;
+    again if its buffers changed shape). `profile_blocks` and `trace_torch_graph`
+    make them, so that a measured step does not allocate them."""
+    for block in blocks:
+        for m in _running_stats(block):
+            own = {k: t for k, t in m._buffers.items() if t is not None}
+            have = _SCRATCH.get(m)
+            if have is None or have.keys() != own.keys() or any(
+                    have[k].shape != t.shape or have[k].dtype != t.dtype
+                    for k, t in own.items()):
+                _SCRATCH[m] = {k: t.detach().clone() for k, t in own.items()}
+
+
+def _first_runs_only(blocks):
+    """``blocks`` wrapped so that only each block's first run in the step updates
+    its running statistics: a recomputation in backward runs it again, and
+    BatchNorm would count that batch once more (torch's checkpoint does). A re-run
+    updates scratch copies instead, swapped in by attribute: no tensor op runs in
+    the wrapper, so a selective policy sees the block's own ops only."""
+    _make_scratch(blocks)
+
+    def wrap(block):
+        stats = _running_stats(block)
+        if not stats:
+            return block
+        runs = [0]
+
+        def run(h):
+            runs[0] += 1
+            if runs[0] == 1:
+                return block(h)
+            own = [dict(m._buffers) for m in stats]
+            for m in stats:
+                m._buffers.update(_SCRATCH[m])
+            try:
+                return block(h)
+            finally:
+                for m, mine in zip(stats, own):
+                    m._buffers.update(mine)
+        return run
+    return [wrap(b) for b in blocks]
 
 
 def _run_items(blocks, items, x):
@@ -158,9 +217,13 @@ def run_plan(blocks, plan, x: torch.Tensor) -> torch.Tensor:
     Returns:
         The last block's output (call the loss and ``backward()`` on it). Checkpoints
         run without torch's early stop, so each recomputes its whole segment, as the
-        chain model counts.
+        chain model counts. Running statistics (BatchNorm in training mode) are
+        updated by each block's first run only, as without checkpoints: a
+        recomputation updates scratch copies instead (the statistics' own size,
+        made once per module by `profile_blocks` or `trace_torch_graph`, else
+        by the first run).
     """
-    blocks = list(blocks)
+    blocks = _first_runs_only(list(blocks))
     # torch stops a recomputation once it has rebuilt the last saved tensor it needs
     # (early stop): the trailing ops of a segment are then not rerun, fewer FLOPs than
     # the chain model's whole-segment recomputation. Off here, so the two agree.
@@ -416,7 +479,9 @@ def trace_torch_graph(blocks, x: torch.Tensor, loss=None) -> TorchGraphProfile:
         if not isinstance(value, torch.Tensor) or value.numel() != 1 or not value.requires_grad:
             raise ValueError("trace_torch_graph: loss must return a one-element tensor that "
                              "requires grad")
-        return _build_torch_graph(ops, value, len(blocks), param_keys, x_key, x)
+        graph = _build_torch_graph(ops, value, len(blocks), param_keys, x_key, x)
+    _make_scratch(blocks)  # for run_selective's recomputations
+    return graph
 
 
 def _build_torch_graph(ops, value, n_regions, param_keys, x_key, x):
@@ -536,7 +601,8 @@ def _sac_schedule(g: TorchGraphProfile, save) -> tuple:
     recompute, starts = [()] * N, {}
     for r in range(g.n_regions):
         nodes = [i for i in range(nf) if regions[i] == r]
-        saving = [i for i in nodes if g.saves[_stage_of(g, i) - nf] > 0]
+        saving = [i for i in nodes if i in g.backward_of  # ops autograd records
+                  and g.saves[_stage_of(g, i) - nf] > 0]
         if not saving:
             continue
         t_r = min(_stage_of(g, i) for i in saving)
@@ -750,7 +816,9 @@ def run_selective(blocks, policy: SelectivePolicy, x: torch.Tensor) -> torch.Ten
         x: the input.
 
     Returns:
-        The last block's output.
+        The last block's output. Running statistics (BatchNorm in training mode)
+        are updated by each block's first run only, as without checkpoints: a
+        recomputation updates scratch copies instead (`run_plan`).
     """
     if isinstance(blocks, torch.nn.Module) and not isinstance(blocks, torch.nn.Sequential):
         blocks = [blocks]
@@ -758,7 +826,7 @@ def run_selective(blocks, policy: SelectivePolicy, x: torch.Tensor) -> torch.Ten
     if len(blocks) != policy.graph.n_regions:
         raise ValueError(f"run_selective: {len(blocks)} blocks for a policy traced on "
                          f"{policy.graph.n_regions}")
-    for r, block in enumerate(blocks):
+    for r, block in enumerate(_first_runs_only(blocks)):
         x = checkpoint(block, x, use_reentrant=False, context_fn=policy.context_fn(r))
     return x
 

@@ -85,3 +85,26 @@ def test_profiling_and_tracing_leave_the_model_as_they_found_it():
         for k, v in b.state_dict().items():
             assert torch.equal(v, old[k]), k
     assert len(step.grads) == 3 * 4 + 1
+
+
+def test_recomputation_leaves_running_statistics_as_a_plain_step_does():
+    """torch's checkpoint re-runs BatchNorm in backward, which counts the batch
+    again; run_plan lets only each block's first run update its statistics."""
+    import copy
+    torch.manual_seed(0)
+    blocks = [torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.BatchNorm1d(8),
+                                  torch.nn.GELU()) for _ in range(5)]
+    x = torch.randn(6, 8, requires_grad=True)
+    profile = profile_blocks(blocks, x, loss=_loss)
+    plain = copy.deepcopy(blocks)
+    _loss(torch.nn.Sequential(*plain)(x)).backward()
+    nested = plan.rotor(profile)  # the smallest peak: blocks re-run up to 5 times
+    assert nested.depth >= 2
+    for schedule in (nested, plan.explicit(5, [0, 2])):
+        ran = copy.deepcopy(blocks)
+        _loss(run_plan(ran, schedule, x)).backward()
+        for a, b in zip(ran, plain):
+            assert int(a[1].num_batches_tracked) == 1
+            assert torch.equal(a[1].running_mean, b[1].running_mean)
+            assert torch.equal(a[1].running_var, b[1].running_var)
+            assert torch.equal(a[0].weight.grad, b[0].weight.grad)

@@ -176,3 +176,39 @@ def test_the_frontier_refuses_blocks_that_differ():
         selective_frontier(trace_torch_graph(blocks, x), max_ops=3)
     with pytest.raises(TypeError, match="TorchGraphProfile"):
         selective_frontier(plan.chain_graph([4, 8], [1, 1]))
+
+
+
+def test_batch_norm_statistics_move_once_and_predictions_hold():
+    """BatchNorm in training mode updates its running statistics in place (an
+    op whose schema does not say so), and torch's checkpoint reruns it when it
+    recomputes a block: run_selective lets each block's first run update them
+    only, the predictions still hold, and the gradients are plain's (BatchNorm's
+    CPU kernel also makes an `empty` op that autograd records no node for)."""
+    import copy
+    torch.manual_seed(0)
+    blocks = torch.nn.Sequential(*[torch.nn.Sequential(
+        torch.nn.Linear(16, 16), torch.nn.BatchNorm1d(16), torch.nn.GELU())
+        for _ in range(3)])
+    x = torch.randn(8, 16, requires_grad=True)
+    g = trace_torch_graph(blocks, x, loss=_loss)
+    assert "empty" in g.names[:g.n_forward]
+    low = plan.lower_bound(g)
+    top = plan.store_all(g).predicted_peak_bytes
+    schedule = plan.remat(g, low + (top - low) // 4)
+    assert "native_batch_norm" in str(schedule)  # recomputed
+    policy = selective_policy(g, schedule)
+    plain, ran = copy.deepcopy(blocks), copy.deepcopy(blocks)
+    trace_torch_graph(ran, x, loss=_loss)  # (its scratch copies)
+    _loss(plain(x)).backward()
+    x.grad = None
+    _loss(run_selective(ran, policy, x)).backward()
+    for a, b in zip(ran, plain):
+        assert int(a[1].num_batches_tracked) == 1
+        assert torch.equal(a[1].running_mean, b[1].running_mean)
+        assert torch.equal(a[1].running_var, b[1].running_var)
+        assert torch.equal(a[0].weight.grad, b[0].weight.grad)
+    held, flops, _, _ = _measure(
+        blocks, x, lambda h: run_selective(blocks, policy, h))
+    base = _measure(blocks, x, None)[1]
+    assert (held, flops - base) == (policy.held_bytes, policy.recompute_flops)
