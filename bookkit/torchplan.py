@@ -223,7 +223,14 @@ def run_plan(blocks, plan, x: torch.Tensor) -> torch.Tensor:
         made once per module by `profile_blocks` or `trace_torch_graph`, else
         by the first run).
     """
-    blocks = _first_runs_only(list(blocks))
+    blocks = list(blocks)
+    if not isinstance(plan, (SegmentPlan, NestedSchedule)):
+        raise TypeError(f"run_plan: plan must be a SegmentPlan or a NestedSchedule, "
+                        f"got {type(plan).__name__}")
+    if plan.n != len(blocks):
+        raise ValueError(f"run_plan: the plan is for {plan.n} blocks, got {len(blocks)}; "
+                         f"plan again on these blocks (profile_blocks)")
+    blocks = _first_runs_only(blocks)
     # torch stops a recomputation once it has rebuilt the last saved tensor it needs
     # (early stop): the trailing ops of a segment are then not rerun, fewer FLOPs than
     # the chain model's whole-segment recomputation. Off here, so the two agree.

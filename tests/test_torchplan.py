@@ -108,3 +108,13 @@ def test_recomputation_leaves_running_statistics_as_a_plain_step_does():
             assert torch.equal(a[1].running_mean, b[1].running_mean)
             assert torch.equal(a[1].running_var, b[1].running_var)
             assert torch.equal(a[0].weight.grad, b[0].weight.grad)
+
+
+def test_a_plan_for_another_number_of_blocks_is_refused():
+    blocks, x = _stack(n=3)
+    for wrong in (plan.explicit(2, [0]), plan.explicit(4, [0, 2]),
+                  plan.rotor(profile_blocks(blocks[:2], x))):
+        with pytest.raises(ValueError, match="the plan is for .* blocks, got 3"):
+            run_plan(blocks, wrong, x)
+    with pytest.raises(TypeError, match="SegmentPlan or a NestedSchedule"):
+        run_plan(blocks, [0, 2], x)
