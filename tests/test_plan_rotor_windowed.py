@@ -6,6 +6,10 @@
   and recomputes no less than the optimum, and every bound is at most the optimum
   (`tests/plan_references.py`'s recurrence on exact bytes);
 * the fallback read off the smallest-peak recurrence fits the budget, guided or not;
+* the smallest peak with checkpoints of at most ``W`` layers (`_min_peak` with
+  ``W``) is brute force's, and decides exactly whether a window's pass finds a
+  schedule (on the exact grid; on a coarse one it finds none above the budget),
+  so `rotor` skips the passes that cannot fit;
 * through `rotor` itself (the thresholds lowered so small chains take the long-chain
   path): fits, bounds, and a gap under 5 % on a 200-layer chain in about a second.
 """
@@ -27,6 +31,7 @@ from minigrad.plan.nested import (
     _min_peak,
     _min_peak_items,
     _windowed_rotor,
+    enumerate_schedules,
     schedule_peak,
     schedule_recompute_cost,
 )
@@ -205,3 +210,88 @@ def test_a_float32_sum_one_step_down_is_at_most_the_exact_sum():
     y[:3] = [3.0, 1.0, 2.0 ** 24]
     s = np.nextafter(x + y, np.float32(-np.inf))
     assert (s.astype(np.float64) <= x.astype(np.float64) + y).all()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_window_smallest_peak_is_brute_force(seed):
+    """`_min_peak` with ``W``: the least peak over every schedule whose
+    checkpoints span at most ``W`` layers (all schedules of up to 5 layers)."""
+    rng = np.random.default_rng(800 + seed)
+    n = int(rng.integers(1, 6))
+    profile = random_profile(rng, n, unit=4)
+    scheds = [NestedSchedule(n=n, items=items)
+              for items in enumerate_schedules(n)]
+    peaks = [schedule_peak(profile, s) for s in scheds]
+    spans = [max((e - b for b, e, _ in s.checkpoints), default=0)
+             for s in scheds]
+    for W in range(1, n + 1):
+        assert _min_peak(profile, W) == min(
+            p for p, w in zip(peaks, spans) if w <= W)
+    assert _min_peak(profile, n) == _min_peak(profile) == min(peaks)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_window_peak_decides_whether_a_window_fits(seed):
+    """A pass with windows of ``W`` finds a schedule on the exact grid iff
+    ``_min_peak(profile, W)`` fits the budget, and none on a coarse grid when
+    it does not (rounded up, a schedule found fits in true bytes)."""
+    rng = np.random.default_rng(900 + seed)
+    profile = random_profile(rng, int(rng.integers(3, 11)),
+                             unit=int(rng.choice([1, 4, 64])))
+    costs = _costs(profile, None)
+    smallest = _min_peak(profile)
+    for W in (1, 2, 3):
+        peak = _min_peak(profile, W)
+        assert peak >= smallest
+        for budget in sorted({smallest, peak - 1, peak, peak + 7}):
+            if budget < smallest:
+                continue
+            exact, _ = _windowed_rotor(profile, costs, budget, W,
+                                       work=10 ** 15)  # the gcd grid
+            assert (exact is None) == (peak > budget)
+            if exact is not None:
+                sched = NestedSchedule(n=profile.n, items=exact)
+                assert schedule_peak(profile, sched) <= budget
+                assert all(e - b <= W for b, e, _ in sched.checkpoints)
+            coarse, low = _windowed_rotor(profile, costs, budget, W, work=500,
+                                          bound=False, probe=False)
+            assert low == 0.0
+            if peak > budget:
+                assert coarse is None
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_rotor_skips_the_windows_that_cannot_fit(seed, monkeypatch):
+    """Near the smallest peak `rotor` runs no window pass whose smallest peak
+    is over the budget, and then the whole table on a finer grid: the schedule
+    fits, and the bound is at most the exact optimum."""
+    rng = np.random.default_rng(1100 + seed)
+    profile = random_profile(rng, int(rng.integers(5, 11)), unit=4)
+    _long_path(monkeypatch, work=int(rng.integers(300, 3000)))
+    w = int(rng.integers(1, 3))
+    monkeypatch.setattr(nested, "_WINDOW_STEPS",
+                        ((w, 0.5, 0.01), (w, 1, 0.05), (w + 2, 1, 0.05)))
+    calls = []
+    real = nested._windowed_rotor
+
+    def spy(profile, costs, cap, W, *args, **kwargs):
+        calls.append((cap, W))
+        return real(profile, costs, cap, W, *args, **kwargs)
+    monkeypatch.setattr(nested, "_windowed_rotor", spy)
+    smallest = _min_peak(profile)
+    deep = 0
+    for budget in sorted({smallest, smallest + 4, _min_peak(profile, w),
+                          _min_peak(profile, w + 2)}):
+        calls.clear()
+        s = P.rotor(profile, budget_bytes=budget)
+        exact = rotor_reference(profile, budget)
+        assert all(_min_peak(profile, W) <= cap for cap, W in calls)
+        assert {W for _, W in calls} == {
+            W for W in (w, w + 2) if _min_peak(profile, W) <= budget}
+        deep += _min_peak(profile, w) > budget
+        assert schedule_peak(profile, s) == s.predicted_peak_activations \
+            <= budget
+        assert s.recompute_cost >= exact
+        assert s.lower_bound_cost is None and s.recompute_cost == exact or \
+            s.lower_bound_cost <= exact
+    assert deep or _min_peak(profile, w) == smallest

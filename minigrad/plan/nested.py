@@ -906,17 +906,21 @@ class _Dense:
         return items
 
 
-def _min_peak(profile: ChainProfile) -> int:
+def _min_peak(profile: ChainProfile, W: int | None = None) -> int:
     """The smallest peak any nested schedule reaches (bytes, exact): the recurrence with
-    ``max`` of bytes in place of work, one diagonal of sub-chains at a time."""
-    P, _ = _min_peak_tables(profile)
+    ``max`` of bytes in place of work, one diagonal of sub-chains at a time. With
+    ``W``, among the schedules whose checkpoints span at most ``W`` layers (the
+    schedules of a `_Windowed` table with windows of ``W``)."""
+    P, _ = _min_peak_tables(profile, W)
     return int(P[0][len(P[0]) - 1][0])
 
 
-def _min_peak_tables(profile: ChainProfile):
+def _min_peak_tables(profile: ChainProfile, W: int | None = None):
     """``(P, d)``: ``P[h][l][a]`` the smallest peak of layers ``a .. a+l-1`` (the loss
     is layer ``n``) run on top of nothing more (``h``: ``x_a`` held), ``d[h]`` the
-    bytes a taped layer adds."""
+    bytes a taped layer adds. With ``W``, checkpoints span at most ``W`` layers
+    (the split offsets ``k <= W``: the same recurrence over that subset of the
+    schedules, so ``P`` is then their smallest peak, exactly)."""
     a, si, so, own = _chain_arrays(profile)
     N = len(si)
     a_arr = np.asarray(a, dtype=np.int64)
@@ -928,7 +932,7 @@ def _min_peak_tables(profile: ChainProfile):
     for length in range(1, N + 1):
         rows = N - length + 1
         Q = np.full(rows, big, dtype=np.int64)
-        for k in range(1, length):
+        for k in range(1, length if W is None else min(length, W + 1)):
             np.minimum(Q, np.maximum(P[1][k][:rows], P[0][length - k][k:k + rows]), out=Q)
         for h in (0, 1):
             nxt = np.where(so_arr[:rows], P[1][length - 1][1:rows + 1], P[0][length - 1][1:rows + 1])
@@ -984,15 +988,17 @@ def _feasible_floor(profile: ChainProfile, S: int, cap: int, P=None):
     return [[-(-row * S // cap) for row in P[h]] for h in (0, 1)]
 
 
-def _min_peak_items(profile: ChainProfile, budget: int, guide=None, scale=None):
+def _min_peak_items(profile: ChainProfile, budget: int, guide=None, scale=None,
+                    tables=None):
     """A schedule of peak at most ``budget`` (at least the smallest peak), read off the
     smallest-peak recurrence: at every step the choices whose rest still fits (exact
     bytes), and among them the least work that ``guide`` (a `_Dense` table;
     ``scale = (S, cap)``: ``m`` bytes read at ``ceil(m S / cap)`` units, at most
     ``S``) estimates, taped on ties; without a guide, taped whenever it fits, else
     the shortest checkpoint that fits. No claim of optimality: the fallback when no
-    schedule with short checkpoints fits."""
-    P, d = _min_peak_tables(profile)
+    schedule with short checkpoints fits. ``tables``: `_min_peak_tables`'s, if
+    already computed."""
+    P, d = _min_peak_tables(profile) if tables is None else tables
     a, si, so, _ = _chain_arrays(profile)
     N = len(si)
     Pm = [np.zeros((N + 1, N + 1), dtype=np.int64) for _ in (0, 1)]
@@ -1050,6 +1056,9 @@ _WINDOW_CODES = 250_000_000  # bytes of the schedule table's choices (one per en
 # (window, share of _WINDOW_WORK, gap that stops): tried in turn
 _WINDOW_STEPS = ((_WINDOW, 0.1, 0.01), (_WINDOW, 1, 0.05), (2 * _WINDOW, 1, 0.05))
 _WINDOW_GAP = 0.05  # above this gap, a longer window, then a coarse whole table
+# the whole table's cells when deep, times _DENSE_MAX_CELLS: the time the skipped
+# window passes leave (without a window pass, with one)
+_DEEP_CELLS = (2.0, 1.6)
 
 
 def _shift(v, c):
@@ -1252,12 +1261,16 @@ def _relaxed_bound(profile, costs, cap, W, work=None):
     return float(low.top[S])
 
 
-def _windowed_rotor(profile, costs, cap, W=None, work=None):
+def _windowed_rotor(profile, costs, cap, W=None, work=None, bound=True,
+                    probe=True):
     """`rotor` on a long chain: ``(items, lower_bound)``, items None when no schedule
-    whose checkpoints span at most ``W`` (default ``_WINDOW``) layers fits ``cap``."""
+    whose checkpoints span at most ``W`` (default ``_WINDOW``) layers fits ``cap``.
+    ``bound=False``: the relaxed table left out (``lower_bound`` 0, a bound
+    still); ``probe=False``: the grid's choice at the budget, larger grid points
+    not tried."""
     a, si, so, own = _chain_arrays(profile)
     W = min(_WINDOW if W is None else W, len(si) - 1, 255)
-    bound = _relaxed_bound(profile, costs, cap, W, work)
+    bound = _relaxed_bound(profile, costs, cap, W, work) if bound else 0.0
     unit = _grid_unit(profile, W, cap, work)
     S = cap // unit
     spare = sum(1 for v in a + own if v)  # rounding up over-counts each array < 1 unit
@@ -1273,7 +1286,7 @@ def _windowed_rotor(profile, costs, cap, W=None, work=None):
 
     # the grid's choice at S fits; one at a larger m may still fit in true bytes: keep
     # the least work among those that do (each checked with schedule_peak)
-    best, lo, hi = S, S + 1, S + spare
+    best, lo, hi = S, S + 1, S + spare if probe else S
     while lo <= hi:
         mid = (lo + hi) // 2
         if fits(mid)[1]:
@@ -1383,7 +1396,8 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
         slots = check_int("slots", slots, 1, where="rotor")
         if budget_bytes is None:
             raise ValueError("rotor: slots= discretises budget_bytes; pass budget_bytes too")
-    smallest = _min_peak(profile)
+    tables = _min_peak_tables(profile)
+    smallest = int(tables[0][0][len(tables[0][0]) - 1][0])
     if budget_bytes is not None and budget_bytes < smallest:
         raise ValueError(f"rotor: budget_bytes={budget_bytes} is infeasible: the smallest peak of saved "
                          f"activations any nested schedule reaches on this chain is {smallest} bytes; "
@@ -1408,14 +1422,28 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
         items, work = None, None
         bound = _taped_knapsack_bound(profile, costs, cap)
         tried = set()
+        # the smallest peak with checkpoints of at most W layers, exact: above
+        # the budget, a pass with windows of W finds nothing and is skipped.
+        # Deep: not even the first window fits (deep nesting needed): the
+        # whole table runs anyway, on a finer grid, its bound the windows'
+        # relaxed ones are left for, and the windows try no larger grid points
+        peaks = {}
+
+        def window_peak(W):
+            if W not in peaks:
+                peaks[W] = _min_peak(profile, W)
+            return peaks[W]
+        deep = window_peak(min(_WINDOW_STEPS[0][0], N - 1, 255)) > cap
         # a coarser grid first, stopping there within 1 %; then the full grid, then a
         # longer window while the gap is over 5 %
         for W, share, gap in _WINDOW_STEPS:
-            W = min(W, N - 1)
-            if (W, share) in tried:
+            W = min(W, N - 1, 255)
+            if (W, share) in tried or window_peak(W) > cap:
                 continue
             tried.add((W, share))
-            found, low = _windowed_rotor(profile, costs, cap, W, share * _WINDOW_WORK)
+            found, low = _windowed_rotor(profile, costs, cap, W,
+                                         share * _WINDOW_WORK, bound=not deep,
+                                         probe=not deep)
             bound = max(bound, low)
             if found is not None:
                 w = schedule_recompute_cost(
@@ -1424,19 +1452,19 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
                     items, work = found, w
             if work is not None and work - bound <= gap * work:
                 break
-        if work is None or work - bound > _WINDOW_GAP * work:
+        if deep or work is None or work - bound > _WINDOW_GAP * work:
             # long checkpoints may matter: the whole table on a coarse grid, sizes
             # rounded down, is a bound and guides a schedule read off the
             # smallest-peak recurrence; the better schedule is kept
-            P, _ = _min_peak_tables(profile)
-            coarse = _coarse_slots(P, N, cap, _DENSE_MAX_CELLS)
+            P = tables[0]
+            cells = _DENSE_MAX_CELLS * (_DEEP_CELLS[bool(tried)] if deep else 1)
+            coarse = _coarse_slots(P, N, cap, int(cells))
             guide = _Dense(([v * coarse // cap for v in a], si, so,
                             [v * coarse // cap for v in own]), costs, coarse,
                            down32=True,
                            floor=_feasible_floor(profile, coarse, cap, P))
-            del P
             bound = max(bound, float(guide.top()[coarse]))
-            other = _min_peak_items(profile, cap, guide, (coarse, cap))
+            other = _min_peak_items(profile, cap, guide, (coarse, cap), tables)
             del guide
             with _deep_nesting(N):
                 if work is None or schedule_recompute_cost(profile, NestedSchedule(
