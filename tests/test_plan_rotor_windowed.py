@@ -10,6 +10,8 @@
   ``W``) is brute force's, and decides exactly whether a window's pass finds a
   schedule (on the exact grid; on a coarse one it finds none above the budget),
   so `rotor` skips the passes that cannot fit;
+* a guided schedule and a window schedule spliced at the top level (`_splice`)
+  fit and recompute no more than either;
 * through `rotor` itself (the thresholds lowered so small chains take the long-chain
   path): fits, bounds, and a gap under 5 % on a 200-layer chain in about a second.
 """
@@ -30,6 +32,7 @@ from minigrad.plan.nested import (
     _feasible_floor,
     _min_peak,
     _min_peak_items,
+    _splice,
     _windowed_rotor,
     enumerate_schedules,
     schedule_peak,
@@ -295,3 +298,38 @@ def test_rotor_skips_the_windows_that_cannot_fit(seed, monkeypatch):
         assert s.lower_bound_cost is None and s.recompute_cost == exact or \
             s.lower_bound_cost <= exact
     assert deep or _min_peak(profile, w) == smallest
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_spliced_schedules_fit_and_improve(seed):
+    rng = np.random.default_rng(1200 + seed)
+    profile = random_profile(rng, int(rng.integers(4, 12)), unit=4)
+    a, si, so, own = nested._chain_arrays(profile)
+    costs = _costs(profile, None)
+    tables = nested._min_peak_tables(profile)
+    W = int(rng.integers(1, 4))
+    for budget in _budgets(rng, profile)[:3]:
+        exact = rotor_reference(profile, budget)
+        S = int(rng.integers(4, 40))
+        guide = _Dense(([v * S // budget for v in a], si, so,
+                        [v * S // budget for v in own]), costs, S,
+                       down32=True, floor=_feasible_floor(profile, S, budget))
+        guided = _min_peak_items(profile, budget, guide, (S, budget), tables)
+        windowed, low, (up, unit) = _windowed_rotor(
+            profile, costs, budget, W, work=int(rng.integers(200, 3000)),
+            bound=False, probe=False, keep=True)
+        assert low == 0.0
+        if windowed is None:
+            continue
+        assert up.build(budget // unit) == windowed
+        items, work = _splice(profile, costs, budget, guided, windowed, up,
+                              unit, guide, (S, budget), tables, tries=3)
+        sched = NestedSchedule(n=profile.n, items=items)
+        assert schedule_peak(profile, sched) <= budget
+        assert work == _work(profile, items) >= exact
+        assert work <= min(_work(profile, guided), _work(profile, windowed))
+        # the states between top-level items: the recurrence's bytes (at
+        # the end of forward, with the loss's: the held set, at most the peak)
+        s, h, used, done = nested._top_states(profile, items, costs)[-1]
+        assert s == profile.n and done == work
+        assert used + tables[1][h][profile.n] <= schedule_peak(profile, sched)

@@ -910,7 +910,20 @@ def _min_peak(profile: ChainProfile, W: int | None = None) -> int:
     """The smallest peak any nested schedule reaches (bytes, exact): the recurrence with
     ``max`` of bytes in place of work, one diagonal of sub-chains at a time. With
     ``W``, among the schedules whose checkpoints span at most ``W`` layers (the
-    schedules of a `_Windowed` table with windows of ``W``)."""
+    schedules of a `_Windowed` table with windows of ``W``).
+
+    Proof (with ``W``). A schedule of sub-problem ``(a, e, h)`` starts either
+    with ``Taped(a)``, then a schedule of ``(a + 1, e, so_a)``, or with
+    ``Checkpointed(a, a + k, inner)``, ``inner`` a schedule of ``(a, a + k, 1)``,
+    then one of ``(a + k, e, 0)``, each part run on top of what the first item
+    holds: its peak is the recurrence's term for that choice, and its
+    checkpoints span at most ``W`` layers iff ``k <= W`` and both parts' do. So
+    the recurrence with ``k <= W`` ranges over exactly those schedules, and its
+    minimum is their smallest peak. A `_Windowed` table's schedules (sizes
+    rounded up; larger grid points checked with `schedule_peak`) are such
+    schedules whose true peak fits the budget: when this peak is over the
+    budget, `_windowed_rotor` finds none, and `rotor` skips the pass (on the
+    exact grid the converse holds too; both tested)."""
     P, _ = _min_peak_tables(profile, W)
     return int(P[0][len(P[0]) - 1][0])
 
@@ -989,7 +1002,7 @@ def _feasible_floor(profile: ChainProfile, S: int, cap: int, P=None):
 
 
 def _min_peak_items(profile: ChainProfile, budget: int, guide=None, scale=None,
-                    tables=None):
+                    tables=None, start=None):
     """A schedule of peak at most ``budget`` (at least the smallest peak), read off the
     smallest-peak recurrence: at every step the choices whose rest still fits (exact
     bytes), and among them the least work that ``guide`` (a `_Dense` table;
@@ -997,7 +1010,8 @@ def _min_peak_items(profile: ChainProfile, budget: int, guide=None, scale=None,
     ``S``) estimates, taped on ties; without a guide, taped whenever it fits, else
     the shortest checkpoint that fits. No claim of optimality: the fallback when no
     schedule with short checkpoints fits. ``tables``: `_min_peak_tables`'s, if
-    already computed."""
+    already computed. ``start = (s, h, m)``: the suffix from layer ``s`` on
+    (``h``: ``x_s`` held) within ``m`` bytes (at least its smallest peak)."""
     P, d = _min_peak_tables(profile) if tables is None else tables
     a, si, so, _ = _chain_arrays(profile)
     N = len(si)
@@ -1040,8 +1054,81 @@ def _min_peak_items(profile: ChainProfile, budget: int, guide=None, scale=None,
                 s, h, m = s + k, 0, m2
         return items
 
+    s, h, m = (0, 0, budget) if start is None else start
     with _deep_nesting(N):
-        return tuple(build(0, N, 0, budget)[:-1])
+        return tuple(build(s, N, h, m)[:-1])
+
+
+def _top_states(profile, items, costs):
+    """The states between a schedule's top-level items, ``(s, h, used, work)``
+    before item ``i`` for ``i = 0 .. len(items)``: the next layer, whether
+    ``x_s`` is held, the bytes the recurrence has counted (``d_a(h)`` per taped
+    layer, ``c_a(h)`` per checkpoint) and the work of the items before."""
+    a, si, so, own = _chain_arrays(profile)
+    prefix = [0]
+    for c in costs:
+        prefix.append(prefix[-1] + c)
+
+    def work(items):
+        return sum(prefix[it.stop] - prefix[it.start] + work(it.inner)
+                   for it in items if isinstance(it, Checkpointed))
+    s, h, used, done = 0, 0, 0, 0
+    out = [(s, h, used, done)]
+    for it in items:
+        if isinstance(it, Taped):
+            used += own[s] + (a[s + 1] if so[s] else 0) + (
+                a[s] if si[s] and not h else 0)
+            s, h = s + 1, int(so[s])
+        else:
+            used += 0 if h else a[s]
+            done += work((it,))
+            s, h = it.stop, 0
+        out.append((s, h, used, done))
+    return out
+
+
+def _splice(profile, costs, cap, guided, windowed, up, unit, guide, scale,
+            tables, tries=8):
+    """The best of two schedules spliced at the top level: the guided one's
+    first items, then the window table's suffix from that state (every split
+    point; ``up``: a `_Windowed` with suffixes, sizes rounded up to ``unit``
+    bytes), or the window schedule's first items, then a guided suffix
+    (`_min_peak_items`, at ``tries`` split points). ``(items, work)`` of the
+    least work among those that fit ``cap`` (`schedule_peak`), the two
+    schedules included. Every splice is a schedule: the recurrence's state
+    between top-level items is ``(s, h)`` and the bytes counted so far, and
+    any schedule of the suffix within the rest continues it."""
+    N = len(_chain_arrays(profile)[1])
+
+    def total(items):
+        return schedule_recompute_cost(
+            profile, NestedSchedule(n=profile.n, items=items), costs)
+    best = min(((total(x), x) for x in (guided, windowed)),
+               key=lambda p: p[0])
+    # the window table's suffix after the guided items: read, then built once
+    states = _top_states(profile, guided, costs)
+    est = [w + float(up.suffix[h][s][min((cap - used) // unit, up.S)])
+           if s < N - 1 and cap >= used else np.inf
+           for s, h, used, w in states]
+    candidates = []
+    i = int(np.argmin(est))
+    if est[i] < best[0]:
+        s, h, used, _ = states[i]
+        candidates.append(guided[:i] + up.build(
+            min((cap - used) // unit, up.S), s, h))
+    # a guided suffix after the window schedule's items, at a few splits
+    states = _top_states(profile, windowed, costs)
+    cuts = [i for i, it in enumerate(windowed) if isinstance(it, Checkpointed)]
+    for i in cuts[::max(1, -(-len(cuts) // tries))]:
+        s, h, used, _ = states[i]
+        candidates.append(windowed[:i] + _min_peak_items(
+            profile, cap, guide, scale, tables, start=(s, h, cap - used)))
+    for items in candidates:
+        w = total(items)
+        if w < best[0] and schedule_peak(
+                profile, NestedSchedule(n=profile.n, items=items)) <= cap:
+            best = (w, items)
+    return best[1], best[0]
 
 
 # --------------------------------------------------------------------------- long chains
@@ -1113,9 +1200,12 @@ class _Windowed:
     layers holds all taped), kept in a ring of the last ``W + 1`` starts; then its
     suffix ``C(s, n + 1, h)`` from the next ``W`` suffixes (a ring too). With
     ``codes`` the choices are kept, two bytes per entry: the checkpoint's span at the
-    argmin (bits 0-7), taped preferred for ``h = 0`` (bit 8) and ``h = 1`` (bit 9)."""
+    argmin (bits 0-7), taped preferred for ``h = 0`` (bit 8) and ``h = 1`` (bit 9).
+    With ``suffixes`` every ``C(s, n + 1, h)`` is kept too (``suffix[h][s]``), and
+    `build` starts from any ``(s, h)``."""
 
-    def __init__(self, sizes, costs, S, W, relax=False, codes=False):
+    def __init__(self, sizes, costs, S, W, relax=False, codes=False,
+                 suffixes=False):
         a, si, so, own = sizes
         N = len(si)
         self.N, self.S, self.W = N, S, W
@@ -1141,6 +1231,9 @@ class _Windowed:
         E1 = np.zeros(S + 1)  # C(s + 1, N, 1)
         G = np.full(S + 1, inf)  # min over j > s + W of prefix[j] + C(j, N, 0)
         self.codes = np.zeros((N, S + 1), dtype=np.uint16) if codes else None
+        # with suffixes: every C(s, N, h), for `build` from any (s, h)
+        self.suffix = ((np.empty((N, S + 1)), np.empty((N, S + 1)))
+                       if suffixes else None)
         cols = np.arange(S + 1)
         for s in range(N - 1, -1, -1):
             r, r1 = s % R, (s + 1) % R
@@ -1188,13 +1281,17 @@ class _Windowed:
                 code |= (t1 <= Q).astype(np.uint16) << 9
             E0r[s % (R + 1)] = np.minimum(t0, c0)
             E1 = np.minimum(t1, Q)
+            if suffixes:
+                self.suffix[0][s] = E0r[s % (R + 1)]
+                self.suffix[1][s] = E1
         self.top = E0r[0]
 
-    def build(self, m):
+    def build(self, m, s=0, h=0):
         """The items of the schedule the table chose within ``m`` units (the loss left
-        out); inner schedules from a `_Dense` of their own short sub-chain."""
+        out); inner schedules from a `_Dense` of their own short sub-chain. From
+        layer ``s`` on (``h``: ``x_s`` held): the suffix ``C(s, n + 1, h)``."""
         a, so, d, codes = self.a, self.so, self.d, self.codes
-        items, s, h = [], 0, 0
+        items = []
         while s < self.N - 1:
             if codes[s, m] >> (8 + h) & 1:
                 items.append(Taped(s))
@@ -1262,12 +1359,14 @@ def _relaxed_bound(profile, costs, cap, W, work=None):
 
 
 def _windowed_rotor(profile, costs, cap, W=None, work=None, bound=True,
-                    probe=True):
+                    probe=True, keep=False):
     """`rotor` on a long chain: ``(items, lower_bound)``, items None when no schedule
     whose checkpoints span at most ``W`` (default ``_WINDOW``) layers fits ``cap``.
     ``bound=False``: the relaxed table left out (``lower_bound`` 0, a bound
     still); ``probe=False``: the grid's choice at the budget, larger grid points
-    not tried."""
+    not tried (the table then stops at the budget); ``keep``: a third element,
+    ``(table, unit)``, the table (sizes rounded up to ``unit`` bytes) with every
+    suffix (`_splice`)."""
     a, si, so, own = _chain_arrays(profile)
     W = min(_WINDOW if W is None else W, len(si) - 1, 255)
     bound = _relaxed_bound(profile, costs, cap, W, work) if bound else 0.0
@@ -1275,10 +1374,11 @@ def _windowed_rotor(profile, costs, cap, W=None, work=None, bound=True,
     S = cap // unit
     spare = sum(1 for v in a + own if v)  # rounding up over-counts each array < 1 unit
     up = _Windowed(([-(-v // unit) for v in a], si, so, [-(-v // unit) for v in own]),
-                   costs, S + spare, W, codes=True)
+                   costs, S + (spare if probe else 0), W, codes=True,
+                   suffixes=keep)
     top = up.top
     if top[S] == np.inf:
-        return None, bound
+        return (None, bound, (up, unit)) if keep else (None, bound)
 
     def fits(m):
         items = up.build(m)
@@ -1296,7 +1396,8 @@ def _windowed_rotor(profile, costs, cap, W=None, work=None, bound=True,
             hi = mid - 1
     first = int(np.argmax(top[:best + 1] == top[best]))  # ties: the smaller peak
     items, ok = fits(first)
-    return (items if ok else up.build(best)), bound
+    items = items if ok else up.build(best)
+    return (items, bound, (up, unit)) if keep else (items, bound)
 
 
 def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flops",
@@ -1343,10 +1444,12 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
             where it can be, bounded where not. The automatic grid of long chains
             (integer costs) is fine (about the arrays' size, not the budget's) and
             restricts checkpoints to at most 16 layers (32 if the gap stays over
-            5 %, and near the smallest peak a schedule read off the smallest-peak
+            5 %; a window whose smallest peak is over the budget is skipped, and
+            near the smallest peak a schedule read off the smallest-peak
             recurrence, guided by the coarse whole table); the bound is the same table
-            with sizes rounded down and longer checkpoints relaxed (module
-            docstring, "Long chains: short checkpoints on a fine grid"). Float
+            with sizes rounded down and longer checkpoints relaxed, or the whole
+            table's (module docstring, "Long chains: short checkpoints on a fine
+            grid"). Float
             costs take the automatic slots (as many as the table allows, at most
             256).
             With slots, ``lower_bound_cost`` is the larger of that table's bound and
@@ -1419,7 +1522,7 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
     if not dense and slots is None and N > _FRONTS_MAX_LAYERS and cap > 0 and exact_work:
         # too long for the exact solvers: short checkpoints on a fine grid, and the
         # proven bound (see the docstring)
-        items, work = None, None
+        items, work, kept = None, None, None
         bound = _taped_knapsack_bound(profile, costs, cap)
         tried = set()
         # the smallest peak with checkpoints of at most W layers, exact: above
@@ -1441,10 +1544,12 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
             if (W, share) in tried or window_peak(W) > cap:
                 continue
             tried.add((W, share))
-            found, low = _windowed_rotor(profile, costs, cap, W,
-                                         share * _WINDOW_WORK, bound=not deep,
-                                         probe=not deep)
+            found, low, *table = _windowed_rotor(
+                profile, costs, cap, W, share * _WINDOW_WORK, bound=not deep,
+                probe=not deep, keep=deep)
             bound = max(bound, low)
+            if found is not None and deep:
+                kept = (found, *table[0])
             if found is not None:
                 w = schedule_recompute_cost(
                     profile, NestedSchedule(n=profile.n, items=found), costs)
@@ -1465,8 +1570,11 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
                            floor=_feasible_floor(profile, coarse, cap, P))
             bound = max(bound, float(guide.top()[coarse]))
             other = _min_peak_items(profile, cap, guide, (coarse, cap), tables)
-            del guide
             with _deep_nesting(N):
+                if kept is not None:  # deep: the two spliced at the top level
+                    other, _ = _splice(profile, costs, cap, other, *kept,
+                                       guide, (coarse, cap), tables)
+                del guide, kept
                 if work is None or schedule_recompute_cost(profile, NestedSchedule(
                         n=profile.n, items=other), costs) < work:
                     items = other
