@@ -333,3 +333,34 @@ def test_spliced_schedules_fit_and_improve(seed):
         s, h, used, done = nested._top_states(profile, items, costs)[-1]
         assert s == profile.n and done == work
         assert used + tables[1][h][profile.n] <= schedule_peak(profile, sched)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_top_level_alone_rejects_only_what_does_not_fit(seed):
+    """`_Windowed.build` with ``inner=False``: the same top level, and the
+    bytes held at the end of forward it gives (`_top_states`, the loss's
+    added) are at most the schedule's peak: `_windowed_rotor` rejects a grid
+    point on them only when the schedule does not fit."""
+    rng = np.random.default_rng(1300 + seed)
+    profile = random_profile(rng, int(rng.integers(4, 12)), unit=4)
+    a, si, so, own = nested._chain_arrays(profile)
+    costs = _costs(profile, None)
+    _, d = nested._min_peak_tables(profile)
+    unit = int(rng.integers(1, 9)) * 4
+    S = _store_all(profile) // unit + 8
+    up = nested._Windowed(([-(-v // unit) for v in a], si, so,
+                           [-(-v // unit) for v in own]), costs, S,
+                          int(rng.integers(1, 4)), codes=True)
+    for m in range(S + 1):
+        if up.top[m] == np.inf:
+            continue
+        full, top = up.build(m), up.build(m, inner=False)
+        assert [(type(x), getattr(x, "start", None), getattr(x, "stop", None))
+                for x in full] == [
+            (type(x), getattr(x, "start", None), getattr(x, "stop", None))
+            for x in top]
+        s, h, used, _ = nested._top_states(profile, top, costs)[-1]
+        peak = schedule_peak(profile, NestedSchedule(n=profile.n, items=full))
+        assert used + d[h][profile.n] <= peak
+        if not any(isinstance(x, nested.Checkpointed) for x in top):
+            assert used + d[h][profile.n] == peak  # all taped: exactly

@@ -1286,10 +1286,11 @@ class _Windowed:
                 self.suffix[1][s] = E1
         self.top = E0r[0]
 
-    def build(self, m, s=0, h=0):
+    def build(self, m, s=0, h=0, inner=True):
         """The items of the schedule the table chose within ``m`` units (the loss left
         out); inner schedules from a `_Dense` of their own short sub-chain. From
-        layer ``s`` on (``h``: ``x_s`` held): the suffix ``C(s, n + 1, h)``."""
+        layer ``s`` on (``h``: ``x_s`` held): the suffix ``C(s, n + 1, h)``.
+        ``inner=False``: the top level only (every checkpoint's inner empty)."""
         a, so, d, codes = self.a, self.so, self.d, self.codes
         items = []
         while s < self.N - 1:
@@ -1300,7 +1301,8 @@ class _Windowed:
                 continue
             m2 = m - (0 if h else int(a[s]))
             k = int(codes[s, m2] & 255)
-            items.append(Checkpointed(s, s + k, self._inner(s, s + k, m2)))
+            items.append(Checkpointed(s, s + k, self._inner(s, s + k, m2)
+                                      if inner else ()))
             s, h, m = s + k, 0, m2
         if not codes[s, m] >> (8 + h) & 1:  # pragma: no cover  (the loss is taped)
             raise AssertionError("the loss is never checkpointed")
@@ -1380,7 +1382,15 @@ def _windowed_rotor(profile, costs, cap, W=None, work=None, bound=True,
     if top[S] == np.inf:
         return (None, bound, (up, unit)) if keep else (None, bound)
 
+    n = len(si) - 1  # the loss: the bytes it adds, x_n held or not
+    loss = (own[n] + (a[n] if si[n] else 0), own[n])
+
     def fits(m):
+        # the end of forward first, from the top level alone (no inner tables):
+        # a part of the peak, and where most larger grid points fail
+        s, h, used, _ = _top_states(profile, up.build(m, inner=False), costs)[-1]
+        if used + loss[h] > cap:
+            return None, False
         items = up.build(m)
         return items, schedule_peak(profile, NestedSchedule(n=profile.n, items=items)) <= cap
 
