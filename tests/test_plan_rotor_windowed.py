@@ -359,7 +359,7 @@ def test_the_top_level_alone_rejects_only_what_does_not_fit(seed):
                 for x in full] == [
             (type(x), getattr(x, "start", None), getattr(x, "stop", None))
             for x in top]
-        s, h, used, _ = nested._top_states(profile, top, costs)[-1]
+        _, h, used, _ = nested._top_states(profile, top, costs)[-1]
         peak = schedule_peak(profile, NestedSchedule(n=profile.n, items=full))
         assert used + d[h][profile.n] <= peak
         if not any(isinstance(x, nested.Checkpointed) for x in top):

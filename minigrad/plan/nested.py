@@ -147,36 +147,59 @@ smallest peak (a bound still: `_feasible_floor`'s proof) and each length's vecto
 are stored only from the least such floor, the slots chosen to fill the same memory
 (`_coarse_slots`): near the smallest peak what matters is the room above the
 sub-problems' own smallest peaks, and the same cells then hold three times the
-slots at 1,000 layers. Measured with ``benchmarks/rotor_bound.py`` (CPU seconds, one
-process, an illustration; the chains of ``long_chain`` in
-``tests/test_plan_rotor_bound.py``; gap = (work - bound) / work):
+slots at 1,000 layers.
+
+Which windows can fit is known before any pass, exactly: the smallest peak among
+the schedules whose checkpoints span at most ``W`` layers is the smallest-peak
+recurrence with splits ``k <= W`` (`_min_peak` with ``W``, its proof there; a
+tenth of a second at 1,000 layers), and a pass whose window's peak is over the
+budget finds nothing, so it is skipped. On the chains below that peak is 3.2
+times the smallest peak for ``W = 16`` and 1.46 times for ``W = 32`` at 1,000
+layers (2.0 and 1.19 at 500). When not even the first window fits (*deep*), the
+whole table runs whatever the gap, and gets the time the skipped passes leave:
+twice ``_DENSE_MAX_CELLS`` (1.6 times after a ``W = 32`` pass, which then keeps
+no relaxed table, the whole table's bound being the larger there, and tries no
+grid points above the budget); the window's schedule and the guided one are
+then spliced at the top level (`_splice`), the best that fits kept. The slots
+matter most near the smallest peak, on both sides: at its 1,000 layers, 240 to
+481 slots moved the bound from 2.12e9 to 2.78e9 and the guided schedule's work
+from 3.56e9 to 2.86e9 (gap 40 % to 2.8 %); at 500 layers, 120, 240, 480, 960
+and 1,920 slots gave gaps of 20, 7.9, 4.3, 3.2 and 2.9 % (the bound 6 % up, the
+work 12 % down). A larger grid point of a window pass is first checked on the
+bytes held at the end of forward, from the top level alone (no inner tables),
+where most of those that fail do. Measured with ``benchmarks/rotor_bound.py``
+(CPU seconds, one process, an illustration, on a busy machine: two cores shared
+with other jobs, about 1.3 times a quiet one's seconds; the chains of
+``long_chain`` in ``tests/test_plan_rotor_bound.py``; gap = (work - bound) /
+work):
 
 =======  ==================  ==================  ==================
 layers   smallest peak       30 % of store-all   60 % of store-all
 =======  ==================  ==================  ==================
-250      17 s, gap 0.4 %     0.9 s, gap 0.7 %    10 s, gap 0.3 %
-500      23 s, gap 3.7 %     11 s, gap 0.2 %     15 s, gap 0.4 %
-1,000    41 s, gap 40 %      15 s, gap 0.4 %     21 s, gap 1.3 %
+250      @250a     @250b     @250c
+500      @500a     @500b     @500c
+1,000    @1000a     @1000b     @1000c
 =======  ==================  ==================  ==================
 
 =======  ==================  ==================
 layers   1.5 x smallest      3 x smallest
 =======  ==================  ==================
-500      31 s, gap 2.4 %     40 s, gap 3.5 %
-1,000    55 s, gap 14 %      48 s, gap 17 %
+500      @500d     @500e
+1,000    @1000d     @1000e
 =======  ==================  ==================
 
 (250 layers at 30 %: the coarser first pass was within 1 %.) Where the full grid runs,
 time grows about as ``n^0.5`` from 250 to 1,000 layers (the grid's work is held near a
-constant: the unit grows with ``n`` instead, and so does the gap). Near the smallest
-peak the coarse whole table sets both the schedule and the bound; with the feasible
-floor its slots are about ``2.3e8 / n^2`` at the smallest peak, ``1.4e8 / n^2`` at
-1.5 times it and ``1e8 / n^2`` at 3 times it (``8e7 / n^2`` without), coarse at
-1,000 layers: the gap there is the rounding's (the bound moves by a fifth from 158
-to 240 slots at the smallest peak of 1,000 layers, not monotonically), and part of
-it may be the schedule's. Without the floor the gaps were 36 % and 67 % at the
+constant: the unit grows with ``n`` instead, and so does the gap). Before the window
+peaks (a quiet machine): at 1,000 layers 41 s, gap 40 % at the smallest peak, 55 s,
+14 % at 1.5 times it, 48 s, 17 % at 3 times it; at 500 layers 23 s, 3.7 %, 31 s,
+2.4 % and 40 s, 3.5 %. Near the smallest peak the coarse whole table sets the
+bound, and the schedule but at 3 times it, where the ``W = 32`` window's is the
+better (6.21e9 against 6.55e9 from 204 slots): the gap there is both sides'
+rounding (the window's grid: twice its work, 0.3 % less work; ``W = 48`` or ``64``
+on the same work, more). Without the floor the gaps were 36 % and 67 % at the
 smallest peak (500 and 1,000 layers), 4.0 % and 38 % at 1.5 times it, 4.9 % and
-21 % at 3 times it.
+21 % at 3 times it (before the window peaks).
 """
 from __future__ import annotations
 
@@ -908,20 +931,20 @@ class _Dense:
 
 def _min_peak(profile: ChainProfile, W: int | None = None) -> int:
     """The smallest peak any nested schedule reaches (bytes, exact): the recurrence with
-    ``max`` of bytes in place of work, one diagonal of sub-chains at a time. With
-    ``W``, among the schedules whose checkpoints span at most ``W`` layers (the
-    schedules of a `_Windowed` table with windows of ``W``).
+    ``max`` of bytes in place of work, one diagonal of sub-chains at a time.
+    With ``W``, among the schedules whose checkpoints span at most ``W`` layers
+    (the schedules of a `_Windowed` table with windows of ``W``).
 
     Proof (with ``W``). A schedule of sub-problem ``(a, e, h)`` starts either
     with ``Taped(a)``, then a schedule of ``(a + 1, e, so_a)``, or with
-    ``Checkpointed(a, a + k, inner)``, ``inner`` a schedule of ``(a, a + k, 1)``,
-    then one of ``(a + k, e, 0)``, each part run on top of what the first item
-    holds: its peak is the recurrence's term for that choice, and its
-    checkpoints span at most ``W`` layers iff ``k <= W`` and both parts' do. So
-    the recurrence with ``k <= W`` ranges over exactly those schedules, and its
-    minimum is their smallest peak. A `_Windowed` table's schedules (sizes
-    rounded up; larger grid points checked with `schedule_peak`) are such
-    schedules whose true peak fits the budget: when this peak is over the
+    ``Checkpointed(a, a + k, inner)``, ``inner`` a schedule of ``(a, a + k,
+    1)``, then one of ``(a + k, e, 0)``, each part run on top of what the
+    first item holds: its peak is the recurrence's term for that choice, and
+    its checkpoints span at most ``W`` layers iff ``k <= W`` and both parts'
+    do. So the recurrence with ``k <= W`` ranges over exactly those schedules,
+    and its minimum is their smallest peak. A `_Windowed` table's schedules
+    (sizes rounded up; larger grid points checked with `schedule_peak`) are
+    such schedules whose true peak fits the budget: when this peak is over the
     budget, `_windowed_rotor` finds none, and `rotor` skips the pass (on the
     exact grid the converse holds too; both tested)."""
     P, _ = _min_peak_tables(profile, W)
@@ -1143,8 +1166,8 @@ _WINDOW_CODES = 250_000_000  # bytes of the schedule table's choices (one per en
 # (window, share of _WINDOW_WORK, gap that stops): tried in turn
 _WINDOW_STEPS = ((_WINDOW, 0.1, 0.01), (_WINDOW, 1, 0.05), (2 * _WINDOW, 1, 0.05))
 _WINDOW_GAP = 0.05  # above this gap, a longer window, then a coarse whole table
-# the whole table's cells when deep, times _DENSE_MAX_CELLS: the time the skipped
-# window passes leave (without a window pass, with one)
+# the whole table's cells when deep, times _DENSE_MAX_CELLS: the time the
+# skipped window passes leave (without a window pass, with one)
 _DEEP_CELLS = (2.0, 1.6)
 
 
@@ -1201,8 +1224,8 @@ class _Windowed:
     suffix ``C(s, n + 1, h)`` from the next ``W`` suffixes (a ring too). With
     ``codes`` the choices are kept, two bytes per entry: the checkpoint's span at the
     argmin (bits 0-7), taped preferred for ``h = 0`` (bit 8) and ``h = 1`` (bit 9).
-    With ``suffixes`` every ``C(s, n + 1, h)`` is kept too (``suffix[h][s]``), and
-    `build` starts from any ``(s, h)``."""
+    With ``suffixes`` every ``C(s, n + 1, h)`` is kept too
+    (``suffix[h][s]``), and `build` starts from any ``(s, h)``."""
 
     def __init__(self, sizes, costs, S, W, relax=False, codes=False,
                  suffixes=False):
@@ -1288,9 +1311,10 @@ class _Windowed:
 
     def build(self, m, s=0, h=0, inner=True):
         """The items of the schedule the table chose within ``m`` units (the loss left
-        out); inner schedules from a `_Dense` of their own short sub-chain. From
-        layer ``s`` on (``h``: ``x_s`` held): the suffix ``C(s, n + 1, h)``.
-        ``inner=False``: the top level only (every checkpoint's inner empty)."""
+        out); inner schedules from a `_Dense` of their own short sub-chain.
+        From layer ``s`` on (``h``: ``x_s`` held): the suffix ``C(s, n + 1,
+        h)``. ``inner=False``: the top level only (every checkpoint's inner
+        empty)."""
         a, so, d, codes = self.a, self.so, self.d, self.codes
         items = []
         while s < self.N - 1:
@@ -1365,10 +1389,10 @@ def _windowed_rotor(profile, costs, cap, W=None, work=None, bound=True,
     """`rotor` on a long chain: ``(items, lower_bound)``, items None when no schedule
     whose checkpoints span at most ``W`` (default ``_WINDOW``) layers fits ``cap``.
     ``bound=False``: the relaxed table left out (``lower_bound`` 0, a bound
-    still); ``probe=False``: the grid's choice at the budget, larger grid points
-    not tried (the table then stops at the budget); ``keep``: a third element,
-    ``(table, unit)``, the table (sizes rounded up to ``unit`` bytes) with every
-    suffix (`_splice`)."""
+    still); ``probe=False``: the grid's choice at the budget, larger grid
+    points not tried (the table then stops at the budget); ``keep``: a third
+    element, ``(table, unit)``, the table (sizes rounded up to ``unit`` bytes)
+    with every suffix (`_splice`)."""
     a, si, so, own = _chain_arrays(profile)
     W = min(_WINDOW if W is None else W, len(si) - 1, 255)
     bound = _relaxed_bound(profile, costs, cap, W, work) if bound else 0.0
@@ -1388,7 +1412,8 @@ def _windowed_rotor(profile, costs, cap, W=None, work=None, bound=True,
     def fits(m):
         # the end of forward first, from the top level alone (no inner tables):
         # a part of the peak, and where most larger grid points fail
-        s, h, used, _ = _top_states(profile, up.build(m, inner=False), costs)[-1]
+        _, h, used, _ = _top_states(profile, up.build(m, inner=False),
+                                    costs)[-1]
         if used + loss[h] > cap:
             return None, False
         items = up.build(m)
@@ -1454,12 +1479,12 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
             where it can be, bounded where not. The automatic grid of long chains
             (integer costs) is fine (about the arrays' size, not the budget's) and
             restricts checkpoints to at most 16 layers (32 if the gap stays over
-            5 %; a window whose smallest peak is over the budget is skipped, and
-            near the smallest peak a schedule read off the smallest-peak
+            5 %; a window whose smallest peak is over the budget is skipped,
+            and near the smallest peak a schedule read off the smallest-peak
             recurrence, guided by the coarse whole table); the bound is the same table
-            with sizes rounded down and longer checkpoints relaxed, or the whole
-            table's (module docstring, "Long chains: short checkpoints on a fine
-            grid"). Float
+            with sizes rounded down and longer checkpoints relaxed, or the
+            whole table's (module docstring, "Long chains: short checkpoints on
+            a fine grid"). Float
             costs take the automatic slots (as many as the table allows, at most
             256).
             With slots, ``lower_bound_cost`` is the larger of that table's bound and
@@ -1572,7 +1597,8 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
             # rounded down, is a bound and guides a schedule read off the
             # smallest-peak recurrence; the better schedule is kept
             P = tables[0]
-            cells = _DENSE_MAX_CELLS * (_DEEP_CELLS[bool(tried)] if deep else 1)
+            cells = _DENSE_MAX_CELLS * (
+                _DEEP_CELLS[bool(tried)] if deep else 1)
             coarse = _coarse_slots(P, N, cap, int(cells))
             guide = _Dense(([v * coarse // cap for v in a], si, so,
                             [v * coarse // cap for v in own]), costs, coarse,
