@@ -1131,7 +1131,7 @@ def _splice(profile, costs, cap, guided, windowed, up, unit, guide, scale,
     # the window table's suffix after the guided items: read, then built once
     states = _top_states(profile, guided, costs)
     est = [w + float(up.suffix[h][s][min((cap - used) // unit, up.S)])
-           if s < N - 1 and cap >= used else np.inf
+           if s < N - 1 and cap >= used and up.suffix is not None else np.inf
            for s, h, used, w in states]
     candidates = []
     i = int(np.argmin(est))
@@ -1392,7 +1392,7 @@ def _windowed_rotor(profile, costs, cap, W=None, work=None, bound=True,
     still); ``probe=False``: the grid's choice at the budget, larger grid
     points not tried (the table then stops at the budget); ``keep``: a third
     element, ``(table, unit)``, the table (sizes rounded up to ``unit`` bytes)
-    with every suffix (`_splice`)."""
+    with every suffix (`_splice`) if they fit in ``_WINDOW_CODES`` bytes."""
     a, si, so, own = _chain_arrays(profile)
     W = min(_WINDOW if W is None else W, len(si) - 1, 255)
     bound = _relaxed_bound(profile, costs, cap, W, work) if bound else 0.0
@@ -1401,7 +1401,7 @@ def _windowed_rotor(profile, costs, cap, W=None, work=None, bound=True,
     spare = sum(1 for v in a + own if v)  # rounding up over-counts each array < 1 unit
     up = _Windowed(([-(-v // unit) for v in a], si, so, [-(-v // unit) for v in own]),
                    costs, S + (spare if probe else 0), W, codes=True,
-                   suffixes=keep)
+                   suffixes=keep and 16 * len(si) * (S + 1) <= _WINDOW_CODES)
     top = up.top
     if top[S] == np.inf:
         return (None, bound, (up, unit)) if keep else (None, bound)
