@@ -149,57 +149,61 @@ are stored only from the least such floor, the slots chosen to fill the same mem
 sub-problems' own smallest peaks, and the same cells then hold three times the
 slots at 1,000 layers.
 
-Which windows can fit is known before any pass, exactly: the smallest peak among
-the schedules whose checkpoints span at most ``W`` layers is the smallest-peak
-recurrence with splits ``k <= W`` (`_min_peak` with ``W``, its proof there; a
-tenth of a second at 1,000 layers), and a pass whose window's peak is over the
-budget finds nothing, so it is skipped. On the chains below that peak is 3.2
-times the smallest peak for ``W = 16`` and 1.46 times for ``W = 32`` at 1,000
-layers (2.0 and 1.19 at 500). When not even the first window fits (*deep*), the
-whole table runs whatever the gap, and gets the time the skipped passes leave:
-twice ``_DENSE_MAX_CELLS`` (1.6 times after a ``W = 32`` pass, which then keeps
-no relaxed table, the whole table's bound being the larger there, and tries no
-grid points above the budget); the window's schedule and the guided one are
-then spliced at the top level (`_splice`), the best that fits kept. The slots
-matter most near the smallest peak, on both sides: at its 1,000 layers, 240 to
-481 slots moved the bound from 2.12e9 to 2.78e9 and the guided schedule's work
-from 3.56e9 to 2.86e9 (gap 40 % to 2.8 %); at 500 layers, 120, 240, 480, 960
-and 1,920 slots gave gaps of 20, 7.9, 4.3, 3.2 and 2.9 % (the bound 6 % up, the
-work 12 % down). A larger grid point of a window pass is first checked on the
-bytes held at the end of forward, from the top level alone (no inner tables),
-where most of those that fail do. Measured with ``benchmarks/rotor_bound.py``
-(CPU seconds, one process, an illustration, on a busy machine: two cores shared
-with other jobs, about 1.3 times a quiet one's seconds; the chains of
-``long_chain`` in ``tests/test_plan_rotor_bound.py``; gap = (work - bound) /
-work):
+Which windows can fit is known before any pass, exactly: the smallest peak
+among the schedules whose checkpoints span at most ``W`` layers is the
+smallest-peak recurrence with splits ``k <= W`` (`_min_peak` with ``W``, its
+proof there; a tenth of a second at 1,000 layers), and a pass whose window's
+peak is over the budget finds nothing, so it is skipped. On the chains below
+that peak is 3.2 times the smallest peak for ``W = 16`` and 1.46 times for ``W
+= 32`` at 1,000 layers (2.0 and 1.19 at 500). When not even the first window
+fits (*deep*), the whole table runs whatever the gap, and gets the time the
+skipped passes leave: twice ``_DENSE_MAX_CELLS`` (1.6 times after a ``W = 32``
+pass, which then keeps no relaxed table, the whole table's bound being the
+larger there, and tries no grid points above the budget); the window's schedule
+and the guided one are then spliced at the top level (`_splice`), the best that
+fits kept. The slots matter most near the smallest peak, on both sides: at
+1,000 layers, 240 to 481 slots moved the bound from 2.12e9 to 2.78e9 and the
+guided schedule's work from 3.56e9 to 2.86e9 (gap 40 % to 2.8 %); at 500
+layers, 120, 240, 480, 960 and 1,920 slots gave gaps of 20, 7.9, 4.3, 3.2 and
+2.9 % (the bound 6 % up, the work 12 % down). A larger grid point of a window
+pass is first checked on the bytes held at the end of forward, from the top
+level alone (no inner tables), where most of those that fail do. Measured with
+``benchmarks/rotor_bound.py`` (CPU seconds, one process, an illustration, on
+two cores shared with other jobs, where the code before the window peaks
+measured 37, 50 and 46 s at 1,000 layers against its quiet machine's 41, 55 and
+48 s below; the chains of ``long_chain`` in ``tests/test_plan_rotor_bound.py``;
+gap = (work - bound) / work):
 
 =======  ==================  ==================  ==================
 layers   smallest peak       30 % of store-all   60 % of store-all
 =======  ==================  ==================  ==================
-250      @250a     @250b     @250c
-500      @500a     @500b     @500c
-1,000    @1000a     @1000b     @1000c
+250      8.9 s, gap 0.1 %    0.8 s, gap 0.7 %    10 s, gap 0.3 %
+500      18 s, gap 0.4 %     11 s, gap 0.2 %     14 s, gap 0.4 %
+1,000    36 s, gap 2.8 %     16 s, gap 0.4 %     21 s, gap 1.3 %
 =======  ==================  ==================  ==================
 
 =======  ==================  ==================
 layers   1.5 x smallest      3 x smallest
 =======  ==================  ==================
-500      @500d     @500e
-1,000    @1000d     @1000e
+250      33 s, gap 0.4 %     20 s, gap 1.4 %
+500      19 s, gap 1.4 %     30 s, gap 3.5 %
+1,000    35 s, gap 7.5 %     33 s, gap 12 %
 =======  ==================  ==================
 
-(250 layers at 30 %: the coarser first pass was within 1 %.) Where the full grid runs,
-time grows about as ``n^0.5`` from 250 to 1,000 layers (the grid's work is held near a
-constant: the unit grows with ``n`` instead, and so does the gap). Before the window
-peaks (a quiet machine): at 1,000 layers 41 s, gap 40 % at the smallest peak, 55 s,
-14 % at 1.5 times it, 48 s, 17 % at 3 times it; at 500 layers 23 s, 3.7 %, 31 s,
-2.4 % and 40 s, 3.5 %. Near the smallest peak the coarse whole table sets the
-bound, and the schedule but at 3 times it, where the ``W = 32`` window's is the
-better (6.21e9 against 6.55e9 from 204 slots): the gap there is both sides'
-rounding (the window's grid: twice its work, 0.3 % less work; ``W = 48`` or ``64``
-on the same work, more). Without the floor the gaps were 36 % and 67 % at the
-smallest peak (500 and 1,000 layers), 4.0 % and 38 % at 1.5 times it, 4.9 % and
-21 % at 3 times it (before the window peaks).
+(250 layers at 30 %: the coarser first pass was within 1 %; at 1.5 times the
+smallest peak, 23 s of the 33 go to the full ``W = 16`` pass, whose grid is
+fine at that length: 38 s before.) Where the full grid runs, time grows about
+as ``n^0.5`` from 250 to 1,000 layers (the grid's work is held near a constant:
+the unit grows with ``n`` instead, and so does the gap). Before the window
+peaks (a quiet machine): at 1,000 layers 41 s, gap 40 % at the smallest peak,
+55 s, 14 % at 1.5 times it, 48 s, 17 % at 3 times it; at 500 layers 23 s,
+3.7 %, 31 s, 2.4 % and 40 s, 3.5 %. Near the smallest peak the coarse whole table
+sets the bound, and the schedule but at 3 times it, where the ``W = 32``
+window's is the better (6.21e8 against 6.55e8 from 204 slots): the gap there is
+both sides' rounding (the window's grid: twice its work, 0.3 % less work;
+``W = 48`` or ``64`` on the same work, more). Without the floor the gaps were 36 %
+and 67 % at the smallest peak (500 and 1,000 layers), 4.0 % and 38 % at 1.5
+times it, 4.9 % and 21 % at 3 times it (before the window peaks).
 """
 from __future__ import annotations
 
