@@ -197,13 +197,13 @@ as ``n^0.5`` from 250 to 1,000 layers (the grid's work is held near a constant:
 the unit grows with ``n`` instead, and so does the gap). Before the window
 peaks (a quiet machine): at 1,000 layers 41 s, gap 40 % at the smallest peak,
 55 s, 14 % at 1.5 times it, 48 s, 17 % at 3 times it; at 500 layers 23 s,
-3.7 %, 31 s, 2.4 % and 40 s, 3.5 %. Near the smallest peak the coarse whole table
-sets the bound, and the schedule but at 3 times it, where the ``W = 32``
+3.7 %, 31 s, 2.4 % and 40 s, 3.5 %. Near the smallest peak the coarse whole
+table sets the bound, and the schedule but at 3 times it, where the ``W = 32``
 window's is the better (6.21e8 against 6.55e8 from 204 slots): the gap there is
 both sides' rounding (the window's grid: twice its work, 0.3 % less work;
-``W = 48`` or ``64`` on the same work, more). Without the floor the gaps were 36 %
-and 67 % at the smallest peak (500 and 1,000 layers), 4.0 % and 38 % at 1.5
-times it, 4.9 % and 21 % at 3 times it (before the window peaks).
+``W = 48`` or ``64`` on the same work, more). Without the floor the gaps were
+36 % and 67 % at the smallest peak (500 and 1,000 layers), 4.0 % and 38 % at
+1.5 times it, 4.9 % and 21 % at 3 times it (before the window peaks).
 """
 from __future__ import annotations
 
