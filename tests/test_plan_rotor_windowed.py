@@ -6,6 +6,12 @@
   and recomputes no less than the optimum, and every bound is at most the optimum
   (`tests/plan_references.py`'s recurrence on exact bytes);
 * the fallback read off the smallest-peak recurrence fits the budget, guided or not;
+* the smallest peak with checkpoints of at most ``W`` layers (`_min_peak` with
+  ``W``) is brute force's, and decides exactly whether a window's pass finds a
+  schedule (on the exact grid; on a coarse one it finds none above the budget),
+  so `rotor` skips the passes that cannot fit;
+* a guided schedule and a window schedule spliced at the top level (`_splice`)
+  fit and recompute no more than either;
 * through `rotor` itself (the thresholds lowered so small chains take the long-chain
   path): fits, bounds, and a gap under 5 % on a 200-layer chain in about a second.
 """
@@ -26,7 +32,9 @@ from minigrad.plan.nested import (
     _feasible_floor,
     _min_peak,
     _min_peak_items,
+    _splice,
     _windowed_rotor,
+    enumerate_schedules,
     schedule_peak,
     schedule_recompute_cost,
 )
@@ -205,3 +213,154 @@ def test_a_float32_sum_one_step_down_is_at_most_the_exact_sum():
     y[:3] = [3.0, 1.0, 2.0 ** 24]
     s = np.nextafter(x + y, np.float32(-np.inf))
     assert (s.astype(np.float64) <= x.astype(np.float64) + y).all()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_window_smallest_peak_is_brute_force(seed):
+    """`_min_peak` with ``W``: the least peak over every schedule whose
+    checkpoints span at most ``W`` layers (all schedules of up to 5 layers)."""
+    rng = np.random.default_rng(800 + seed)
+    n = int(rng.integers(1, 6))
+    profile = random_profile(rng, n, unit=4)
+    scheds = [NestedSchedule(n=n, items=items)
+              for items in enumerate_schedules(n)]
+    peaks = [schedule_peak(profile, s) for s in scheds]
+    spans = [max((e - b for b, e, _ in s.checkpoints), default=0)
+             for s in scheds]
+    for W in range(1, n + 1):
+        assert _min_peak(profile, W) == min(
+            p for p, w in zip(peaks, spans) if w <= W)
+    assert _min_peak(profile, n) == _min_peak(profile) == min(peaks)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_window_peak_decides_whether_a_window_fits(seed):
+    """A pass with windows of ``W`` finds a schedule on the exact grid iff
+    ``_min_peak(profile, W)`` fits the budget, and none on a coarse grid when
+    it does not (rounded up, a schedule found fits in true bytes)."""
+    rng = np.random.default_rng(900 + seed)
+    profile = random_profile(rng, int(rng.integers(3, 11)),
+                             unit=int(rng.choice([1, 4, 64])))
+    costs = _costs(profile, None)
+    smallest = _min_peak(profile)
+    for W in (1, 2, 3):
+        peak = _min_peak(profile, W)
+        assert peak >= smallest
+        for budget in sorted({smallest, peak - 1, peak, peak + 7}):
+            if budget < smallest:
+                continue
+            exact, _ = _windowed_rotor(profile, costs, budget, W,
+                                       work=10 ** 15)  # the gcd grid
+            assert (exact is None) == (peak > budget)
+            if exact is not None:
+                sched = NestedSchedule(n=profile.n, items=exact)
+                assert schedule_peak(profile, sched) <= budget
+                assert all(e - b <= W for b, e, _ in sched.checkpoints)
+            coarse, low = _windowed_rotor(profile, costs, budget, W, work=500,
+                                          bound=False, probe=False)
+            assert low == 0.0
+            if peak > budget:
+                assert coarse is None
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_rotor_skips_the_windows_that_cannot_fit(seed, monkeypatch):
+    """Near the smallest peak `rotor` runs no window pass whose smallest peak
+    is over the budget, and then the whole table on a finer grid: the schedule
+    fits, and the bound is at most the exact optimum."""
+    rng = np.random.default_rng(1100 + seed)
+    profile = random_profile(rng, int(rng.integers(5, 11)), unit=4)
+    _long_path(monkeypatch, work=int(rng.integers(300, 3000)))
+    w = int(rng.integers(1, 3))
+    monkeypatch.setattr(nested, "_WINDOW_STEPS",
+                        ((w, 0.5, 0.01), (w, 1, 0.05), (w + 2, 1, 0.05)))
+    calls = []
+    real = nested._windowed_rotor
+
+    def spy(profile, costs, cap, W, *args, **kwargs):
+        calls.append((cap, W))
+        return real(profile, costs, cap, W, *args, **kwargs)
+    monkeypatch.setattr(nested, "_windowed_rotor", spy)
+    smallest = _min_peak(profile)
+    deep = 0
+    for budget in sorted({smallest, smallest + 4, _min_peak(profile, w),
+                          _min_peak(profile, w + 2)}):
+        calls.clear()
+        s = P.rotor(profile, budget_bytes=budget)
+        exact = rotor_reference(profile, budget)
+        assert all(_min_peak(profile, W) <= cap for cap, W in calls)
+        assert {W for _, W in calls} == {
+            W for W in (w, w + 2) if _min_peak(profile, W) <= budget}
+        deep += _min_peak(profile, w) > budget
+        assert schedule_peak(profile, s) == s.predicted_peak_activations \
+            <= budget
+        assert s.recompute_cost >= exact
+        assert s.lower_bound_cost is None and s.recompute_cost == exact or \
+            s.lower_bound_cost <= exact
+    assert deep or _min_peak(profile, w) == smallest
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_spliced_schedules_fit_and_improve(seed):
+    rng = np.random.default_rng(1200 + seed)
+    profile = random_profile(rng, int(rng.integers(4, 12)), unit=4)
+    a, si, so, own = nested._chain_arrays(profile)
+    costs = _costs(profile, None)
+    tables = nested._min_peak_tables(profile)
+    W = int(rng.integers(1, 4))
+    for budget in _budgets(rng, profile)[:3]:
+        exact = rotor_reference(profile, budget)
+        S = int(rng.integers(4, 40))
+        guide = _Dense(([v * S // budget for v in a], si, so,
+                        [v * S // budget for v in own]), costs, S,
+                       down32=True, floor=_feasible_floor(profile, S, budget))
+        guided = _min_peak_items(profile, budget, guide, (S, budget), tables)
+        windowed, low, (up, unit) = _windowed_rotor(
+            profile, costs, budget, W, work=int(rng.integers(200, 3000)),
+            bound=False, probe=False, keep=True)
+        assert low == 0.0
+        if windowed is None:
+            continue
+        assert up.build(budget // unit) == windowed
+        items, work = _splice(profile, costs, budget, guided, windowed, up,
+                              unit, guide, (S, budget), tables, tries=3)
+        sched = NestedSchedule(n=profile.n, items=items)
+        assert schedule_peak(profile, sched) <= budget
+        assert work == _work(profile, items) >= exact
+        assert work <= min(_work(profile, guided), _work(profile, windowed))
+        # the states between top-level items: the recurrence's bytes (at
+        # the end of forward, with the loss's: the held set, at most the peak)
+        s, h, used, done = nested._top_states(profile, items, costs)[-1]
+        assert s == profile.n and done == work
+        assert used + tables[1][h][profile.n] <= schedule_peak(profile, sched)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_top_level_alone_rejects_only_what_does_not_fit(seed):
+    """`_Windowed.build` with ``inner=False``: the same top level, and the
+    bytes held at the end of forward it gives (`_top_states`, the loss's
+    added) are at most the schedule's peak: `_windowed_rotor` rejects a grid
+    point on them only when the schedule does not fit."""
+    rng = np.random.default_rng(1300 + seed)
+    profile = random_profile(rng, int(rng.integers(4, 12)), unit=4)
+    a, si, so, own = nested._chain_arrays(profile)
+    costs = _costs(profile, None)
+    _, d = nested._min_peak_tables(profile)
+    unit = int(rng.integers(1, 9)) * 4
+    S = _store_all(profile) // unit + 8
+    up = nested._Windowed(([-(-v // unit) for v in a], si, so,
+                           [-(-v // unit) for v in own]), costs, S,
+                          int(rng.integers(1, 4)), codes=True)
+    for m in range(S + 1):
+        if up.top[m] == np.inf:
+            continue
+        full, top = up.build(m), up.build(m, inner=False)
+        assert [(type(x), getattr(x, "start", None), getattr(x, "stop", None))
+                for x in full] == [
+            (type(x), getattr(x, "start", None), getattr(x, "stop", None))
+            for x in top]
+        _, h, used, _ = nested._top_states(profile, top, costs)[-1]
+        peak = schedule_peak(profile, NestedSchedule(n=profile.n, items=full))
+        assert used + d[h][profile.n] <= peak
+        if not any(isinstance(x, nested.Checkpointed) for x in top):
+            assert used + d[h][profile.n] == peak  # all taped: exactly

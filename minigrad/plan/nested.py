@@ -149,36 +149,63 @@ smallest peak (a bound still: `_feasible_floor`'s proof) and each length's vecto
 are stored only from the least such floor, the slots chosen to fill the same memory
 (`_coarse_slots`): near the smallest peak what matters is the room above the
 sub-problems' own smallest peaks, and the same cells then hold three times the
-slots at 1,000 layers. Measured with ``benchmarks/rotor_bound.py`` (CPU seconds, one
-process, an illustration; the chains of ``long_chain`` in
-``tests/test_plan_rotor_bound.py``; gap = (work - bound) / work):
+slots at 1,000 layers.
+
+Which windows can fit is known before any pass, exactly: the smallest peak
+among the schedules whose checkpoints span at most ``W`` layers is the
+smallest-peak recurrence with splits ``k <= W`` (`_min_peak` with ``W``, its
+proof there; a tenth of a second at 1,000 layers), and a pass whose window's
+peak is over the budget finds nothing, so it is skipped. On the chains below
+that peak is 3.2 times the smallest peak for ``W = 16`` and 1.46 times for ``W
+= 32`` at 1,000 layers (2.0 and 1.19 at 500). When not even the first window
+fits (*deep*), the whole table runs whatever the gap, and gets the time the
+skipped passes leave: twice ``_DENSE_MAX_CELLS`` (1.6 times after a ``W = 32``
+pass, which then keeps no relaxed table, the whole table's bound being the
+larger there, and tries no grid points above the budget); the window's schedule
+and the guided one are then spliced at the top level (`_splice`), the best that
+fits kept. The slots matter most near the smallest peak, on both sides: at
+1,000 layers, 240 to 481 slots moved the bound from 2.12e9 to 2.78e9 and the
+guided schedule's work from 3.56e9 to 2.86e9 (gap 40 % to 2.8 %); at 500
+layers, 120, 240, 480, 960 and 1,920 slots gave gaps of 20, 7.9, 4.3, 3.2 and
+2.9 % (the bound 6 % up, the work 12 % down). A larger grid point of a window
+pass is first checked on the bytes held at the end of forward, from the top
+level alone (no inner tables), where most of those that fail do. Measured with
+``benchmarks/rotor_bound.py`` (CPU seconds, one process, an illustration, on
+two cores shared with other jobs, where the code before the window peaks
+measured 37, 50 and 46 s at 1,000 layers against its quiet machine's 41, 55 and
+48 s below; the chains of ``long_chain`` in ``tests/test_plan_rotor_bound.py``;
+gap = (work - bound) / work):
 
 =======  ==================  ==================  ==================
 layers   smallest peak       30 % of store-all   60 % of store-all
 =======  ==================  ==================  ==================
-250      17 s, gap 0.4 %     0.9 s, gap 0.7 %    10 s, gap 0.3 %
-500      23 s, gap 3.7 %     11 s, gap 0.2 %     15 s, gap 0.4 %
-1,000    41 s, gap 40 %      15 s, gap 0.4 %     21 s, gap 1.3 %
+250      8.9 s, gap 0.1 %    0.8 s, gap 0.7 %    10 s, gap 0.3 %
+500      18 s, gap 0.4 %     11 s, gap 0.2 %     14 s, gap 0.4 %
+1,000    36 s, gap 2.8 %     16 s, gap 0.4 %     21 s, gap 1.3 %
 =======  ==================  ==================  ==================
 
 =======  ==================  ==================
 layers   1.5 x smallest      3 x smallest
 =======  ==================  ==================
-500      31 s, gap 2.4 %     40 s, gap 3.5 %
-1,000    55 s, gap 14 %      48 s, gap 17 %
+250      33 s, gap 0.4 %     20 s, gap 1.4 %
+500      19 s, gap 1.4 %     30 s, gap 3.5 %
+1,000    35 s, gap 7.5 %     33 s, gap 12 %
 =======  ==================  ==================
 
-(250 layers at 30 %: the coarser first pass was within 1 %.) Where the full grid runs,
-time grows about as ``n^0.5`` from 250 to 1,000 layers (the grid's work is held near a
-constant: the unit grows with ``n`` instead, and so does the gap). Near the smallest
-peak the coarse whole table sets both the schedule and the bound; with the feasible
-floor its slots are about ``2.3e8 / n^2`` at the smallest peak, ``1.4e8 / n^2`` at
-1.5 times it and ``1e8 / n^2`` at 3 times it (``8e7 / n^2`` without), coarse at
-1,000 layers: the gap there is the rounding's (the bound moves by a fifth from 158
-to 240 slots at the smallest peak of 1,000 layers, not monotonically), and part of
-it may be the schedule's. Without the floor the gaps were 36 % and 67 % at the
-smallest peak (500 and 1,000 layers), 4.0 % and 38 % at 1.5 times it, 4.9 % and
-21 % at 3 times it.
+(250 layers at 30 %: the coarser first pass was within 1 %; at 1.5 times the
+smallest peak, 23 s of the 33 go to the full ``W = 16`` pass, whose grid is
+fine at that length: 38 s before.) Where the full grid runs, time grows about
+as ``n^0.5`` from 250 to 1,000 layers (the grid's work is held near a constant:
+the unit grows with ``n`` instead, and so does the gap). Before the window
+peaks (a quiet machine): at 1,000 layers 41 s, gap 40 % at the smallest peak,
+55 s, 14 % at 1.5 times it, 48 s, 17 % at 3 times it; at 500 layers 23 s,
+3.7 %, 31 s, 2.4 % and 40 s, 3.5 %. Near the smallest peak the coarse whole
+table sets the bound, and the schedule but at 3 times it, where the ``W = 32``
+window's is the better (6.21e8 against 6.55e8 from 204 slots): the gap there is
+both sides' rounding (the window's grid: twice its work, 0.3 % less work;
+``W = 48`` or ``64`` on the same work, more). Without the floor the gaps were
+36 % and 67 % at the smallest peak (500 and 1,000 layers), 4.0 % and 38 % at
+1.5 times it, 4.9 % and 21 % at 3 times it (before the window peaks).
 """
 from __future__ import annotations
 
@@ -919,17 +946,34 @@ class _Dense:
         return items
 
 
-def _min_peak(profile: ChainProfile) -> int:
+def _min_peak(profile: ChainProfile, W: int | None = None) -> int:
     """The smallest peak any nested schedule reaches (bytes, exact): the recurrence with
-    ``max`` of bytes in place of work, one diagonal of sub-chains at a time."""
-    P, _ = _min_peak_tables(profile)
+    ``max`` of bytes in place of work, one diagonal of sub-chains at a time.
+    With ``W``, among the schedules whose checkpoints span at most ``W`` layers
+    (the schedules of a `_Windowed` table with windows of ``W``).
+
+    Proof (with ``W``). A schedule of sub-problem ``(a, e, h)`` starts either
+    with ``Taped(a)``, then a schedule of ``(a + 1, e, so_a)``, or with
+    ``Checkpointed(a, a + k, inner)``, ``inner`` a schedule of ``(a, a + k,
+    1)``, then one of ``(a + k, e, 0)``, each part run on top of what the
+    first item holds: its peak is the recurrence's term for that choice, and
+    its checkpoints span at most ``W`` layers iff ``k <= W`` and both parts'
+    do. So the recurrence with ``k <= W`` ranges over exactly those schedules,
+    and its minimum is their smallest peak. A `_Windowed` table's schedules
+    (sizes rounded up; larger grid points checked with `schedule_peak`) are
+    such schedules whose true peak fits the budget: when this peak is over the
+    budget, `_windowed_rotor` finds none, and `rotor` skips the pass (on the
+    exact grid the converse holds too; both tested)."""
+    P, _ = _min_peak_tables(profile, W)
     return int(P[0][len(P[0]) - 1][0])
 
 
-def _min_peak_tables(profile: ChainProfile):
+def _min_peak_tables(profile: ChainProfile, W: int | None = None):
     """``(P, d)``: ``P[h][l][a]`` the smallest peak of layers ``a .. a+l-1`` (the loss
     is layer ``n``) run on top of nothing more (``h``: ``x_a`` held), ``d[h]`` the
-    bytes a taped layer adds."""
+    bytes a taped layer adds. With ``W``, checkpoints span at most ``W`` layers
+    (the split offsets ``k <= W``: the same recurrence over that subset of the
+    schedules, so ``P`` is then their smallest peak, exactly)."""
     a, si, so, own = _chain_arrays(profile)
     N = len(si)
     a_arr = np.asarray(a, dtype=np.int64)
@@ -941,7 +985,7 @@ def _min_peak_tables(profile: ChainProfile):
     for length in range(1, N + 1):
         rows = N - length + 1
         Q = np.full(rows, big, dtype=np.int64)
-        for k in range(1, length):
+        for k in range(1, length if W is None else min(length, W + 1)):
             np.minimum(Q, np.maximum(P[1][k][:rows], P[0][length - k][k:k + rows]), out=Q)
         for h in (0, 1):
             nxt = np.where(so_arr[:rows], P[1][length - 1][1:rows + 1], P[0][length - 1][1:rows + 1])
@@ -997,15 +1041,18 @@ def _feasible_floor(profile: ChainProfile, S: int, cap: int, P=None):
     return [[-(-row * S // cap) for row in P[h]] for h in (0, 1)]
 
 
-def _min_peak_items(profile: ChainProfile, budget: int, guide=None, scale=None):
+def _min_peak_items(profile: ChainProfile, budget: int, guide=None, scale=None,
+                    tables=None, start=None):
     """A schedule of peak at most ``budget`` (at least the smallest peak), read off the
     smallest-peak recurrence: at every step the choices whose rest still fits (exact
     bytes), and among them the least work that ``guide`` (a `_Dense` table;
     ``scale = (S, cap)``: ``m`` bytes read at ``ceil(m S / cap)`` units, at most
     ``S``) estimates, taped on ties; without a guide, taped whenever it fits, else
     the shortest checkpoint that fits. No claim of optimality: the fallback when no
-    schedule with short checkpoints fits."""
-    P, d = _min_peak_tables(profile)
+    schedule with short checkpoints fits. ``tables``: `_min_peak_tables`'s, if
+    already computed. ``start = (s, h, m)``: the suffix from layer ``s`` on
+    (``h``: ``x_s`` held) within ``m`` bytes (at least its smallest peak)."""
+    P, d = _min_peak_tables(profile) if tables is None else tables
     a, si, so, _ = _chain_arrays(profile)
     N = len(si)
     Pm = [np.zeros((N + 1, N + 1), dtype=np.int64) for _ in (0, 1)]
@@ -1047,8 +1094,81 @@ def _min_peak_items(profile: ChainProfile, budget: int, guide=None, scale=None):
                 s, h, m = s + k, 0, m2
         return items
 
+    s, h, m = (0, 0, budget) if start is None else start
     with _deep_nesting(N):
-        return tuple(build(0, N, 0, budget)[:-1])
+        return tuple(build(s, N, h, m)[:-1])
+
+
+def _top_states(profile, items, costs):
+    """The states between a schedule's top-level items, ``(s, h, used, work)``
+    before item ``i`` for ``i = 0 .. len(items)``: the next layer, whether
+    ``x_s`` is held, the bytes the recurrence has counted (``d_a(h)`` per taped
+    layer, ``c_a(h)`` per checkpoint) and the work of the items before."""
+    a, si, so, own = _chain_arrays(profile)
+    prefix = [0]
+    for c in costs:
+        prefix.append(prefix[-1] + c)
+
+    def work(items):
+        return sum(prefix[it.stop] - prefix[it.start] + work(it.inner)
+                   for it in items if isinstance(it, Checkpointed))
+    s, h, used, done = 0, 0, 0, 0
+    out = [(s, h, used, done)]
+    for it in items:
+        if isinstance(it, Taped):
+            used += own[s] + (a[s + 1] if so[s] else 0) + (
+                a[s] if si[s] and not h else 0)
+            s, h = s + 1, int(so[s])
+        else:
+            used += 0 if h else a[s]
+            done += work((it,))
+            s, h = it.stop, 0
+        out.append((s, h, used, done))
+    return out
+
+
+def _splice(profile, costs, cap, guided, windowed, up, unit, guide, scale,
+            tables, tries=8):
+    """The best of two schedules spliced at the top level: the guided one's
+    first items, then the window table's suffix from that state (every split
+    point; ``up``: a `_Windowed` with suffixes, sizes rounded up to ``unit``
+    bytes), or the window schedule's first items, then a guided suffix
+    (`_min_peak_items`, at ``tries`` split points). ``(items, work)`` of the
+    least work among those that fit ``cap`` (`schedule_peak`), the two
+    schedules included. Every splice is a schedule: the recurrence's state
+    between top-level items is ``(s, h)`` and the bytes counted so far, and
+    any schedule of the suffix within the rest continues it."""
+    N = len(_chain_arrays(profile)[1])
+
+    def total(items):
+        return schedule_recompute_cost(
+            profile, NestedSchedule(n=profile.n, items=items), costs)
+    best = min(((total(x), x) for x in (guided, windowed)),
+               key=lambda p: p[0])
+    # the window table's suffix after the guided items: read, then built once
+    states = _top_states(profile, guided, costs)
+    est = [w + float(up.suffix[h][s][min((cap - used) // unit, up.S)])
+           if s < N - 1 and cap >= used and up.suffix is not None else np.inf
+           for s, h, used, w in states]
+    candidates = []
+    i = int(np.argmin(est))
+    if est[i] < best[0]:
+        s, h, used, _ = states[i]
+        candidates.append(guided[:i] + up.build(
+            min((cap - used) // unit, up.S), s, h))
+    # a guided suffix after the window schedule's items, at a few splits
+    states = _top_states(profile, windowed, costs)
+    cuts = [i for i, it in enumerate(windowed) if isinstance(it, Checkpointed)]
+    for i in cuts[::max(1, -(-len(cuts) // tries))]:
+        s, h, used, _ = states[i]
+        candidates.append(windowed[:i] + _min_peak_items(
+            profile, cap, guide, scale, tables, start=(s, h, cap - used)))
+    for items in candidates:
+        w = total(items)
+        if w < best[0] and schedule_peak(
+                profile, NestedSchedule(n=profile.n, items=items)) <= cap:
+            best = (w, items)
+    return best[1], best[0]
 
 
 # --------------------------------------------------------------------------- long chains
@@ -1063,6 +1183,9 @@ _WINDOW_CODES = 250_000_000  # bytes of the schedule table's choices (one per en
 # (window, share of _WINDOW_WORK, gap that stops): tried in turn
 _WINDOW_STEPS = ((_WINDOW, 0.1, 0.01), (_WINDOW, 1, 0.05), (2 * _WINDOW, 1, 0.05))
 _WINDOW_GAP = 0.05  # above this gap, a longer window, then a coarse whole table
+# the whole table's cells when deep, times _DENSE_MAX_CELLS: the time the
+# skipped window passes leave (without a window pass, with one)
+_DEEP_CELLS = (2.0, 1.6)
 
 
 def _shift(v, c):
@@ -1117,9 +1240,12 @@ class _Windowed:
     layers holds all taped), kept in a ring of the last ``W + 1`` starts; then its
     suffix ``C(s, n + 1, h)`` from the next ``W`` suffixes (a ring too). With
     ``codes`` the choices are kept, two bytes per entry: the checkpoint's span at the
-    argmin (bits 0-7), taped preferred for ``h = 0`` (bit 8) and ``h = 1`` (bit 9)."""
+    argmin (bits 0-7), taped preferred for ``h = 0`` (bit 8) and ``h = 1`` (bit 9).
+    With ``suffixes`` every ``C(s, n + 1, h)`` is kept too
+    (``suffix[h][s]``), and `build` starts from any ``(s, h)``."""
 
-    def __init__(self, sizes, costs, S, W, relax=False, codes=False):
+    def __init__(self, sizes, costs, S, W, relax=False, codes=False,
+                 suffixes=False):
         a, si, so, own = sizes
         N = len(si)
         self.N, self.S, self.W = N, S, W
@@ -1145,6 +1271,9 @@ class _Windowed:
         E1 = np.zeros(S + 1)  # C(s + 1, N, 1)
         G = np.full(S + 1, inf)  # min over j > s + W of prefix[j] + C(j, N, 0)
         self.codes = np.zeros((N, S + 1), dtype=np.uint16) if codes else None
+        # with suffixes: every C(s, N, h), for `build` from any (s, h)
+        self.suffix = ((np.empty((N, S + 1)), np.empty((N, S + 1)))
+                       if suffixes else None)
         cols = np.arange(S + 1)
         for s in range(N - 1, -1, -1):
             r, r1 = s % R, (s + 1) % R
@@ -1192,13 +1321,19 @@ class _Windowed:
                 code |= (t1 <= Q).astype(np.uint16) << 9
             E0r[s % (R + 1)] = np.minimum(t0, c0)
             E1 = np.minimum(t1, Q)
+            if suffixes:
+                self.suffix[0][s] = E0r[s % (R + 1)]
+                self.suffix[1][s] = E1
         self.top = E0r[0]
 
-    def build(self, m):
+    def build(self, m, s=0, h=0, inner=True):
         """The items of the schedule the table chose within ``m`` units (the loss left
-        out); inner schedules from a `_Dense` of their own short sub-chain."""
+        out); inner schedules from a `_Dense` of their own short sub-chain.
+        From layer ``s`` on (``h``: ``x_s`` held): the suffix ``C(s, n + 1,
+        h)``. ``inner=False``: the top level only (every checkpoint's inner
+        empty)."""
         a, so, d, codes = self.a, self.so, self.d, self.codes
-        items, s, h = [], 0, 0
+        items = []
         while s < self.N - 1:
             if codes[s, m] >> (8 + h) & 1:
                 items.append(Taped(s))
@@ -1207,7 +1342,8 @@ class _Windowed:
                 continue
             m2 = m - (0 if h else int(a[s]))
             k = int(codes[s, m2] & 255)
-            items.append(Checkpointed(s, s + k, self._inner(s, s + k, m2)))
+            items.append(Checkpointed(s, s + k, self._inner(s, s + k, m2)
+                                      if inner else ()))
             s, h, m = s + k, 0, m2
         if not codes[s, m] >> (8 + h) & 1:  # pragma: no cover  (the loss is taped)
             raise AssertionError("the loss is never checkpointed")
@@ -1265,28 +1401,44 @@ def _relaxed_bound(profile, costs, cap, W, work=None):
     return float(low.top[S])
 
 
-def _windowed_rotor(profile, costs, cap, W=None, work=None):
+def _windowed_rotor(profile, costs, cap, W=None, work=None, bound=True,
+                    probe=True, keep=False):
     """`rotor` on a long chain: ``(items, lower_bound)``, items None when no schedule
-    whose checkpoints span at most ``W`` (default ``_WINDOW``) layers fits ``cap``."""
+    whose checkpoints span at most ``W`` (default ``_WINDOW``) layers fits ``cap``.
+    ``bound=False``: the relaxed table left out (``lower_bound`` 0, a bound
+    still); ``probe=False``: the grid's choice at the budget, larger grid
+    points not tried (the table then stops at the budget); ``keep``: a third
+    element, ``(table, unit)``, the table (sizes rounded up to ``unit`` bytes)
+    with every suffix (`_splice`) if they fit in ``_WINDOW_CODES`` bytes."""
     a, si, so, own = _chain_arrays(profile)
     W = min(_WINDOW if W is None else W, len(si) - 1, 255)
-    bound = _relaxed_bound(profile, costs, cap, W, work)
+    bound = _relaxed_bound(profile, costs, cap, W, work) if bound else 0.0
     unit = _grid_unit(profile, W, cap, work)
     S = cap // unit
     spare = sum(1 for v in a + own if v)  # rounding up over-counts each array < 1 unit
     up = _Windowed(([-(-v // unit) for v in a], si, so, [-(-v // unit) for v in own]),
-                   costs, S + spare, W, codes=True)
+                   costs, S + (spare if probe else 0), W, codes=True,
+                   suffixes=keep and 16 * len(si) * (S + 1) <= _WINDOW_CODES)
     top = up.top
     if top[S] == np.inf:
-        return None, bound
+        return (None, bound, (up, unit)) if keep else (None, bound)
+
+    n = len(si) - 1  # the loss: the bytes it adds, x_n held or not
+    loss = (own[n] + (a[n] if si[n] else 0), own[n])
 
     def fits(m):
+        # the end of forward first, from the top level alone (no inner tables):
+        # a part of the peak, and where most larger grid points fail
+        _, h, used, _ = _top_states(profile, up.build(m, inner=False),
+                                    costs)[-1]
+        if used + loss[h] > cap:
+            return None, False
         items = up.build(m)
         return items, schedule_peak(profile, NestedSchedule(n=profile.n, items=items)) <= cap
 
     # the grid's choice at S fits; one at a larger m may still fit in true bytes: keep
     # the least work among those that do (each checked with schedule_peak)
-    best, lo, hi = S, S + 1, S + spare
+    best, lo, hi = S, S + 1, S + spare if probe else S
     while lo <= hi:
         mid = (lo + hi) // 2
         if fits(mid)[1]:
@@ -1296,7 +1448,8 @@ def _windowed_rotor(profile, costs, cap, W=None, work=None):
             hi = mid - 1
     first = int(np.argmax(top[:best + 1] == top[best]))  # ties: the smaller peak
     items, ok = fits(first)
-    return (items if ok else up.build(best)), bound
+    items = items if ok else up.build(best)
+    return (items, bound, (up, unit)) if keep else (items, bound)
 
 
 def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flops",
@@ -1343,15 +1496,16 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
             where it can be, bounded where not. The automatic grid of long chains
             (integer costs) is fine (about the arrays' size, not the budget's) and
             restricts checkpoints to at most 16 layers (32 if the gap stays over
-            5 %, and near the smallest peak a schedule read off the smallest-peak
+            5 %; a window whose smallest peak is over the budget is skipped,
+            and near the smallest peak a schedule read off the smallest-peak
             recurrence, guided by the coarse whole table); the bound is the same table
-            with sizes rounded down and longer checkpoints relaxed (module
-            docstring, "Long chains: short checkpoints on a fine grid"). Float
-            costs (seconds), and integer costs too large to add exactly in float64
-            (the FLOPs of large layers), are planned there on integer stand-ins
-            ``floor(c / q)``: every true cost is at least ``q`` times its
-            stand-in, so ``q`` times the stand-ins' bound bounds the true
-            optimum, and the schedule's work is reported in true costs.
+            with sizes rounded down and longer checkpoints relaxed, or the
+            whole table's (module docstring, "Long chains: short checkpoints on
+            a fine grid"). Float costs (seconds), and integer costs too large to
+            add exactly in float64 (the FLOPs of large layers), are planned there
+            on integer stand-ins ``floor(c / q)``: every true cost is at least
+            ``q`` times its stand-in, so ``q`` times the stand-ins' bound bounds
+            the true optimum, and the schedule's work is reported in true costs.
             With slots, ``lower_bound_cost`` is the larger of that table's bound and
             a grid-free one (`_taped_knapsack_bound`: what the top level cannot tape
             within the budget is recomputed at least once; a fractional knapsack),
@@ -1399,7 +1553,8 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
         slots = check_int("slots", slots, 1, where="rotor")
         if budget_bytes is None:
             raise ValueError("rotor: slots= discretises budget_bytes; pass budget_bytes too")
-    smallest = _min_peak(profile)
+    tables = _min_peak_tables(profile)
+    smallest = int(tables[0][0][len(tables[0][0]) - 1][0])
     if budget_bytes is not None and budget_bytes < smallest:
         raise ValueError(f"rotor: budget_bytes={budget_bytes} is infeasible: the smallest peak of saved "
                          f"activations any nested schedule reaches on this chain is {smallest} bytes; "
@@ -1427,18 +1582,34 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
     if not dense and slots is None and N > _FRONTS_MAX_LAYERS and cap > 0 and exact_work:
         # too long for the exact solvers: short checkpoints on a fine grid, and the
         # proven bound (see the docstring)
-        items, work = None, None
+        items, work, kept = None, None, None
         bound = _taped_knapsack_bound(profile, costs, cap)
         tried = set()
+        # the smallest peak with checkpoints of at most W layers, exact: above
+        # the budget, a pass with windows of W finds nothing and is skipped.
+        # Deep: not even the first window fits (deep nesting needed): the
+        # whole table runs anyway, on a finer grid, its bound the windows'
+        # relaxed ones are left for, and the windows try no larger grid points
+        peaks = {}
+
+        def window_peak(W):
+            if W not in peaks:
+                peaks[W] = _min_peak(profile, W)
+            return peaks[W]
+        deep = window_peak(min(_WINDOW_STEPS[0][0], N - 1, 255)) > cap
         # a coarser grid first, stopping there within 1 %; then the full grid, then a
         # longer window while the gap is over 5 %
         for W, share, gap in _WINDOW_STEPS:
-            W = min(W, N - 1)
-            if (W, share) in tried:
+            W = min(W, N - 1, 255)
+            if (W, share) in tried or window_peak(W) > cap:
                 continue
             tried.add((W, share))
-            found, low = _windowed_rotor(profile, costs, cap, W, share * _WINDOW_WORK)
+            found, low, *table = _windowed_rotor(
+                profile, costs, cap, W, share * _WINDOW_WORK, bound=not deep,
+                probe=not deep, keep=deep)
             bound = max(bound, low)
+            if found is not None and deep:
+                kept = (found, *table[0])
             if found is not None:
                 w = schedule_recompute_cost(
                     profile, NestedSchedule(n=profile.n, items=found), costs)
@@ -1446,21 +1617,25 @@ def rotor(layers, x=None, budget_bytes: int | None = None, loss=None, cost="flop
                     items, work = found, w
             if work is not None and work - bound <= gap * work:
                 break
-        if work is None or work - bound > _WINDOW_GAP * work:
+        if deep or work is None or work - bound > _WINDOW_GAP * work:
             # long checkpoints may matter: the whole table on a coarse grid, sizes
             # rounded down, is a bound and guides a schedule read off the
             # smallest-peak recurrence; the better schedule is kept
-            P, _ = _min_peak_tables(profile)
-            coarse = _coarse_slots(P, N, cap, _DENSE_MAX_CELLS)
+            P = tables[0]
+            cells = _DENSE_MAX_CELLS * (
+                _DEEP_CELLS[bool(tried)] if deep else 1)
+            coarse = _coarse_slots(P, N, cap, int(cells))
             guide = _Dense(([v * coarse // cap for v in a], si, so,
                             [v * coarse // cap for v in own]), costs, coarse,
                            down32=True,
                            floor=_feasible_floor(profile, coarse, cap, P))
-            del P
             bound = max(bound, float(guide.top()[coarse]))
-            other = _min_peak_items(profile, cap, guide, (coarse, cap))
-            del guide
+            other = _min_peak_items(profile, cap, guide, (coarse, cap), tables)
             with _deep_nesting(N):
+                if kept is not None:  # deep: the two spliced at the top level
+                    other, _ = _splice(profile, costs, cap, other, *kept,
+                                       guide, (coarse, cap), tables)
+                del guide, kept
                 if work is None or schedule_recompute_cost(profile, NestedSchedule(
                         n=profile.n, items=other), costs) < work:
                     items = other
