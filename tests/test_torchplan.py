@@ -103,11 +103,17 @@ def test_recomputation_leaves_running_statistics_as_a_plain_step_does():
     for schedule in (nested, plan.explicit(5, [0, 2])):
         ran = copy.deepcopy(blocks)
         _loss(run_plan(ran, schedule, x)).backward()
-        for a, b in zip(ran, plain):
-            assert int(a[1].num_batches_tracked) == 1
-            assert torch.equal(a[1].running_mean, b[1].running_mean)
-            assert torch.equal(a[1].running_var, b[1].running_var)
-            assert torch.equal(a[0].weight.grad, b[0].weight.grad)
+        assert_as_one_plain_step(ran, plain)
+
+
+def assert_as_one_plain_step(ran, plain):
+    """Blocks (Linear, BatchNorm, ...) after one step: statistics that counted
+    the batch once, and the gradients, equal to a plain step's."""
+    for a, b in zip(ran, plain):
+        assert int(a[1].num_batches_tracked) == 1
+        assert torch.equal(a[1].running_mean, b[1].running_mean)
+        assert torch.equal(a[1].running_var, b[1].running_var)
+        assert torch.equal(a[0].weight.grad, b[0].weight.grad)
 
 
 def test_a_plan_for_another_number_of_blocks_is_refused():
