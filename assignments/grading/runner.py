@@ -1061,12 +1061,15 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
             nodes[id(node)] = [ref, tuple([id(s) for s in args[2]]), False]
             return
         known = nodes.get(id(node))
-        if known is not None:
-            alive = known[0]()
-            if alive is not None and alive is not node:
-                known = None  # another node at a freed node's address
+        alive = None if known is None else known[0]()
+        if known is not None and alive is not node and (alive is not None or known[2]):
+            known = None  # another node at a freed node's address (dead and unreleased: a
+            # node the collector frees in a cycle, whose weak reference dies first)
         if kind == "node-backward":
-            if id(raiser.f_code) == c_run_node and known is not None and known[2]:
+            # (a released node that says so raises "backward a second time": not forged; a
+            # dead reference is another node's, one that saved nothing, at the same address)
+            if id(raiser.f_code) == c_run_node and alive is node and known[2] \
+                    and len(args) == 3 and args[2] is False:
                 forge("backward ran through a node whose saved arrays the ledger counted as "
                       "released (its saved arrays put back)")
             return
