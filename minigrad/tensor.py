@@ -21,7 +21,7 @@ import numpy as np
 
 from minigrad import grad_mode
 from minigrad._validation import as_array, check_saved_versions, saved_versions
-from minigrad.hooks import BACKWARD_TASKS, SAVED_HOOKS, tell
+from minigrad.hooks import BACKWARD_TASKS, NODE_EVENT, SAVED_HOOKS, audit, tell
 
 __all__ = ["Tensor", "Function", "Context", "graph_nodes", "run_backward",
            "BackwardTask", "current_op", "current_backward"]
@@ -57,6 +57,7 @@ class Context:
             if isinstance(a, np.ndarray):
                 tell("hold", a, "activations")
         self.saved = tuple(arrays)
+        audit(NODE_EVENT, "node-saved", self, self.saved)
 
     @property
     def saved_tensors(self) -> tuple:
@@ -69,6 +70,7 @@ class Context:
     def release(self):
         """Free the saved arrays (after backward, or when the graph is dropped)."""
         if not self.released:
+            audit(NODE_EVENT, "node-release", self, self.saved)
             for s in self.saved:
                 if isinstance(s, np.ndarray):
                     tell("release", s, "activations")
@@ -284,6 +286,7 @@ def _run_node(ctx, entry, pending, retain_graph, task):
     """One node's backward: release what it saved, hand its inputs their gradients."""
     g, owned = entry
     entry.clear()  # (the caller keeps no reference to g)
+    audit(NODE_EVENT, "node-backward", ctx, ctx.released)
     if ctx.released:
         ctx.saved_tensors  # raises the "backward a second time" error
     grads = ctx.fn.backward(ctx, g)

@@ -632,6 +632,69 @@ def race():
     stop.append(1)
     t.join()
     return len(got)
+def graph():
+    x = Tensor(np.ones((32, 32), np.float32), requires_grad=True)
+    return x, ((x * 2).exp() * 3).tanh().sum()
+def node_of(y):
+    from minigrad.tensor import node_of
+    return node_of(y)
+def forged_ctx():  # a Context of the notebook's given a real node's saved array
+    from minigrad.tensor import Context
+    x, loss = graph()
+    with memory.track() as m:
+        real = node_of(loss).inputs[0]
+        c = Context()
+        c.saved = real.saved
+        c.release()
+        loss.backward()
+def restored_ctx():  # the real node released, its saved arrays put back
+    x, loss = graph()
+    with memory.track() as m:
+        ctx = node_of(loss).inputs[0]
+        saved = ctx.saved
+        ctx.release()
+        ctx.saved, ctx.released = saved, False
+        loss.backward()
+def restored_retain():  # the same, backward keeping the graph
+    x, loss = graph()
+    with memory.track() as m:
+        ctx = node_of(loss).inputs[0]
+        saved = ctx.saved
+        ctx.release()
+        ctx.saved, ctx.released = saved, False
+        loss.backward(retain_graph=True)
+        ctx.released = True
+def swapped_ctx():  # a real node releasing another node's arrays
+    x, loss = graph()
+    with memory.track() as m:
+        a = b = node_of(loss).inputs[0]
+        while b is a or not any(isinstance(s, np.ndarray) for s in b.saved):
+            b = b.inputs[0]  # the next node up that saved an array
+        a.saved = b.saved
+        a.release()
+def honest_nodes():  # training steps, retain_graph, a graph dropped, checkpoint
+    from minigrad.checkpoint import checkpoint
+    with memory.track() as m:
+        for _ in range(2):
+            x, loss = graph()
+            loss.backward()
+        x, loss = graph()
+        loss.backward(retain_graph=True)
+        loss.backward()
+        try:
+            loss.backward()  # a second time: the engine's error
+        except RuntimeError:
+            pass
+        x, loss = graph()
+        del x, loss
+        x = Tensor(np.ones((32, 32), np.float32), requires_grad=True)
+        y = checkpoint(lambda t: ((t * 2).exp() * 3).tanh(), x)
+        y.sum().backward()
+        x, loss = graph()
+        cyc = [loss]
+        cyc.append(cyc)
+        del cyc, x, loss
+        gc.collect()
 '''
 ns = {"np": np, "memory": memory, "Tensor": Tensor, "sys": sys, "threading": threading, "gc": gc}
 exec(compile(cell, "<your cell 1>", "exec"), ns)
@@ -667,6 +730,23 @@ def test_a_ledger_tracker_edited_while_a_test_measures_is_seen(route):
         assert got == 0, "a racing thread's gc.get_objects got through"
     else:
         assert "tracker" in got, got
+
+
+@pytest.mark.parametrize("route", ["honest_nodes", "forged_ctx", "restored_ctx", "restored_retain",
+                                   "swapped_ctx"])
+def test_a_node_s_saved_arrays_released_by_another_or_put_back_are_seen(route):
+    """The ledger counts a node's saved arrays as released only from the node that saved
+    them, once: a ``Context`` the notebook made given a real node's arrays, a real node's
+    arrays put back after its release (backward then releases it again, or runs through it
+    with ``retain_graph``), a node releasing another node's arrays are named; training
+    steps, ``retain_graph``, a graph dropped (in a cycle too) and checkpoint are not."""
+    body = (f"answers(True)\nenter()\ntry:\n    ns[{route!r}]()\nfinally:\n    leave()\n"
+            "answers()\nprint(json.dumps(check()))\n")
+    got = run_harness(TRACKER_HARNESS + body)
+    if route.startswith("honest"):
+        assert got == "", got
+    else:
+        assert "node" in got, got
 
 
 def test_no_signal_handler_can_be_installed_after_the_grader_s():

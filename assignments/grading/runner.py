@@ -924,6 +924,7 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
     collect = [None, False]  # the answers of the test that runs; whether to check `expected`
     from minigrad import hooks as _hooks_module
     from minigrad import memory as _memory
+    from minigrad import tensor as _tensor_module
 
     ledger_event = _memory.LEDGER_EVENT
     class_write_event, class_write_code = kit.CLASS_WRITE_EVENT, id(kit._set_attrs.__code__)
@@ -1024,7 +1025,71 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
             if total > peak["total"]:  # noqa: PLR1730
                 peak["total"] = total
 
+    # --- which node saved what: a release is taken in only from the node that saved ---
+    # ``Context.save_for_backward``, ``Context.release`` and the backward of one node raise
+    # LEDGER_EVENT with the node. The copy keeps, per node, a weak reference, the ids of
+    # what it saved (ids, not the arrays: the copy must not keep them alive; the node keeps
+    # its tuple, so the ids stay its arrays' while it lives) and whether it released. A
+    # release of a node that never saved (a notebook's ``Context()`` given a real node's
+    # arrays), of other arrays than it saved, a second release (a released node's
+    # ``saved``/``released`` put back) or a backward through a released node is forged.
+    # One dict operation per node and event; dead nodes are pruned as the dict grows.
+    c_saved = id(_CLASS_DICT(_tensor_module.Context)["save_for_backward"].__code__)
+    nodes: dict = {}  # id(node) -> [weak reference, ids of what it saved, released]
+    prune_at = [4096]
+    packed_plain = type(None)
+
+    def holds(saved) -> bool:
+        """Whether a saved tuple holds anything a release lowers (an array, a packed one)."""
+        return any(type(s) is not packed_plain for s in saved)
+
+    def shadow_node(kind, node, args):
+        # Only a record's making reads the raiser (each frame read costs audit events): a
+        # release or backward event the notebook raises itself can only forge against it.
+        if kind == "node-saved":
+            if len(args) != 3 or type(args[2]) is not tuple or not holds(args[2]) \
+                    or id(getframe(3).f_code) != c_saved:
+                return
+            if len(nodes) >= prune_at[0]:
+                for k in [k for k, rec in _dict.items(nodes) if rec[0]() is None]:
+                    del nodes[k]
+                prune_at[0] = max(4096, 2 * len(nodes))
+            try:
+                ref = weakref_type(node)
+            except TypeError:
+                return
+            nodes[id(node)] = [ref, tuple([id(s) for s in args[2]]), False]
+            return
+        known = nodes.get(id(node))
+        alive = None if known is None else known[0]()
+        if known is not None and alive is not node and (alive is not None or known[2]):
+            known = None  # another node at a freed node's address (dead and unreleased: a
+            # node the collector frees in a cycle, whose weak reference dies first)
+        if kind == "node-backward":
+            # (a released node that says so raises "backward a second time": not forged; a
+            # dead reference is another node's, one that saved nothing, at the same address)
+            if alive is node and known[2] and len(args) == 3 and args[2] is False:
+                forge("backward ran through a node whose saved arrays the ledger counted as "
+                      "released (its saved arrays put back)")
+            return
+        if kind != "node-release" or len(args) != 3 or type(args[2]) is not tuple \
+                or not holds(args[2]):
+            return
+        if known is None:
+            forge("a node released arrays it never saved (a Context the notebook made, "
+                  "given another node's saved arrays)")
+        elif known[2]:
+            forge("a node released its saved arrays twice (its saved arrays put back after "
+                  "a release)")
+        elif tuple([id(s) for s in args[2]]) != known[1]:
+            forge("a node released other arrays than it saved")
+        else:
+            known[2] = True
+
     def shadow_ledger(args):
+        if len(args) >= 2 and type(args[0]) is _str and args[0][:5] == "node-":
+            shadow_node(args[0], args[1], args)
+            return
         if len(args) < 2 or type(args[1]) is not entry_type:
             return
         kind, e = args[0], args[1]
