@@ -44,7 +44,8 @@ BOOK = ROOT / "book" / "assignments"
 NAMES = sorted(p.parent.name for p in MASTERS.glob("*/*.ipynb") if p.stem == p.parent.name)
 DEMO = "a3_checkpoint"       # the assignment whose demonstration class is graded in full
 GRADESCOPE_NAME = "a1_backward"  # the assignment graded through the Gradescope zip
-TEST_TIMEOUT_S = 5           # per test in these runs (the hanging submission's limit)
+TEST_TIMEOUT_S = 5           # per test in these runs (the bomb's and dave's limit)
+HANG_TIMEOUT_S = 1           # per test for the notebook whose every graded name hangs
 SEED = 20261201
 
 # scripts/assignments.py, loaded by path.
@@ -117,6 +118,11 @@ def gradings(built, tmp_path_factory) -> dict:
     victim = hashlib.sha256((demo / "victor.ipynb").read_bytes()).hexdigest()
     runs.append(("grade", DEMO, demo, "--out", built, "--timeout", TEST_TIMEOUT_S, "--jobs", 2))
     attacked = {name: attack_class(name, built, tmp_path_factory) for name in NAMES}
+    # the hanging notebook alone, at a short limit: each of its tests spins a core until
+    # the limit (what is checked is that it costs only its limits, whatever they are)
+    hanging = tmp_path_factory.mktemp("hanging")
+    shutil.move(attacked[DEMO] / "hang.ipynb", hanging / "hang.ipynb")
+    runs.append(("grade", DEMO, hanging, "--out", built, "--timeout", HANG_TIMEOUT_S, "--jobs", 2))
     shortcuts = {kind: add_shortcut(kind, built, attacked[SHORTCUTS[kind][0]]) for kind in SHORTCUTS}
     graded_all = {}
     for name in NAMES:
@@ -138,7 +144,8 @@ def gradings(built, tmp_path_factory) -> dict:
     grade_runs(runs)
     assert hashlib.sha256((demo / "victor.ipynb").read_bytes()).hexdigest() == victim, \
         "the victim's notebook changed while the class was graded"
-    return {"demo": demo, "graded_all": graded_all, "attacked": attacked, "shortcuts": shortcuts}
+    return {"demo": demo, "graded_all": graded_all, "attacked": attacked, "shortcuts": shortcuts,
+            "hanging": hanging}
 
 
 @pytest.fixture(scope="module")
@@ -295,16 +302,20 @@ def test_a_process_bomb_stops_at_the_process_limit(attacked):
             f"{name}: a later test could start nothing (what an earlier one left holds the limit): {counts}"
 
 
-def test_a_hanging_notebook_costs_its_time_limits_only(attacked):
-    """Every graded name hangs: each test that calls one is stopped at its limit, in its own
-    process, and the notebook is loaded once (no reload per test)."""
-    detail = json.loads((attacked[DEMO] / "results" / "hang.ipynb.json").read_text())["detail"]
+def test_a_hanging_notebook_costs_its_time_limits_only(attacked, gradings):
+    """Every graded name hangs (a busy loop): each test that calls one is stopped at its
+    limit, in its own process, and the notebook is loaded once (no reload per test); it
+    scores no more than the notebook as handed out."""
+    hanging = gradings["hanging"]
+    detail = json.loads((hanging / "results" / "hang.ipynb.json").read_text())["detail"]
     stopped = [t for t in detail["tests"] if "TimeoutError" in t["message"]]
     assert stopped, "no test of the hanging notebook timed out"
     assert detail["starts"] == 1, f"the runner started {detail['starts']} times"
-    budget = 30 + len(stopped) * (TEST_TIMEOUT_S + 2)
+    budget = 30 + len(stopped) * (HANG_TIMEOUT_S + 2)
     assert detail["seconds"] <= budget, \
-        f"{len(stopped)} hanging tests of {TEST_TIMEOUT_S} s took {detail['seconds']} s to grade (bound {budget} s)"
+        f"{len(stopped)} hanging tests of {HANG_TIMEOUT_S} s took {detail['seconds']} s to grade (bound {budget} s)"
+    blank = float(read_scores(attacked[DEMO])["blank.ipynb"]["points"])
+    assert float(read_scores(hanging)["hang.ipynb"]["points"]) <= blank
 
 
 def test_there_are_seven_assignments_with_masters_and_requirements():

@@ -80,8 +80,11 @@ sys.stdin.readline()"""
     assert got["records"]["q1/test_a"]["error"].startswith("TimeoutError")
 
 
-@pytest.mark.slow  # waits out the driver's deadline (about 20 s)
-def test_a_silent_runner_is_stopped_at_its_deadline():
+@pytest.mark.slow  # waits out the driver's deadline
+def test_a_silent_runner_is_stopped_at_its_deadline(monkeypatch):
+    """A runner that answers nothing after a test's command is stopped at the test's limit
+    plus twice the restart slack (shortened here: the wait is the same code)."""
+    monkeypatch.setattr(driver, "RESTART_SLACK_S", 1.0)
     start = time.monotonic()
     got = run("""sys.stdin.readline()
 print(json.dumps({"kind": "loaded", "cell_errors": []}), flush=True)
@@ -89,7 +92,7 @@ sys.stdin.readline()
 import time
 time.sleep(600)""", per_test_s=1.0)
     assert "ended before it answered" in got["records"]["q1/test_a"]["error"]
-    assert time.monotonic() - start < 30
+    assert 3.0 <= time.monotonic() - start < 12
 
 
 def test_each_test_is_timed_from_its_command_to_its_answers():
