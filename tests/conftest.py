@@ -39,7 +39,7 @@ def pytest_ignore_collect(collection_path, config):
     every test module, torch's included, to deselect it)."""
     if config.getoption("markexpr", "") != "book":
         return None
-    if collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
-        if "pytest.mark.book" not in collection_path.read_text():
-            return True
+    if collection_path.suffix == ".py" and collection_path.name.startswith("test_") \
+            and "pytest.mark.book" not in collection_path.read_text():
+        return True
     return None
