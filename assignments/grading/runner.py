@@ -924,6 +924,7 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
     collect = [None, False]  # the answers of the test that runs; whether to check `expected`
     from minigrad import hooks as _hooks_module
     from minigrad import memory as _memory
+    from minigrad import autograd as _autograd_module
     from minigrad import tensor as _tensor_module
 
     ledger_event = _memory.LEDGER_EVENT
@@ -978,17 +979,40 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
         if not forged:
             forged.append(why)
 
+    # A packed saved entry lets go of its arrays only for the node that holds it: its
+    # ``release`` called by ``Context.release``, its ``drop_unpacked`` by a node's backward
+    # or by that ``release``. Called by hand (``ctx.saved[0].release()`` before backward,
+    # the node still holding the entry), the activations would drop while the node keeps
+    # them: from_engine checks these two methods' callers, frame by frame.
+    packed_methods = _CLASS_DICT(_autograd_module._Packed)
+    c_packed_release = id(packed_methods["release"].__code__)
+    c_context_release = id(_CLASS_DICT(_tensor_module.Context)["release"].__code__)
+    engine_callers = {
+        c_packed_release: frozenset([c_context_release]),
+        id(packed_methods["drop_unpacked"].__code__): frozenset(
+            [id(_tensor_module._run_node.__code__), c_packed_release])}
+
     def from_engine(frame) -> bool:
         """Whether the frame above the ledger's methods and the hook registry's runs
-        minigrad's own code (``frame``: the raiser's caller). Each ``f_back`` read raises an
-        audit event, passed at once for the frame named in ``walking`` (no other code can
-        hold that frame object: a finalizer running meanwhile is checked as anywhere)."""
+        minigrad's own code (``frame``: the raiser's caller), and, for a packed entry's
+        release, was called by the engine (``engine_callers``). Each ``f_back`` read raises
+        an audit event, passed at once for the frame named in ``walking`` (no other code
+        can hold that frame object: a finalizer running meanwhile is checked as anywhere)."""
         me = ident()
         try:
             while frame is not None and id(frame.f_code) in dispatch:
                 walking[me] = frame
                 frame = frame.f_back
-            return frame is not None and id(frame.f_code) in engine
+            if frame is None or id(frame.f_code) not in engine:
+                return False
+            callers = engine_callers.get(id(frame.f_code))
+            while callers is not None:
+                walking[me] = frame
+                frame = frame.f_back
+                if frame is None or id(frame.f_code) not in callers:
+                    return False
+                callers = engine_callers.get(id(frame.f_code))
+            return True
         finally:
             walking[me] = None
 
@@ -1128,8 +1152,8 @@ def make_guard(trusted: dict, grader: dict, on_answer=None, guarded: set = froze
             raiser = getframe(2)
             if id(raiser.f_code) != c_recat or not from_engine(raiser.f_back):
                 forge("the ledger's methods were called by code other than minigrad's engine (a "
-                      "notebook's call of memory.hold/release/register, _LEDGER's methods or "
-                      "hooks.tell)")
+                      "notebook's call of memory.hold/release/register, _LEDGER's methods, "
+                      "hooks.tell, or a packed saved entry's release)")
                 return
             if pending[0] is e:
                 pending[0] = None
