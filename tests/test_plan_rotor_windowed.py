@@ -116,14 +116,22 @@ def _long_path(monkeypatch, work=None):
         monkeypatch.setattr(nested, "_WINDOW_WORK", work)
 
 
+def _random_long_path(rng, monkeypatch, smallest: int, widest: int):
+    """``(profile, w)``: a random profile of ``smallest`` to 10 layers on the
+    long-chain path, with window passes of ``w`` (at most ``widest``) and
+    ``w + 2`` layers."""
+    profile = random_profile(rng, int(rng.integers(smallest, 11)), unit=4)
+    _long_path(monkeypatch, work=int(rng.integers(300, 3000)))
+    w = int(rng.integers(1, widest + 1))
+    monkeypatch.setattr(nested, "_WINDOW_STEPS",
+                        ((w, 0.5, 0.01), (w, 1, 0.05), (w + 2, 1, 0.05)))
+    return profile, w
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_rotor_takes_the_long_chain_path_soundly(seed, monkeypatch):
     rng = np.random.default_rng(600 + seed)
-    profile = random_profile(rng, int(rng.integers(4, 11)), unit=4)
-    _long_path(monkeypatch, work=int(rng.integers(300, 3000)))
-    w = int(rng.integers(1, 5))
-    monkeypatch.setattr(nested, "_WINDOW_STEPS",
-                        ((w, 0.5, 0.01), (w, 1, 0.05), (w + 2, 1, 0.05)))
+    profile, _ = _random_long_path(rng, monkeypatch, 4, 4)
     for budget in [None] + _budgets(rng, profile):
         s = P.rotor(profile, budget_bytes=budget)
         cap = _min_peak(profile) if budget is None else budget
@@ -269,11 +277,7 @@ def test_rotor_skips_the_windows_that_cannot_fit(seed, monkeypatch):
     is over the budget, and then the whole table on a finer grid: the schedule
     fits, and the bound is at most the exact optimum."""
     rng = np.random.default_rng(1100 + seed)
-    profile = random_profile(rng, int(rng.integers(5, 11)), unit=4)
-    _long_path(monkeypatch, work=int(rng.integers(300, 3000)))
-    w = int(rng.integers(1, 3))
-    monkeypatch.setattr(nested, "_WINDOW_STEPS",
-                        ((w, 0.5, 0.01), (w, 1, 0.05), (w + 2, 1, 0.05)))
+    profile, w = _random_long_path(rng, monkeypatch, 5, 2)
     calls = []
     real = nested._windowed_rotor
 
