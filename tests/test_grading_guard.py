@@ -647,23 +647,19 @@ def forged_ctx():  # a Context of the notebook's given a real node's saved array
         c.saved = real.saved
         c.release()
         loss.backward()
-def restored_ctx():  # the real node released, its saved arrays put back
+def restored(retain):  # the real node released, its saved arrays put back
     x, loss = graph()
     with memory.track() as m:
         ctx = node_of(loss).inputs[0]
         saved = ctx.saved
         ctx.release()
         ctx.saved, ctx.released = saved, False
-        loss.backward()
-def restored_retain():  # the same, backward keeping the graph
-    x, loss = graph()
-    with memory.track() as m:
-        ctx = node_of(loss).inputs[0]
-        saved = ctx.saved
-        ctx.release()
-        ctx.saved, ctx.released = saved, False
-        loss.backward(retain_graph=True)
+        loss.backward(retain_graph=retain)
         ctx.released = True
+def restored_ctx():
+    restored(False)
+def restored_retain():  # the same, backward keeping the graph
+    restored(True)
 def swapped_ctx():  # a real node releasing another node's arrays
     x, loss = graph()
     with memory.track() as m:
