@@ -152,7 +152,7 @@ _SCRATCH = weakref.WeakKeyDictionary()
 
 def _make_scratch(blocks):
     """Scratch copies of the running statistics of ``blocks`` (once per module;
-    again if its buffers changed shape). `profile_blocks` and `trace_torch_graph`
+    again if its buffers changed shape, dtype or device). `profile_blocks` and `trace_torch_graph`
     make them, so that a measured step does not allocate them."""
     for block in blocks:
         for m in _running_stats(block):
@@ -160,7 +160,7 @@ def _make_scratch(blocks):
             have = _SCRATCH.get(m)
             if have is None or have.keys() != own.keys() or any(
                     have[k].shape != t.shape or have[k].dtype != t.dtype
-                    for k, t in own.items()):
+                    or have[k].device != t.device for k, t in own.items()):
                 _SCRATCH[m] = {k: t.detach().clone() for k, t in own.items()}
 
 
@@ -750,6 +750,12 @@ def selective_policy(graph: TorchGraphProfile, schedule) -> SelectivePolicy:
 def _policy(graph, save, schedule=None) -> SelectivePolicy:
     from minigrad.plan.checkmate import simulate
 
+    # A block's output is the next block's input, held anyway; but if its op saves
+    # its own output (tanh, a batch norm's statistics), torch's checkpoint of the
+    # block would rebuild it in backward unless the policy saves it: MUST_SAVE, at
+    # no extra byte, as the model prices it (never recomputed).
+    save = frozenset(save) | {i for i in graph.pinned
+                              if graph.ops[i][1] >= 0 and graph.saves_output[i]}
     recompute, keep = _sac_schedule(graph, save)
     peak, cost = simulate(graph, recompute, keep)
     nf = graph.n_forward

@@ -210,3 +210,56 @@ def test_batch_norm_statistics_move_once_and_predictions_hold():
         blocks, x, lambda h: run_selective(blocks, policy, h))
     base = _measure(blocks, x, None)[1]
     assert (held, flops - base) == (policy.held_bytes, policy.recompute_flops)
+
+
+def _norm_blocks(kind: str, n: int = 3):
+    """Small stacks whose blocks end in an op that saves its own output (tanh, a
+    batch norm's statistics), with running statistics of several kinds."""
+    torch.manual_seed(0)
+    nn = torch.nn
+    if kind == "bn_cumulative":       # momentum=None: a running average, `item()`
+        return [nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8, momentum=None),
+                              nn.Tanh()) for _ in range(n)], torch.randn(6, 8)
+    if kind == "conv_bn2d":
+        return [nn.Sequential(nn.Conv2d(3, 3, 3, padding=1), nn.BatchNorm2d(3),
+                              nn.ReLU()) for _ in range(n)], torch.randn(2, 3, 6, 6)
+    if kind == "instance_norm":
+        return [nn.Sequential(nn.Conv1d(4, 4, 3, padding=1),
+                              nn.InstanceNorm1d(4, affine=True, track_running_stats=True),
+                              nn.Tanh()) for _ in range(n)], torch.randn(2, 4, 10)
+    # blocks that end in tanh, then in a batch norm, in turn
+    return [nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8)) if i % 2 else
+            nn.Sequential(nn.Linear(8, 8), nn.Tanh()) for i in range(n)], torch.randn(6, 8)
+
+
+@pytest.mark.parametrize("kind", ["bn_cumulative", "conv_bn2d", "instance_norm", "alternating"])
+def test_a_block_output_that_its_op_saves_is_not_recomputed(kind):
+    """A block's output is the next block's input; when its op saves that output
+    (tanh, a norm's statistics) the policy saves it, or torch's checkpoint would
+    rebuild it in backward, which the prediction does not count. Held bytes and
+    recomputed FLOPs as predicted at three budgets (each solve at most 5 s: a
+    schedule, optimal or not, runs as predicted); gradients and running
+    statistics as one plain step's."""
+    import copy
+
+    from test_torchplan import assert_as_one_plain_step
+    blocks, x = _norm_blocks(kind)
+    blocks, x = torch.nn.Sequential(*blocks), x.requires_grad_()
+    g = trace_torch_graph(blocks, x, loss=_loss)
+    outputs = [max(i for i in range(g.n_forward) if g.ops[i][1] == r)
+               for r in range(g.n_regions)]
+    assert any(g.saves_output[i] for i in outputs[:-1])
+    low = plan.lower_bound(g)
+    top = plan.store_all(g).predicted_peak_bytes
+    base = _measure(blocks, x, None)[1]
+    for budget in (low + (top - low) // 4, low + (top - low) // 2, top):
+        policy = selective_policy(g, plan.remat(g, budget, time_limit_s=5))
+        held, flops, _, _ = _measure(
+            blocks, x, lambda h, p=policy: run_selective(blocks, p, h))
+        assert (held, flops - base) == (policy.held_bytes, policy.recompute_flops), budget
+    plain, ran = copy.deepcopy(blocks), copy.deepcopy(blocks)
+    trace_torch_graph(ran, x, loss=_loss)  # (its scratch copies)
+    _loss(plain(x)).backward()
+    x.grad = None
+    _loss(run_selective(ran, policy, x)).backward()
+    assert_as_one_plain_step(ran, plain)
