@@ -645,8 +645,10 @@ class SelectivePolicy:
 
     Attributes:
         graph: the `TorchGraphProfile` it was made for.
-        save: the forward nodes whose outputs are saved (``MUST_SAVE``); every other
-            op of a block is recomputed (``PREFER_RECOMPUTE``).
+        save: the forward nodes whose outputs are saved (``MUST_SAVE``): the
+            schedule's, and each block's output whose op saves it (tanh; never
+            recomputed in the model, as the next block holds it); every other op
+            of a block is recomputed (``PREFER_RECOMPUTE``).
         schedule: the `minigrad.plan.GraphSchedule` it came from (None for one
             `selective_frontier` found).
         held_bytes: predicted bytes held for backward when the forward ends
