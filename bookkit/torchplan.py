@@ -164,7 +164,7 @@ def _make_scratch(blocks):
                 _SCRATCH[m] = {k: t.detach().clone() for k, t in own.items()}
 
 
-def _first_runs_only(blocks):
+def _first_runs_only(blocks, who: str):
     """``blocks`` wrapped so that only each block's first run in the step updates
     its running statistics: a recomputation in backward runs it again, and
     BatchNorm would count that batch once more (torch's checkpoint does). A re-run
@@ -172,16 +172,38 @@ def _first_runs_only(blocks):
     the wrapper, so a selective policy sees the block's own ops only."""
     _make_scratch(blocks)
 
-    def wrap(block):
+    from torch.nn.modules.module import register_module_forward_pre_hook
+
+    def wrap(k, block):
         stats = _running_stats(block)
-        if not stats:
-            return block
         runs = [0]
+
+        def first_run(h):
+            # a norm the block runs but does not own (a plain function's, a module
+            # kept in a list) would count the batch again in each recomputation
+            foreign = []
+
+            def seen(m, args):
+                if any(n is m for n in _running_stats(m)) \
+                        and not any(m is s for s in stats):
+                    foreign.append(type(m).__name__)
+            handle = register_module_forward_pre_hook(seen)
+            try:
+                out = block(h)
+            finally:
+                handle.remove()
+            if foreign:
+                raise ValueError(
+                    f"{who}: block {k} runs {foreign[0]} (running statistics, training mode), "
+                    f"which is not one of its submodules: a recomputation would update "
+                    f"its statistics again; make it a submodule of the block (an "
+                    f"nn.Module), or put it in eval mode")
+            return out
 
         def run(h):
             runs[0] += 1
             if runs[0] == 1:
-                return block(h)
+                return first_run(h)
             own = [dict(m._buffers) for m in stats]
             for m in stats:
                 m._buffers.update(_SCRATCH[m])
@@ -191,7 +213,7 @@ def _first_runs_only(blocks):
                 for m, mine in zip(stats, own):
                     m._buffers.update(mine)
         return run
-    return [wrap(b) for b in blocks]
+    return [wrap(k, b) for k, b in enumerate(blocks)]
 
 
 def _run_items(blocks, items, x):
@@ -230,7 +252,7 @@ def run_plan(blocks, plan, x: torch.Tensor) -> torch.Tensor:
     if plan.n != len(blocks):
         raise ValueError(f"run_plan: the plan is for {plan.n} blocks, got {len(blocks)}; "
                          f"plan again on these blocks (profile_blocks)")
-    blocks = _first_runs_only(blocks)
+    blocks = _first_runs_only(blocks, "run_plan")
     # torch stops a recomputation once it has rebuilt the last saved tensor it needs
     # (early stop): the trailing ops of a segment are then not rerun, fewer FLOPs than
     # the chain model's whole-segment recomputation. Off here, so the two agree.
@@ -841,7 +863,7 @@ def run_selective(blocks, policy: SelectivePolicy, x: torch.Tensor) -> torch.Ten
     if len(blocks) != policy.graph.n_regions:
         raise ValueError(f"run_selective: {len(blocks)} blocks for a policy traced on "
                          f"{policy.graph.n_regions}")
-    for r, block in enumerate(_first_runs_only(blocks)):
+    for r, block in enumerate(_first_runs_only(blocks, "run_selective")):
         x = checkpoint(block, x, use_reentrant=False, context_fn=policy.context_fn(r))
     return x
 

@@ -128,3 +128,24 @@ def test_a_plan_for_another_number_of_blocks_is_refused():
             run_plan(blocks, wrong, x)
     with pytest.raises(TypeError, match="SegmentPlan or a NestedSchedule"):
         run_plan(blocks, [0, 2], x)
+
+
+def test_a_norm_a_block_does_not_own_is_refused():
+    """A block that runs a BatchNorm in training mode which is not its submodule
+    (a plain function's, here) cannot have its statistics protected from a
+    recomputation: refused with the reason, by run_plan and run_selective;
+    the same norms in eval mode run."""
+    torch.manual_seed(0)
+    norms = [torch.nn.BatchNorm1d(8) for _ in range(3)]
+    linears = [torch.nn.Linear(8, 8) for _ in range(3)]
+    blocks = [lambda h, lin=lin, bn=bn: torch.tanh(bn(lin(h)))
+              for lin, bn in zip(linears, norms)]
+    x = torch.randn(6, 8, requires_grad=True)
+    with pytest.raises(ValueError, match="run_plan: block 0 runs BatchNorm1d .* not one "
+                                         "of its submodules"):
+        run_plan(blocks, plan.explicit(3, [0, 1]), x)
+    for bn in norms:
+        bn.eval()
+    run_plan(blocks, plan.explicit(3, [0, 1]), x).sum().backward()
+    assert x.grad is not None
+
