@@ -186,6 +186,13 @@ SURVIVOR_CHECKS = {DEMO: SURVIVORS, "a5_selective": ("segfault",)}
 # loaded torch spends most of a 5 s limit on its forks when the machine is busy).
 GUARD_CHECKS = (DEMO, "a5_selective")
 SANDBOX_CHECKS = ("bomb", "results")
+# The attacks on the runner and its guard (forged messages, NumPy or minigrad patched, the
+# stack walked, floods, observers and planted objects) meet the same code in every
+# assignment: graded on GUARD_CHECKS. Every assignment's class keeps what depends on its
+# own answers and tests: the blank notebook, always-equal answers, the leaking notebook
+# (its hidden tests), and its solution, subtly wrong and tampering submissions.
+RUNNER_ATTACKS = ("forge", "stack", "numpy", "restore", "flood", "spy", "planted", "selfpatch",
+                  "rawpatch_late")
 
 
 FOUND_ATTACKS = sorted((ROOT / "tests" / "attacks_found").glob("a3_*.ipynb"))  # a3 handouts
@@ -204,6 +211,8 @@ def attack_class(name: str, built: Path, tmp_path_factory) -> Path:
         (folder / "rawpatch_late.ipynb").unlink()  # the same check as after the cells
     if name not in GUARD_CHECKS:
         (folder / "rawpatch.ipynb").unlink()
+        for attack in RUNNER_ATTACKS:
+            (folder / f"{attack}.ipynb").unlink(missing_ok=True)
     if name != DEMO:
         for attack in SANDBOX_CHECKS:
             (folder / f"{attack}.ipynb").unlink()
@@ -236,9 +245,14 @@ def test_attacks_score_no_more_than_the_blank_notebook(name, attacked):
         assert float(row["points"]) <= blank or row["reason"].startswith("tampering detected"), \
             f"{name}: the {attack} attack scored {row['points']} / {full}, the blank notebook {blank}: {row}"
         assert row["points"] == "0" or not row["reason"].startswith("tampering detected"), row
-    patched = (attacked[name] / "results" / "selfpatch.ipynb.log").read_text()
-    assert "SELFPATCH took: []" in patched, \
-        f"{name}: a module of minigrad or NumPy was rebound for a moment: {patched[-600:]}"
+    if name in GUARD_CHECKS:
+        patched = (attacked[name] / "results" / "selfpatch.ipynb.log").read_text()
+        assert "SELFPATCH took: []" in patched, \
+            f"{name}: a module of minigrad or NumPy was rebound for a moment: {patched[-600:]}"
+        planted = (attacked[name] / "feedback" / "planted.ipynb.txt").read_text()
+        assert "PLANTED hook=in" not in planted, f"{name}: a planted object added an audit hook of its own"
+    else:
+        assert not any((attacked[name] / f"{a}.ipynb").exists() for a in RUNNER_ATTACKS)
     for attack in ("rawpatch", "rawpatch_late"):  # patched past the guarded class, put back at once
         row = rows.get(f"{attack}.ipynb")
         if row is None:
@@ -247,8 +261,6 @@ def test_attacks_score_no_more_than_the_blank_notebook(name, attacked):
         assert re.search(r"RAWPATCH took: \['", log), f"{name}: {attack}: no patch took, so none is caught: {log[-600:]}"
         assert row["points"] == "0" and "written past the grader's guard" in row["reason"], \
             f"{name}: a module patched through __globals__ or object.__setattr__ and put back went unseen: {row}"
-    planted = (attacked[name] / "feedback" / "planted.ipynb.txt").read_text()
-    assert "PLANTED hook=in" not in planted, f"{name}: a planted object added an audit hook of its own"
     for survivor in SURVIVOR_CHECKS.get(name, ()):
         row = rows[f"{survivor}.ipynb"]
         assert float(row["points"]) == full, f"{name}: {survivor} after the answers cost points: {row}"
