@@ -309,9 +309,18 @@ def _tensors_in(obj):
 
 
 def _is_view_op(func) -> bool:
-    """Whether every output of ``func`` aliases an input (a view: no FLOPs, no bytes)."""
+    """Whether every output of ``func`` aliases an input and none is written (a view:
+    no FLOPs, no bytes). An in-place op (``relu_``, ``bernoulli_``) is not a view: it
+    computes a new value into its argument's storage."""
     rets = func._schema.returns
-    return bool(rets) and all(r.alias_info is not None for r in rets)
+    return bool(rets) and all(r.alias_info is not None and not r.alias_info.is_write
+                              for r in rets)
+
+
+def _writes(func) -> bool:
+    """Whether ``func`` writes one of its arguments in place (``add_``, ``bernoulli_``)."""
+    return any(a.alias_info is not None and a.alias_info.is_write
+               for a in func._schema.arguments)
 
 
 def op_flops(func, args, kwargs, out) -> int:
@@ -319,8 +328,9 @@ def op_flops(func, args, kwargs, out) -> int:
 
     Matmuls, convolutions and attention: torch's own formulas
     (``torch.utils.flop_counter``'s registry; CPU flash attention by the flash
-    formula). Views: 0. Every other op: one FLOP per output element (torch's
-    counter gives elementwise ops 0, which would make recomputing them free).
+    formula). Views: 0. Every other op, in-place ones included: one FLOP per output
+    element (torch's counter gives elementwise ops 0, which would make recomputing
+    them free).
     """
     from torch.utils import flop_counter as fc
 
@@ -396,6 +406,11 @@ class TorchGraphProfile(GraphProfile):
         region_calls: for each block, ``(op, output shape)`` of each ATen op a policy
             sees there, in call order (views included: they are not nodes, and are
             always recomputed); the policy checks them as it runs.
+        mutated: forward nodes torch's selective checkpoint cannot save: an
+            in-place op's own output (cached before its version moves) and a value
+            a later op writes in place (dropout's mask, filled by ``bernoulli_``;
+            a tensor ``ReLU(inplace=True)`` overwrites). An in-place op is a node
+            that takes over the storage's bytes from the value it overwrites.
     """
 
     ops: tuple = ()
@@ -404,6 +419,7 @@ class TorchGraphProfile(GraphProfile):
     saves: tuple = ()
     saves_output: tuple = ()
     region_calls: tuple = ()
+    mutated: frozenset = frozenset()
 
 
 def _saved_tensors(grad_fn):
@@ -520,8 +536,17 @@ def _build_torch_graph(ops, value, n_regions, param_keys, x_key, x):
     # unbind's, which stacks them: a copy this model does not count).
     node_of_tensor, creator = {}, {}      # id(tensor) -> node; storage key -> node
     names, deps, buffer_bytes, shapes, kept_ops = [], [], [], [], []
-    node_of_grad_fn, grad_bytes = {}, []
+    node_of_grad_fn, grad_bytes, mutated = {}, [], set()
+    made_by = {}                          # id(tensor) -> (tensor, nodes that wrote it)
     for func, region, call, inputs, outputs, flops in ops:
+        written = set()
+        if _writes(func):          # an in-place op: what it writes is no longer
+            for t in outputs:      # the value its creator made; the storage's
+                key = storage_key(t)  # bytes now belong to this op's value
+                q = creator.get(key)
+                if q is not None:
+                    mutated.add(q)
+                    written.add(key)
         d = set()
         for t in inputs:
             q = node_of_tensor.get(id(t), creator.get(storage_key(t)))
@@ -539,12 +564,17 @@ def _build_torch_graph(ops, value, n_regions, param_keys, x_key, x):
         own = 0
         for t in outputs:
             key = storage_key(t)
+            if key in written:
+                written.discard(key)
+                buffer_bytes[creator[key]] -= t.untyped_storage().nbytes()
+                del creator[key]
             if key not in creator and key not in param_keys and key != x_key and key[1] != 0:
                 creator[key] = i
                 own += t.untyped_storage().nbytes()
             node_of_tensor[id(t)] = creator.get(key, i)
-            if t.grad_fn is not None:
-                node_of_grad_fn.setdefault(t.grad_fn, i)
+            made_by.setdefault(id(t), (t, []))[1].append(i)
+        if _writes(func):          # torch's checkpoint caches an op's output before
+            mutated.add(i)         # the in-place op bumps its version: never saved
         d.discard(i)
         names.append(func._overloadpacket.__name__)
         deps.append(tuple(sorted(d)))
@@ -553,6 +583,16 @@ def _build_torch_graph(ops, value, n_regions, param_keys, x_key, x):
         grad_bytes.append(sum(t.numel() * t.element_size() for t in inputs if t.requires_grad))
         kept_ops.append((func, region, call, flops))
     nf = len(names)
+    # A tensor's grad_fn is its last writer's; each in-place op's grad_fn reaches the
+    # one before through its first edge (``self``).
+    for t, writers in made_by.values():
+        fn = t.grad_fn
+        for i in reversed(writers):
+            if fn is None:
+                break
+            if fn not in node_of_grad_fn or node_of_grad_fn[fn] > i:
+                node_of_grad_fn[fn] = i
+            fn = fn.next_functions[0][0] if fn.next_functions else None
     # the backward: autograd nodes reachable from the loss, in the engine's order
     seen, stack = {}, [value.grad_fn]
     while stack:
@@ -615,7 +655,7 @@ def _build_torch_graph(ops, value, n_regions, param_keys, x_key, x):
         const_slots=tuple(const_slots), out_shapes=tuple(shapes),
         ops=tuple((f, r, c) for f, r, c, _ in kept_ops), n_regions=n_regions,
         pinned=frozenset(pinned), saves=tuple(saves), saves_output=tuple(saves_output),
-        region_calls=calls)
+        region_calls=calls, mutated=frozenset(mutated))
 
 
 def _sac_schedule(g: TorchGraphProfile, save) -> tuple:
@@ -737,6 +777,13 @@ def selective_policy(graph: TorchGraphProfile, schedule) -> SelectivePolicy:
     to the last one it needs: ``recompute_flops`` and ``peak_bytes`` are that
     execution's, priced in the schedule's model; they equal the schedule's own when
     it recomputes each dropped op once and the ones it needs are all before the last.
+    A value written in place (dropout's mask, filled by ``bernoulli_``; a batch
+    norm's output that ``ReLU(inplace=True)`` overwrites) cannot be saved (torch
+    refuses a mutated cached tensor): it is recomputed, and the predictions count
+    it so. A block's output op that saves its output is saved too (the output is
+    alive anyway, and the model never recomputes it); when it cannot be (it is an
+    in-place op), its block's recomputation rebuilds it, counted in the FLOPs and,
+    as an upper bound, in the peak.
 
     Args:
         graph: a `TorchGraphProfile` (`trace_torch_graph`).
@@ -780,8 +827,19 @@ def _policy(graph, save, schedule=None) -> SelectivePolicy:
     # no extra byte, as the model prices it (never recomputed).
     save = frozenset(save) | {i for i in graph.pinned
                               if graph.ops[i][1] >= 0 and graph.saves_output[i]}
+    # a value written in place after its op ran cannot be saved (torch refuses
+    # a mutated cached tensor): it is recomputed, and predicted so
+    save = save - graph.mutated
     recompute, keep = _sac_schedule(graph, save)
     peak, cost = simulate(graph, recompute, keep)
+    # A block output that its op saves but cannot be MUST_SAVE (``ReLU(inplace=True)``
+    # wrote it) is held by the next block and rebuilt by its own block's
+    # recomputation as well: its FLOPs once more, and a second copy while that
+    # block's backward starts (counted at the peak: an upper bound).
+    rebuilt = [i for i in graph.pinned if graph.ops[i][1] >= 0
+               and graph.saves_output[i] and i not in save]
+    cost += sum(graph.flops[i] for i in rebuilt)
+    peak += max((graph.value_bytes[i] for i in rebuilt), default=0)
     nf = graph.n_forward
     held = sum(graph.value_bytes[i] for i in set(keep[nf]) | set(save)) + graph.const_bytes
     return SelectivePolicy(graph, frozenset(save), schedule, int(held), int(cost), int(peak),
@@ -901,12 +959,13 @@ def measure_step(blocks, x: torch.Tensor, loss, run=None) -> StepMeasure:
     Returns:
         A `StepMeasure`.
 
-    Example (the backward's FLOPs: the seed gradient, 1, and tanh's, 32):
+    Example (the backward's FLOPs: the seed gradient, 1, tanh's, 32, and the
+    in-place sum into ``x.grad``, 32):
         >>> import torch
         >>> x = torch.randn(4, 8, requires_grad=True)
         >>> m = measure_step(torch.nn.Tanh(), x, lambda y: y.sum())
         >>> m.held_bytes, m.backward_flops      # tanh keeps its output
-        (128, 33)
+        (128, 65)
     """
     from bookkit.torchmem import AllocatorTrace, ForwardMemoryMeter
 

@@ -263,3 +263,60 @@ def test_a_block_output_that_its_op_saves_is_not_recomputed(kind):
     x.grad = None
     _loss(run_selective(ran, policy, x)).backward()
     assert_as_one_plain_step(ran, plain)
+
+
+def _in_place_block(kind: str):
+    nn = torch.nn
+    return {
+        # dropout fills an empty_like with bernoulli_, then div_, in place
+        "dropout": lambda: nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Dropout(0.3)),
+        "dropout_inplace_mid": lambda: nn.Sequential(
+            nn.Linear(8, 8), nn.GELU(), nn.Dropout(0.5, inplace=True), nn.Linear(8, 8)),
+        # the block's output is relu_'s: saved by it, and unsaveable
+        "linear_relu_inplace": lambda: nn.Sequential(nn.Linear(8, 8), nn.ReLU(inplace=True)),
+        "bn_relu_inplace": lambda: nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8),
+                                                 nn.ReLU(inplace=True)),
+        "silu_inplace_mid": lambda: nn.Sequential(nn.Linear(8, 8), nn.SiLU(inplace=True),
+                                                  nn.Linear(8, 8)),
+    }[kind]
+
+
+@pytest.mark.parametrize("kind", ["dropout", "dropout_inplace_mid", "linear_relu_inplace",
+                                  "bn_relu_inplace", "silu_inplace_mid"])
+def test_values_written_in_place_are_recomputed_as_predicted(kind):
+    """Torch's selective checkpoint cannot save a tensor written in place (it
+    refuses a mutated cached tensor; an in-place op's own output is cached before
+    its version moves): the policy recomputes such values, a block's output among
+    them, and predicts so. In-place ops are nodes that take over their storage's
+    bytes (as views they were free, and SiLU(inplace=True)'s output went
+    uncounted). Held bytes and recomputed FLOPs as predicted at two budgets;
+    gradients, dropout's masks and running statistics as one plain step's."""
+    import copy
+
+    from test_torchplan import assert_as_one_plain_step
+    torch.manual_seed(0)
+    blocks = torch.nn.Sequential(*[_in_place_block(kind)() for _ in range(3)])
+    x = torch.randn(6, 8, requires_grad=True)
+    g = trace_torch_graph(blocks, x, loss=_loss)
+    assert any(g.out_shapes[i][0] == (6, 8) for i in g.mutated)
+    low = plan.lower_bound(g)
+    top = plan.store_all(g).predicted_peak_bytes
+    for budget in (low + (top - low) // 4, top):
+        policy = selective_policy(g, plan.remat(g, budget, time_limit_s=5))
+        assert not policy.save & g.mutated
+        torch.manual_seed(1)
+        base = measure_step(blocks, x, _loss)
+        torch.manual_seed(1)
+        m = measure_step(blocks, x, _loss,
+                         run=lambda h, p=policy: run_selective(blocks, p, h))
+        assert (m.held_bytes, m.backward_flops - base.backward_flops) == (
+            policy.held_bytes, policy.recompute_flops), budget
+        assert all(torch.equal(a, b) for a, b in zip(m.grads, base.grads))
+    plain, ran = copy.deepcopy(blocks), copy.deepcopy(blocks)
+    trace_torch_graph(ran, x, loss=_loss)  # (its scratch copies)
+    torch.manual_seed(2)
+    _loss(plain(x)).backward()
+    x.grad = None
+    torch.manual_seed(2)
+    _loss(run_selective(ran, policy, x)).backward()
+    assert_as_one_plain_step(ran, plain)
