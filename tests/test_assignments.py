@@ -193,6 +193,10 @@ SANDBOX_CHECKS = ("bomb", "results")
 # (its hidden tests), and its solution, subtly wrong and tampering submissions.
 RUNNER_ATTACKS = ("forge", "stack", "numpy", "restore", "flood", "spy", "planted", "selfpatch",
                   "rawpatch_late")
+# Of those, the torch assignment keeps the ones its guard meets with torch's modules in the
+# fingerprint (patches put back, planted objects); forged messages, stack walks, floods,
+# NumPy's internals and minigrad's observers meet no code of torch's: graded on a3 alone.
+TORCH_GUARD_ATTACKS = ("planted", "selfpatch", "rawpatch_late")
 
 
 FOUND_ATTACKS = sorted((ROOT / "tests" / "attacks_found").glob("a3_*.ipynb"))  # a3 handouts
@@ -211,7 +215,8 @@ def attack_class(name: str, built: Path, tmp_path_factory) -> Path:
         (folder / "rawpatch_late.ipynb").unlink()  # the same check as after the cells
     if name not in GUARD_CHECKS:
         (folder / "rawpatch.ipynb").unlink()
-        for attack in RUNNER_ATTACKS:
+    for attack in RUNNER_ATTACKS:
+        if name not in GUARD_CHECKS or (name != DEMO and attack not in TORCH_GUARD_ATTACKS):
             (folder / f"{attack}.ipynb").unlink(missing_ok=True)
     if name != DEMO:
         for attack in SANDBOX_CHECKS:
