@@ -179,15 +179,29 @@ def test_the_frontier_refuses_blocks_that_differ():
 
 
 
+def _assert_one_plain_step(blocks, policy, x):
+    """A copy of ``blocks`` run under ``policy`` ends one step as a plain copy
+    does (gradients, buffers, dropout's draws from the same seed)."""
+    import copy
+
+    from test_torchplan import assert_as_one_plain_step
+    plain, ran = copy.deepcopy(blocks), copy.deepcopy(blocks)
+    trace_torch_graph(ran, x, loss=_loss)  # (its scratch copies)
+    torch.manual_seed(2)
+    _loss(plain(x)).backward()
+    x.grad = None
+    torch.manual_seed(2)
+    _loss(run_selective(ran, policy, x)).backward()
+    assert_as_one_plain_step(ran, plain)
+
+
 def test_batch_norm_statistics_move_once_and_predictions_hold():
     """BatchNorm in training mode updates its running statistics in place (an
     op whose schema does not say so), and torch's checkpoint reruns it when it
     recomputes a block: run_selective lets each block's first run update them
     only, the predictions still hold, and the gradients are plain's (BatchNorm's
     CPU kernel also makes an `empty` op that autograd records no node for)."""
-    import copy
 
-    from test_torchplan import assert_as_one_plain_step
     torch.manual_seed(0)
     blocks = torch.nn.Sequential(*[torch.nn.Sequential(
         torch.nn.Linear(16, 16), torch.nn.BatchNorm1d(16), torch.nn.GELU())
@@ -200,12 +214,7 @@ def test_batch_norm_statistics_move_once_and_predictions_hold():
     schedule = plan.remat(g, low + (top - low) // 4)
     assert "native_batch_norm" in str(schedule)  # recomputed
     policy = selective_policy(g, schedule)
-    plain, ran = copy.deepcopy(blocks), copy.deepcopy(blocks)
-    trace_torch_graph(ran, x, loss=_loss)  # (its scratch copies)
-    _loss(plain(x)).backward()
-    x.grad = None
-    _loss(run_selective(ran, policy, x)).backward()
-    assert_as_one_plain_step(ran, plain)
+    _assert_one_plain_step(blocks, policy, x)
     held, flops, _, _ = _measure(
         blocks, x, lambda h: run_selective(blocks, policy, h))
     base = _measure(blocks, x, None)[1]
@@ -240,9 +249,7 @@ def test_a_block_output_that_its_op_saves_is_not_recomputed(kind):
     recomputed FLOPs as predicted at three budgets (each solve at most 5 s: a
     schedule, optimal or not, runs as predicted); gradients and running
     statistics as one plain step's."""
-    import copy
 
-    from test_torchplan import assert_as_one_plain_step
     blocks, x = _norm_blocks(kind)
     blocks, x = torch.nn.Sequential(*blocks), x.requires_grad_()
     g = trace_torch_graph(blocks, x, loss=_loss)
@@ -257,12 +264,7 @@ def test_a_block_output_that_its_op_saves_is_not_recomputed(kind):
         held, flops, _, _ = _measure(
             blocks, x, lambda h, p=policy: run_selective(blocks, p, h))
         assert (held, flops - base) == (policy.held_bytes, policy.recompute_flops), budget
-    plain, ran = copy.deepcopy(blocks), copy.deepcopy(blocks)
-    trace_torch_graph(ran, x, loss=_loss)  # (its scratch copies)
-    _loss(plain(x)).backward()
-    x.grad = None
-    _loss(run_selective(ran, policy, x)).backward()
-    assert_as_one_plain_step(ran, plain)
+    _assert_one_plain_step(blocks, policy, x)
 
 
 def _in_place_block(kind: str):
@@ -291,9 +293,7 @@ def test_values_written_in_place_are_recomputed_as_predicted(kind):
     bytes (as views they were free, and SiLU(inplace=True)'s output went
     uncounted). Held bytes and recomputed FLOPs as predicted at two budgets;
     gradients, dropout's masks and running statistics as one plain step's."""
-    import copy
 
-    from test_torchplan import assert_as_one_plain_step
     torch.manual_seed(0)
     blocks = torch.nn.Sequential(*[_in_place_block(kind)() for _ in range(3)])
     x = torch.randn(6, 8, requires_grad=True)
@@ -312,11 +312,4 @@ def test_values_written_in_place_are_recomputed_as_predicted(kind):
         assert (m.held_bytes, m.backward_flops - base.backward_flops) == (
             policy.held_bytes, policy.recompute_flops), budget
         assert all(torch.equal(a, b) for a, b in zip(m.grads, base.grads))
-    plain, ran = copy.deepcopy(blocks), copy.deepcopy(blocks)
-    trace_torch_graph(ran, x, loss=_loss)  # (its scratch copies)
-    torch.manual_seed(2)
-    _loss(plain(x)).backward()
-    x.grad = None
-    torch.manual_seed(2)
-    _loss(run_selective(ran, policy, x)).backward()
-    assert_as_one_plain_step(ran, plain)
+    _assert_one_plain_step(blocks, policy, x)
