@@ -247,47 +247,73 @@ def plan_modules() -> list[str]:
 
 
 def live_float_arrays(skip=()) -> dict:
-    """``{id: array}`` of every floating-point NumPy array some Python object still holds
-    (after ``gc.collect()``): walking what every gc-tracked object references, the
-    untracked tuples, lists and dicts on the way, and the elements of object arrays; a view
-    counts as the array that owns its memory. What only a running frame's locals hold is
-    not seen. ``skip``: objects (an
-    earlier snapshot) whose contents do not count.
+    """``{id: buffer}`` of every buffer some Python object still holds (after
+    ``gc.collect()``): NumPy arrays of every dtype (the arrays of floats a step stores,
+    and the same bytes kept as integers, booleans or records), ``bytes``, ``bytearray``,
+    ``array.array`` and what a ``memoryview`` shows (text is not counted: the grader's
+    own records are base64 strings). Found by walking what every gc-tracked
+    object references, the untracked tuples, lists and dicts on the way, and the
+    elements of object arrays; a view counts as the array that owns its memory. What
+    only a running frame's locals hold is not seen (nor what a code object's constants
+    hold: a function's code). ``skip``: objects (an earlier snapshot) whose contents do
+    not count. The name is the first one's: what a stash of activations holds, in
+    whatever form.
 
     Example:
         >>> import numpy as np
-        >>> kept = [np.ones(4)]
-        >>> any(a is kept[0] for a in live_float_arrays().values())
-        True
+        >>> kept = [np.ones(4), np.ones(4).tobytes()]
+        >>> found = live_float_arrays().values()
+        >>> any(a is kept[0] for a in found), any(a is kept[1] for a in found)
+        (True, True)
     """
+    import array
     import gc
     from itertools import compress, filterfalse
 
     gc.collect()
     seen, found = {id(s) for s in skip}, {}
-    frontier = gc.get_objects()  # (a snapshot dict holds only arrays: it is never tracked)
+    frontier = gc.get_objects()  # (a snapshot dict holds only buffers: it is never tracked)
     containers = {tuple, list, dict}
     while frontier:  # per level of the heap, in C loops: with torch loaded it is large
         refs = gc.get_referents(*frontier)
-        types = list(map(type, refs))
-        kinds = {t for t in set(types) if issubclass(t, np.ndarray)}
+        types_ = list(map(type, refs))
+        kinds = set(types_)
+        views = {t for t in kinds if issubclass(t, memoryview)}
+        if views:  # what a memoryview shows: the object it was made from
+            for v in list(compress(refs, map(views.__contains__, types_))):
+                try:
+                    obj = memoryview.obj.__get__(v)
+                except ValueError:  # released
+                    continue
+                refs.append(obj)
+                types_.append(type(obj))
+            kinds = set(types_)
+        raw = {t for t in kinds if issubclass(t, (bytes, bytearray, array.array))}
+        for b in compress(refs, map(raw.__contains__, types_)):
+            found[id(b)] = b
+        kinds = {t for t in kinds if issubclass(t, np.ndarray)}
         # type() and ndarray's own descriptors: no method of a subclass runs (or lies) here
-        arrays = list(compress(refs, map(kinds.__contains__, types)))
+        arrays = list(compress(refs, map(kinds.__contains__, types_)))
         more = []  # containers held by object arrays
         while arrays:
             a = arrays.pop()
             while issubclass(type(_BASE(a)), np.ndarray):
                 a = _BASE(a)
+            if issubclass(type(_BASE(a)), (bytes, bytearray)):  # np.frombuffer's
+                found[id(_BASE(a))] = _BASE(a)
+                continue
             kind = _DTYPE(a).kind
-            if kind == "f":
+            if kind != "O":
                 found[id(a)] = a
-            elif kind == "O" and id(a) not in seen:
+            elif id(a) not in seen:
                 # an object array's elements are not gc referents: walk them here
                 seen.add(id(a))
                 items = np.ndarray.tolist(np.ndarray.ravel(a))
                 arrays.extend(x for x in items if issubclass(type(x), np.ndarray))
                 more.extend(x for x in items if type(x) in containers)
-        untracked = list(filterfalse(gc.is_tracked, compress(refs, map(containers.__contains__, types))))
+                found.update((id(x), x) for x in items
+                             if issubclass(type(x), (bytes, bytearray, array.array)))
+        untracked = list(filterfalse(gc.is_tracked, compress(refs, map(containers.__contains__, types_))))
         untracked += filterfalse(gc.is_tracked, more)
         level = dict(zip(map(id, untracked), untracked))
         new = level.keys() - seen
@@ -296,9 +322,20 @@ def live_float_arrays(skip=()) -> dict:
     return found
 
 
+def _buffer_bytes(b) -> int:
+    """Bytes a buffer of `live_float_arrays` holds."""
+    import array
+
+    if issubclass(type(b), np.ndarray):
+        return int(_NBYTES(b))
+    if issubclass(type(b), array.array):
+        return int(array.array.buffer_info(b)[1] * array.array.itemsize.__get__(b))
+    return int(bytes.__len__(b) if issubclass(type(b), bytes) else bytearray.__len__(b))
+
+
 def bytes_held_since(before: dict, *results) -> int:
-    """Bytes of floating-point arrays held now that were not held at ``before`` (a
-    :func:`live_float_arrays` snapshot), leaving out the memory of ``results`` (arrays,
+    """Bytes of buffers (arrays of any dtype, bytes) held now that were
+    not held at ``before`` (a :func:`live_float_arrays` snapshot), leaving out the memory of ``results`` (arrays,
     or objects with a ``data`` array: what the code under test returned). What a hook's
     closure or a stash keeps counts, whether or not the memory ledger was told.
 
@@ -311,12 +348,12 @@ def bytes_held_since(before: dict, *results) -> int:
     """
     own = set()
     for r in results:
-        a = getattr(r, "data", r)
+        a = r if issubclass(type(r), np.ndarray) else getattr(r, "data", r)
         while issubclass(type(a), np.ndarray):
             own.add(id(a))
             a = _BASE(a)
     now = live_float_arrays(skip=(before,))
-    return int(sum(_NBYTES(a) for k, a in now.items() if k not in before and k not in own))
+    return sum(_buffer_bytes(a) for k, a in now.items() if k not in before and k not in own)
 
 
 @contextlib.contextmanager
