@@ -323,6 +323,16 @@ def _writes(func) -> bool:
                for a in func._schema.arguments)
 
 
+def _written_arguments(func, args, kwargs) -> list:
+    """The tensors ``func`` writes in place among its arguments."""
+    written = []
+    for k, a in enumerate(func._schema.arguments):
+        if a.alias_info is not None and a.alias_info.is_write:
+            v = args[k] if k < len(args) else kwargs.get(a.name)
+            written += _tensors_in(v)
+    return written
+
+
 def op_flops(func, args, kwargs, out) -> int:
     """FLOPs of one ATen op under the book's counting (see `trace_torch_graph`).
 
@@ -495,6 +505,7 @@ def trace_torch_graph(blocks, x: torch.Tensor, loss=None) -> TorchGraphProfile:
     x_key = storage_key(x)
 
     ops = []          # (func, region, call, inputs, outputs, flops)
+    side_writes = []  # (block, op) of ops that write an argument they do not return
     region = [-1]
     calls = {}
 
@@ -509,7 +520,12 @@ def trace_torch_graph(blocks, x: torch.Tensor, loss=None) -> TorchGraphProfile:
             if not _tensors_in(out):
                 ops.append((func, region[0], call, [], [], 0))
                 return out
-            ops.append((func, region[0], call, _tensors_in((args, kwargs)), _tensors_in(out),
+            outs = _tensors_in(out)
+            if region[0] >= 0 and any(   # an argument written and not returned: rrelu's
+                    not any(t is o for o in outs) and storage_key(t) not in param_keys
+                    for t in _written_arguments(func, args, kwargs)):  # noise
+                side_writes.append((region[0], func))
+            ops.append((func, region[0], call, _tensors_in((args, kwargs)), outs,
                         op_flops(func, args, kwargs, out)))
             return out
 
@@ -524,6 +540,14 @@ def trace_torch_graph(blocks, x: torch.Tensor, loss=None) -> TorchGraphProfile:
         if not isinstance(value, torch.Tensor) or value.numel() != 1 or not value.requires_grad:
             raise ValueError("trace_torch_graph: loss must return a one-element tensor that "
                              "requires grad")
+        if side_writes:
+            r, func = side_writes[0]
+            raise ValueError(
+                f"trace_torch_graph: block {r} runs {func}, which writes an argument in "
+                f"place that it does not return (RReLU's noise): torch's selective "
+                f"checkpoint would return the op's saved output without that write, so "
+                f"backward would read an unwritten tensor; use an op without that "
+                f"side effect (LeakyReLU for RReLU)")
         graph = _build_torch_graph(ops, value, len(blocks), param_keys, x_key, x)
     _make_scratch(blocks)  # for run_selective's recomputations
     return graph
@@ -643,7 +667,9 @@ def _build_torch_graph(ops, value, n_regions, param_keys, x_key, x):
     regions = [r for _, r, *_ in kept_ops]
     pinned = {i for i in range(nf) if regions[i] == -1}
     for r in range(n_regions):     # a block's output: the last op of the block made it
-        pinned.add(max(i for i in range(nf) if regions[i] == r))
+        made = [i for i in range(nf) if regions[i] == r]
+        if made:                   # (a block of views only, nn.Identity, makes none)
+            pinned.add(max(made))
     calls = tuple(tuple((f, tuple(outs[0].shape) if outs else None)
                         for f, rr, _, _, outs, _ in ops if rr == r) for r in range(n_regions))
     return TorchGraphProfile(

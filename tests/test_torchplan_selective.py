@@ -313,3 +313,30 @@ def test_values_written_in_place_are_recomputed_as_predicted(kind):
             policy.held_bytes, policy.recompute_flops), budget
         assert all(torch.equal(a, b) for a, b in zip(m.grads, base.grads))
     _assert_one_plain_step(blocks, policy, x)
+
+
+def test_an_op_writing_an_argument_it_does_not_return_is_refused():
+    """RReLU's rrelu_with_noise fills its ``noise`` argument in place: a policy
+    that saved its output would skip that write in the recomputation and the
+    backward would read an unfilled tensor (gradients silently differed)."""
+    nn = torch.nn
+    blocks = nn.Sequential(*[nn.Sequential(nn.Linear(8, 8), nn.RReLU()) for _ in range(2)])
+    x = torch.randn(6, 8, requires_grad=True)
+    with pytest.raises(ValueError, match="block 0 runs aten.rrelu_with_noise.*noise"):
+        trace_torch_graph(blocks, x, loss=_loss)
+
+
+def test_a_block_of_views_only_is_planned_and_runs_as_predicted():
+    """nn.Identity makes no op: the trace gave max() an empty sequence."""
+    nn = torch.nn
+    torch.manual_seed(0)
+    blocks = nn.Sequential(nn.Linear(8, 8), nn.Identity(),
+                           nn.Sequential(nn.Linear(8, 8), nn.Tanh()))
+    x = torch.randn(6, 8, requires_grad=True)
+    g = trace_torch_graph(blocks, x, loss=_loss)
+    policy = selective_policy(g, plan.store_all(g))
+    base = measure_step(blocks, x, _loss)
+    m = measure_step(blocks, x, _loss, run=lambda h: run_selective(blocks, policy, h))
+    assert (m.held_bytes, m.backward_flops - base.backward_flops) == (
+        policy.held_bytes, policy.recompute_flops)
+    assert all(torch.equal(a, b) for a, b in zip(m.grads, base.grads))
