@@ -506,6 +506,11 @@ def trace_torch_graph(blocks, x: torch.Tensor, loss=None) -> TorchGraphProfile:
 
     ops = []          # (func, region, call, inputs, outputs, flops)
     side_writes = []  # (block, op) of ops that write an argument they do not return
+    buffer_writes = []  # (block, op) of ops that write a buffer no norm's scratch covers
+    from torch.nn.modules.batchnorm import _NormBase
+    free_buffers = {storage_key(b) for blk in blocks if isinstance(blk, torch.nn.Module)
+                    for m in blk.modules() if not isinstance(m, _NormBase)
+                    for b in m.buffers(recurse=False)}
     region = [-1]
     calls = {}
 
@@ -521,10 +526,12 @@ def trace_torch_graph(blocks, x: torch.Tensor, loss=None) -> TorchGraphProfile:
                 ops.append((func, region[0], call, [], [], 0))
                 return out
             outs = _tensors_in(out)
-            if region[0] >= 0 and any(   # an argument written and not returned: rrelu's
-                    not any(t is o for o in outs) and storage_key(t) not in param_keys
-                    for t in _written_arguments(func, args, kwargs)):  # noise
+            written = _written_arguments(func, args, kwargs) if region[0] >= 0 else []
+            if any(not any(t is o for o in outs) and storage_key(t) not in param_keys
+                   for t in written):  # an argument written and not returned: rrelu's noise
                 side_writes.append((region[0], func))
+            if any(storage_key(t) in free_buffers for t in written):
+                buffer_writes.append((region[0], func))
             ops.append((func, region[0], call, _tensors_in((args, kwargs)), outs,
                         op_flops(func, args, kwargs, out)))
             return out
@@ -535,11 +542,23 @@ def trace_torch_graph(blocks, x: torch.Tensor, loss=None) -> TorchGraphProfile:
             for r, block in enumerate(blocks):
                 region[0] = r
                 h = block(h)
+                if not isinstance(h, torch.Tensor):
+                    raise ValueError(
+                        f"trace_torch_graph: block {r} returned {type(h).__name__}, not "
+                        f"a tensor: each block must return the one tensor the next block "
+                        f"(or the loss) takes")
             region[0] = -1
             value = loss(h)
         if not isinstance(value, torch.Tensor) or value.numel() != 1 or not value.requires_grad:
             raise ValueError("trace_torch_graph: loss must return a one-element tensor that "
                              "requires grad")
+        if buffer_writes:
+            r, func = buffer_writes[0]
+            raise ValueError(
+                f"trace_torch_graph: block {r} writes a buffer in place ({func}) in its "
+                f"forward pass: a recomputation would write it again (only a norm's "
+                f"running statistics are kept to one update); update it outside the "
+                f"blocks")
         if side_writes:
             r, func = side_writes[0]
             raise ValueError(

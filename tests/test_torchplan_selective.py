@@ -340,3 +340,36 @@ def test_a_block_of_views_only_is_planned_and_runs_as_predicted():
     assert (m.held_bytes, m.backward_flops - base.backward_flops) == (
         policy.held_bytes, policy.recompute_flops)
     assert all(torch.equal(a, b) for a, b in zip(m.grads, base.grads))
+
+
+def test_a_buffer_written_in_forward_and_a_tuple_block_are_refused():
+    """A buffer a block updates in forward (an average of activations) would be
+    updated again by the recomputation, silently; a block returning a tuple
+    failed inside the simulation with an internal message."""
+    nn = torch.nn
+
+    class Average(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(8, 8)
+            self.register_buffer("avg", torch.zeros(8))
+
+        def forward(self, h):
+            h = self.lin(h)
+            with torch.no_grad():
+                self.avg.mul_(0.9).add_(0.1 * h.mean(0))
+            return torch.tanh(h)
+
+    class Pair(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(8, 8)
+
+        def forward(self, h):
+            return self.lin(h), h
+
+    x = torch.randn(6, 8, requires_grad=True)
+    with pytest.raises(ValueError, match="block 0 writes a buffer in place"):
+        trace_torch_graph(nn.Sequential(Average(), Average()), x, loss=_loss)
+    with pytest.raises(ValueError, match="block 0 returned tuple, not a tensor"):
+        trace_torch_graph(nn.Sequential(Pair(), nn.Linear(8, 8)), x, loss=_loss)
