@@ -507,6 +507,7 @@ def trace_torch_graph(blocks, x: torch.Tensor, loss=None) -> TorchGraphProfile:
     ops = []          # (func, region, call, inputs, outputs, flops)
     side_writes = []  # (block, op) of ops that write an argument they do not return
     buffer_writes = []  # (block, op) of ops that write a buffer no norm's scratch covers
+    view_writes = []  # (block, op) of ops that write through a view
     from torch.nn.modules.batchnorm import _NormBase
     free_buffers = {storage_key(b) for blk in blocks if isinstance(blk, torch.nn.Module)
                     for m in blk.modules() if not isinstance(m, _NormBase)
@@ -532,6 +533,8 @@ def trace_torch_graph(blocks, x: torch.Tensor, loss=None) -> TorchGraphProfile:
                 side_writes.append((region[0], func))
             if any(storage_key(t) in free_buffers for t in written):
                 buffer_writes.append((region[0], func))
+            if any(t._is_view() and storage_key(t) not in param_keys for t in written):
+                view_writes.append((region[0], func))
             ops.append((func, region[0], call, _tensors_in((args, kwargs)), outs,
                         op_flops(func, args, kwargs, out)))
             return out
@@ -552,6 +555,13 @@ def trace_torch_graph(blocks, x: torch.Tensor, loss=None) -> TorchGraphProfile:
         if not isinstance(value, torch.Tensor) or value.numel() != 1 or not value.requires_grad:
             raise ValueError("trace_torch_graph: loss must return a one-element tensor that "
                              "requires grad")
+        if view_writes:
+            r, func = view_writes[0]
+            raise ValueError(
+                f"trace_torch_graph: block {r} writes through a view in place ({func}; "
+                f"e.g. h[:, :4].relu_(), or ReLU(inplace=True) after InstanceNorm, "
+                f"whose output is a view): the plan cannot follow that write yet; use "
+                f"the op out of place")
         if buffer_writes:
             r, func = buffer_writes[0]
             raise ValueError(

@@ -373,3 +373,29 @@ def test_a_buffer_written_in_forward_and_a_tuple_block_are_refused():
         trace_torch_graph(nn.Sequential(Average(), Average()), x, loss=_loss)
     with pytest.raises(ValueError, match="block 0 returned tuple, not a tensor"):
         trace_torch_graph(nn.Sequential(Pair(), nn.Linear(8, 8)), x, loss=_loss)
+
+
+def test_a_write_through_a_view_is_refused():
+    """An in-place op on a view (a slice; ReLU(inplace=True) after InstanceNorm,
+    which returns a view) was planned with the old value's reader and a backward
+    node CopySlices hides: held 192 predicted, 768 measured, silently."""
+    nn = torch.nn
+
+    class SliceRelu(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(8, 8)
+
+        def forward(self, h):
+            h = self.lin(h)
+            h[:, :4].relu_()
+            return h
+
+    x = torch.randn(2, 8, requires_grad=True)
+    with pytest.raises(ValueError, match="block 0 writes through a view in place"):
+        trace_torch_graph(nn.Sequential(SliceRelu(), SliceRelu()), x, loss=_loss)
+    norm = nn.Sequential(*[nn.Sequential(nn.Conv1d(8, 8, 3, padding=1),
+                                         nn.InstanceNorm1d(8), nn.ReLU(inplace=True))
+                           for _ in range(2)])
+    with pytest.raises(ValueError, match="writes through a view.*relu_"):
+        trace_torch_graph(norm, torch.randn(2, 8, 10, requires_grad=True), loss=_loss)
