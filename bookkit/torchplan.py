@@ -676,7 +676,10 @@ def _build_torch_graph(ops, value, n_regions, param_keys, x_key, x):
     for fn in bwd:
         j = node_of_grad_fn[fn]
         d = {stage_of[c] for c in readers(fn, set())}
-        saved = _saved_tensors(fn)
+        # a Python number an op took (``h * 1.5``) is saved as a 0-dim tensor no op
+        # made, which autograd never packs: torch's recomputation does not run for it
+        saved = [t for t in _saved_tensors(fn) if t.dim() or storage_key(t) in creator
+                 or storage_key(t) in param_keys or storage_key(t) == x_key]
         for t in saved:
             key = storage_key(t)
             if key in creator:

@@ -399,3 +399,31 @@ def test_a_write_through_a_view_is_refused():
                            for _ in range(2)])
     with pytest.raises(ValueError, match="writes through a view.*relu_"):
         trace_torch_graph(norm, torch.randn(2, 8, 10, requires_grad=True), loss=_loss)
+
+
+def test_a_python_number_an_op_saves_does_not_start_a_recomputation():
+    """``h * 1.5`` saves 1.5 as a 0-dim tensor that autograd never packs: the
+    block's last op was taken to save something, and its rerun was predicted
+    (144 FLOPs more than torch ran)."""
+    nn = torch.nn
+
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(8, 8)
+
+        def forward(self, h):
+            return torch.nn.functional.gelu(self.lin(h)) * 1.5
+
+    torch.manual_seed(0)
+    blocks = nn.Sequential(*[Scaled() for _ in range(3)])
+    x = torch.randn(6, 8, requires_grad=True)
+    g = trace_torch_graph(blocks, x, loss=_loss)
+    low = plan.lower_bound(g)
+    for schedule in (plan.store_all(g), plan.remat(g, low, time_limit_s=5)):
+        policy = selective_policy(g, schedule)
+        base = measure_step(blocks, x, _loss)
+        m = measure_step(blocks, x, _loss, run=lambda h, p=policy: run_selective(blocks, p, h))
+        assert (m.held_bytes, m.backward_flops - base.backward_flops) == (
+            policy.held_bytes, policy.recompute_flops)
+        assert all(torch.equal(a, b) for a, b in zip(m.grads, base.grads))
