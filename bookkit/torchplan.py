@@ -421,6 +421,11 @@ class TorchGraphProfile(GraphProfile):
             a later op writes in place (dropout's mask, filled by ``bernoulli_``;
             a tensor ``ReLU(inplace=True)`` overwrites). An in-place op is a node
             that takes over the storage's bytes from the value it overwrites.
+        block_inputs: for each block, the forward node that made its input (``-1``:
+            the step's input ``x``; ``None``: a tensor no op of the step made). A
+            checkpoint holds its block's input whenever the block saves anything,
+            even where no op of the block saves it (``lin(tanh(h))``).
+        input_bytes: the bytes of ``x``'s storage.
     """
 
     ops: tuple = ()
@@ -430,6 +435,8 @@ class TorchGraphProfile(GraphProfile):
     saves_output: tuple = ()
     region_calls: tuple = ()
     mutated: frozenset = frozenset()
+    block_inputs: tuple = ()
+    input_bytes: int = 0
 
 
 def _saved_tensors(grad_fn):
@@ -540,10 +547,12 @@ def trace_torch_graph(blocks, x: torch.Tensor, loss=None) -> TorchGraphProfile:
             return out
 
     with torch.random.fork_rng(), buffers_kept(*blocks, loss), torch.enable_grad():
+        block_in = []
         with _Record():
             h = x
             for r, block in enumerate(blocks):
                 region[0] = r
+                block_in.append(h)
                 h = block(h)
                 if not isinstance(h, torch.Tensor):
                     raise ValueError(
@@ -577,12 +586,12 @@ def trace_torch_graph(blocks, x: torch.Tensor, loss=None) -> TorchGraphProfile:
                 f"checkpoint would return the op's saved output without that write, so "
                 f"backward would read an unwritten tensor; use an op without that "
                 f"side effect (LeakyReLU for RReLU)")
-        graph = _build_torch_graph(ops, value, len(blocks), param_keys, x_key, x)
+        graph = _build_torch_graph(ops, value, len(blocks), param_keys, x_key, x, block_in)
     _make_scratch(blocks)  # for run_selective's recomputations
     return graph
 
 
-def _build_torch_graph(ops, value, n_regions, param_keys, x_key, x):
+def _build_torch_graph(ops, value, n_regions, param_keys, x_key, x, block_in):
     # Views (outputs aliasing an input: view, t, permute, unbind, ...) cost 0 FLOPs and
     # own no bytes: they are not nodes; whoever reads a view reads the node that made
     # its storage. Their backward nodes pass gradients through (as views, except
@@ -704,6 +713,9 @@ def _build_torch_graph(ops, value, n_regions, param_keys, x_key, x):
             pinned.add(max(made))
     calls = tuple(tuple((f, tuple(outs[0].shape) if outs else None)
                         for f, rr, _, _, outs, _ in ops if rr == r) for r in range(n_regions))
+    block_inputs = tuple(-1 if storage_key(h) == x_key
+                         else node_of_tensor.get(id(h), creator.get(storage_key(h)))
+                         for h in block_in)
     return TorchGraphProfile(
         names=tuple(names), n_forward=nf, deps=tuple(deps), value_bytes=tuple(value_bytes),
         flops=tuple(int(f) for f in flops),
@@ -713,7 +725,8 @@ def _build_torch_graph(ops, value, n_regions, param_keys, x_key, x):
         const_slots=tuple(const_slots), out_shapes=tuple(shapes),
         ops=tuple((f, r, c) for f, r, c, _ in kept_ops), n_regions=n_regions,
         pinned=frozenset(pinned), saves=tuple(saves), saves_output=tuple(saves_output),
-        region_calls=calls, mutated=frozenset(mutated))
+        region_calls=calls, mutated=frozenset(mutated), block_inputs=block_inputs,
+        input_bytes=int(x.untyped_storage().nbytes()))
 
 
 def _sac_schedule(g: TorchGraphProfile, save) -> tuple:
@@ -721,15 +734,17 @@ def _sac_schedule(g: TorchGraphProfile, save) -> tuple:
     forward nodes ``save`` are MUST_SAVE (the rest recomputed), as a Checkmate schedule
     ``(recompute, keep)``: a block's recomputation runs once, in order, when backward
     first unpacks a tensor the block saved, and stops (torch's early stop) once it has
-    rebuilt the last one; what it rebuilds stays until its last reader."""
+    rebuilt the last one; what it rebuilds stays until its last reader. The block's
+    input stays too, until the block's last backward node that saved something has
+    run (the checkpoint holds it as long as any tensor it packed)."""
     nf, N = g.n_forward, g.n_nodes
     regions = [r for _, r, _ in g.ops]
     present = set(save) | set(g.pinned)
     recompute, starts = [()] * N, {}
+    held_input = {}
     for r in range(g.n_regions):
         nodes = [i for i in range(nf) if regions[i] == r]
-        saving = [i for i in nodes if i in g.backward_of  # ops autograd records
-                  and g.saves[_stage_of(g, i) - nf] > 0]
+        saving = _saving_nodes(g, r)
         if not saving:
             continue
         t_r = min(_stage_of(g, i) for i in saving)
@@ -738,10 +753,14 @@ def _sac_schedule(g: TorchGraphProfile, save) -> tuple:
                  and (i < last or (i == last and g.saves_output[last]))]
         recompute[t_r] = tuple(rerun)
         starts[t_r] = {i for i in nodes if i in save}
+        q = g.block_inputs[r] if r < len(g.block_inputs) else None
+        if q is not None and q >= 0:
+            t_end = max(_stage_of(g, i) for i in saving)
+            held_input.setdefault(t_end, set()).add(q)
     # a value is needed where a node or a recomputation reads it; a saved output is
     # held by the checkpoint until its block's recomputation takes it
     need = [set(g.deps[t]) | {d for k in recompute[t] for d in g.deps[k]} - set(recompute[t])
-            | starts.get(t, set()) for t in range(N)]
+            | starts.get(t, set()) | held_input.get(t, set()) for t in range(N)]
     keep, avail = [], set()
     for t in range(N):
         later = set().union(*need[t:]) if t < N else set()
@@ -757,6 +776,23 @@ def _sac_schedule(g: TorchGraphProfile, save) -> tuple:
 
 def _stage_of(g, i):
     return g.n_forward + g.backward_of.index(i)
+
+
+def _saving_nodes(g, r):
+    """The forward nodes of block ``r`` whose backward saved a tensor (autograd
+    packs it through the block's checkpoint)."""
+    nf = g.n_forward
+    return [i for i in range(nf) if g.ops[i][1] == r and i in g.backward_of
+            and g.saves[_stage_of(g, i) - nf] > 0]
+
+
+def _input_held_bytes(g) -> int:
+    """The bytes of ``x`` a checkpoint holds though no op saves it: block 0 (or a
+    block after views only) saves something, so its checkpoint keeps ``x``."""
+    if g.const_bytes:        # an op saves x: counted already
+        return 0
+    held = any(q == -1 and _saving_nodes(g, r) for r, q in enumerate(g.block_inputs))
+    return g.input_bytes if held else 0
 
 
 @dataclass(frozen=True)
@@ -898,8 +934,11 @@ def _policy(graph, save, schedule=None) -> SelectivePolicy:
                and graph.saves_output[i] and i not in save]
     cost += sum(graph.flops[i] for i in rebuilt)
     peak += max((graph.value_bytes[i] for i in rebuilt), default=0)
+    # x, which every checkpoint of block 0 holds until the step's end
+    peak += _input_held_bytes(graph)
     nf = graph.n_forward
-    held = sum(graph.value_bytes[i] for i in set(keep[nf]) | set(save)) + graph.const_bytes
+    held = (sum(graph.value_bytes[i] for i in set(keep[nf]) | set(save)) + graph.const_bytes
+            + _input_held_bytes(graph))
     return SelectivePolicy(graph, frozenset(save), schedule, int(held), int(cost), int(peak),
                            recompute, keep)
 
