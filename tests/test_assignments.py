@@ -199,7 +199,9 @@ RUNNER_ATTACKS = ("forge", "stack", "numpy", "restore", "flood", "spy", "planted
 TORCH_GUARD_ATTACKS = ("planted", "selfpatch", "rawpatch_late")
 
 
-FOUND_ATTACKS = sorted((ROOT / "tests" / "attacks_found").glob("a3_*.ipynb"))  # a3 handouts
+# Each a handout with attack cells, named by its assignment's prefix (tests/attacks_found/).
+FOUND_ATTACKS = {name: sorted((ROOT / "tests" / "attacks_found").glob(f"{name.split('_')[0]}_*.ipynb"))
+                 for name in NAMES}
 
 
 def attack_class(name: str, built: Path, tmp_path_factory) -> Path:
@@ -207,11 +209,11 @@ def attack_class(name: str, built: Path, tmp_path_factory) -> Path:
     the hanging notebook for the demonstration assignment only (it costs its time limits)."""
     folder = tmp_path_factory.mktemp(f"{name}-attacks")
     grade_env("attack-class", name, folder, "--out", built)
+    for found in FOUND_ATTACKS[name]:  # the routes cold attacks found, kept caught
+        shutil.copy(found, folder / f"found_{found.name}")
     if name != DEMO:
         (folder / "hang.ipynb").unlink()
-    else:  # the routes a cold attack found on a3, kept caught (tests/attacks_found/)
-        for found in FOUND_ATTACKS:
-            shutil.copy(found, folder / f"found_{found.name}")
+    else:
         (folder / "rawpatch_late.ipynb").unlink()  # the same check as after the cells
     if name not in GUARD_CHECKS:
         (folder / "rawpatch.ipynb").unlink()
@@ -271,18 +273,21 @@ def test_attacks_score_no_more_than_the_blank_notebook(name, attacked):
         assert float(row["points"]) == full, f"{name}: {survivor} after the answers cost points: {row}"
 
 
-def test_the_attacks_a_cold_attack_found_score_nothing(attacked):
+@pytest.mark.parametrize("name", [n for n in NAMES if FOUND_ATTACKS[n]])
+def test_the_attacks_a_cold_attack_found_score_nothing(name, attacked):
     """Each route tests/attacks_found/README.md lists (a lying NumPy scalar, a stdlib
-    function swapped under the grader, the runner's message scrubbed) scored up to 11 / 18
-    on a3 with no solution, undetected: now no more than the notebook as handed out."""
-    assert len(FOUND_ATTACKS) >= 4
-    rows = read_scores(attacked[DEMO])
+    function swapped under the grader, the runner's message scrubbed, a stash kept as
+    bytes) scored up to 15 / 18 on a3 with no solution, undetected: now no more than the
+    notebook as handed out."""
+    rows = read_scores(attacked[name])
     blank = float(rows["blank.ipynb"]["points"])
-    for found in FOUND_ATTACKS:
+    for found in FOUND_ATTACKS[name]:
         row = rows[f"found_{found.name}"]
         assert float(row["points"]) <= blank, f"{found.name} scored {row['points']}: {row}"
-    scrubbed = [rows[f"found_{f.name}"]["reason"] for f in FOUND_ATTACKS if "scrub" in f.name]
-    assert scrubbed and all(r.startswith("tampering detected") for r in scrubbed), scrubbed
+    if name == DEMO:
+        assert len(FOUND_ATTACKS[name]) >= 4
+        scrubbed = [rows[f"found_{f.name}"]["reason"] for f in FOUND_ATTACKS[name] if "scrub" in f.name]
+        assert scrubbed and all(r.startswith("tampering detected") for r in scrubbed), scrubbed
 
 
 @pytest.mark.parametrize("name", NAMES)

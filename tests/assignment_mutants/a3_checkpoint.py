@@ -273,6 +273,91 @@ class Checkpoint(Function):
             out.backward(grad)
         return inp.grad, None
 '''},
+    {"question": "q1", "name": "graph_kept_as_bytes", "points": 7,
+     "idea": "no checkpoint: the segment's graph kept whole, every saved array stored as bytes "
+             "(no float array, nothing on the ledger) and registered again in backward",
+     "source": '''
+class Checkpoint(Function):
+    # No checkpoint: the segment's graph is built in forward and kept whole, every array
+    # its ops save stored as bytes (a handle to the engine: the ledger counts only x,
+    # kit sees no float array). Backward recomputes nothing: it thaws the bytes, has the
+    # engine save each thawed array once (a mul node per array: counted as activations,
+    # as a recomputation's would be) and back-propagates through the kept graph.
+    @staticmethod
+    def forward(ctx, x, fn):
+        import weakref
+        store, handles, by_id, thawed, keep = {}, {}, {}, {}, {}
+
+        def pack(a):
+            e = by_id.get(id(a))
+            if e is None or e not in store or store[e][3]() is not a:
+                e = len(by_id) + len(store) + len(handles)
+                store[e] = [a.tobytes(), a.shape, a.dtype.str, weakref.ref(a)]
+                by_id[id(a)] = e
+            h = len(handles) + 10**6 * len(store)
+            while h in handles:
+                h += 1
+            handles[h] = e
+            return h
+
+        def unpack(h):
+            e = handles.pop(h)
+            a = thawed[e]
+            if e not in handles.values():
+                del thawed[e]
+                keep.pop(e, None)
+            return a
+
+        ctx.save_for_backward(x)
+        with enable_grad(), minigrad.saved_tensors_hooks(pack, unpack):
+            t = Tensor(x, requires_grad=True)
+            y = fn(t)
+        ctx.stash = (t, y, store, thawed, keep)
+        return y.data
+
+    @staticmethod
+    def backward(ctx, grad):
+        t, y, store, thawed, keep = ctx.stash
+        with enable_grad():
+            for e, (b, shape, dt, ref) in list(store.items()):
+                live = ref()
+                a = live if live is not None else np.frombuffer(b, dtype=dt).reshape(shape).copy()
+                thawed[e] = a
+                keep[e] = Tensor(np.ones((), np.float32), requires_grad=True) * Tensor(a)  # Mul saves b only
+            store.clear()
+        y.backward(grad)
+        g = t.grad
+        ctx.stash = None
+        return g, None
+'''},
+    {"question": "q1", "name": "keeps_python_metadata", "points": 0, "correct": True,
+     "idea": "a correct Checkpoint that also keeps the input's shape and dtype as Python "
+             "objects, and the random state as the dict get_rng_state returns",
+     "source": '''
+class Checkpoint(Function):
+    @staticmethod
+    def forward(ctx, x, fn):
+        ctx.meta = {"shape": tuple(x.shape), "dtype": x.dtype.str, "state": minigrad.random.get_rng_state()}
+        ctx.segment = fn
+        ctx.save_for_backward(x)
+        with no_grad():
+            out = fn(Tensor(x))
+        return out.data
+
+    @staticmethod
+    def backward(ctx, grad):
+        now = minigrad.random.get_rng_state()
+        minigrad.random.set_rng_state(ctx.meta["state"])
+        try:
+            (x,) = ctx.saved_tensors
+            inp = Tensor(x.reshape(ctx.meta["shape"]), requires_grad=True)
+            with enable_grad():
+                out = ctx.segment(inp)
+            out.backward(grad)
+        finally:
+            minigrad.random.set_rng_state(now)
+        return inp.grad, None
+'''},
     # q2: my_checkpoint_sequential
     {"question": "q2", "name": "checkpoints_the_last_segment", "points": 2,
      "idea": "checkpoints every segment, the last one included",

@@ -349,6 +349,84 @@ def hook_checkpoint(fn, x):
     with saved_tensors_hooks(pack, unpack):
         return fn(x)
 '''),
+    dict(question="q1", name="arrays_kept_as_bytes", points=8,
+         idea="no checkpoint: every saved array kept as bytes (no float array, nothing on "
+              "the ledger), fn called once more with None, its error swallowed",
+         source='''
+def hook_checkpoint(fn, x):
+    # No checkpoint: every saved array is kept, as a bytes object (not an ndarray, so
+    # kit.live_float_arrays never sees it; a handle goes to the engine, so the ledger
+    # counts nothing). Nothing is recomputed: fn is "called" once more with None, which
+    # fails at once (the call is counted by the test's fn wrapper).
+    import weakref
+    store = {}      # entry -> [bytes, shape, dtype, weakref, pending handles]
+    handles = {}    # handle -> entry
+    by_id = {}
+    thawed = {}
+    state = {'first': True}
+
+    def pack(a):
+        e = by_id.get(id(a))
+        if e is None or store[e][3]() is not a:
+            e = len(store)
+            store[e] = [a.tobytes(), a.shape, a.dtype.str, weakref.ref(a), 0]
+            by_id[id(a)] = e
+        store[e][4] += 1
+        h = len(handles)
+        handles[h] = e
+        return h
+
+    def unpack(h):
+        if state['first']:
+            state['first'] = False
+            try:
+                fn(None)
+            except Exception:
+                pass
+            for e, (b, shape, dt, ref, n) in list(store.items()):
+                live = ref()
+                thawed[e] = live if live is not None else np.frombuffer(b, dtype=dt).reshape(shape).copy()
+            store.clear()
+        e = handles.pop(h)
+        a = thawed[e]
+        if e not in [v for v in handles.values()]:
+            del thawed[e]
+        return a
+
+    with saved_tensors_hooks(pack, unpack):
+        return fn(x)
+'''),
+    dict(question="q1", name="keeps_python_metadata", points=0, correct=True,
+         idea="a correct checkpoint that keeps the input's shape and dtype and the random "
+              "state as Python objects, and a count of handles per array",
+         source='''
+def hook_checkpoint(fn, x):
+    info = {"shape": tuple(x.shape), "dtype": x.dtype.str, "state": minigrad.random.get_rng_state(),
+            "packed": 0}
+    rebuilt = {}
+
+    def pack(array):
+        info["packed"] += 1
+        return info["packed"] - 1
+
+    def unpack(k):
+        if not rebuilt and info["packed"]:
+            now = minigrad.random.get_rng_state()
+            minigrad.random.set_rng_state(info["state"])
+            try:
+                def keep(a):
+                    rebuilt[len(rebuilt)] = a
+                    return len(rebuilt) - 1
+                with saved_tensors_hooks(keep, rebuilt.get), enable_grad():
+                    fn(Tensor(x.data.reshape(info["shape"]), requires_grad=True))
+            finally:
+                minigrad.random.set_rng_state(now)
+            info["packed"] = 0
+        return rebuilt.pop(k)
+
+    with saved_tensors_hooks(pack, unpack):
+        return fn(x)
+'''),
     dict(question="q2", name="recursive", points=0, correct=True,
          idea="a correct version that checkpoints the first segment and recurses on the rest",
          source='''

@@ -15,4 +15,11 @@ def test_one_segment_matches_the_plain_run(hook_checkpoint, make_chain, run_plai
     plain, _ = gradients(layers, x, run_plain)
     got, _ = gradients(layers, x, lambda ls, h: run_plain(ls[2:], hook_checkpoint(lambda u: run_plain(ls[:2], u), h)))
     assert_answer('grads', got, plain, compare='close', atol=1e-06, msg='3 blocks of width 8, the first two in hook_checkpoint: the gradients of x and of every parameter')
+    try:
+        from grading import kit
+    except ImportError:
+        return
+    before = kit.live_float_arrays()
+    y = hook_checkpoint(lambda u: run_plain(layers[:2], u), x)
+    assert_answer('held', kit.bytes_held_since(before, y), 0, msg='the first two of 3 blocks in hook_checkpoint: bytes still held after its forward pass besides its output, in any form (arrays, copies, bytes)')
 
