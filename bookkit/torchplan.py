@@ -89,51 +89,181 @@ def _saved(fn, x, params):
     return out, {k: v[0] for k, v in meter._seen.items() if v[0]}
 
 
+def _as_blocks(blocks) -> list:
+    """``blocks`` as a list: a ``Sequential``'s or a ``ModuleList``'s modules, any
+    other module as the one block, or the items of a sequence."""
+    if isinstance(blocks, (torch.nn.Sequential, torch.nn.ModuleList)):
+        return list(blocks)
+    if isinstance(blocks, torch.nn.Module):
+        return [blocks]
+    return list(blocks)
+
+
+def _check_blocks(blocks, who: str) -> None:
+    if not blocks:
+        raise ValueError(f"{who}: no blocks")
+    bad = [type(b).__name__ for b in blocks if not callable(b)]
+    if bad:
+        raise TypeError(f"{who}: blocks must be callable, got {bad[0]}")
+
+
+def _state_versions(block) -> dict:
+    """``{storage key: (kind, name, version)}`` of the parameters and buffers of
+    ``block`` that a forward pass must not write in place (a norm's running
+    statistics excepted: `run_plan` keeps them to one update per step)."""
+    if not isinstance(block, torch.nn.Module):
+        return {}
+    from torch.nn.modules.batchnorm import _NormBase
+    state = [("parameter", n, p) for n, p in block.named_parameters()]
+    state += [("buffer", f"{name}.{n}" if name else n, b)
+              for name, m in block.named_modules() if not isinstance(m, _NormBase)
+              for n, b in m.named_buffers(recurse=False)]
+    return {storage_key(t): (kind, n, t._version) for kind, n, t in state}
+
+
+def _check_state_kept(block, before: dict, who: str, k: int) -> None:
+    after = _state_versions(block)
+    for key, (kind, name, version) in before.items():
+        if after.get(key, (kind, name, version))[2] != version:
+            raise ValueError(
+                f"{who}: block {k} writes a {kind} in place ({name}) in its forward "
+                f"pass: a recomputation would write it again (only a norm's running "
+                f"statistics are kept to one update); update it outside the blocks")
+
+
+def _reaches(out: torch.Tensor, h: torch.Tensor) -> bool:
+    """Whether the gradient of ``out`` reaches ``h`` through autograd (no
+    ``.detach()`` or ``no_grad`` in between)."""
+    target = h.grad_fn
+    stack = [out.grad_fn] if out.grad_fn is not None else []
+    seen = set()
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if target is not None and node is target:
+            return True
+        if target is None and getattr(node, "variable", None) is h:
+            return True
+        if node is not target:
+            stack.extend(n for n, _ in node.next_functions)
+    return False
+
+
+def _cut_gradient(who: str, k: int) -> ValueError:
+    return ValueError(
+        f"{who}: block {k} does not pass the gradient back to its input (a .detach() "
+        f"or torch.no_grad() inside it): the blocks before it get no gradient, which "
+        f"the plan does not model; run them before the stack under torch.no_grad()")
+
+
 def profile_blocks(blocks, x: torch.Tensor, loss=None) -> ChainProfile:
-    """A `ChainProfile` of ``blocks`` on ``x`` (one forward, no backward).
+    """A `ChainProfile` of ``blocks`` on ``x`` (no backward).
 
     For each block: the bytes of its input, whether it saves its input or its output
     for backward (the same storage), the bytes of the other storages it saves, and its
     forward FLOPs (``FlopCounterMode``: matmuls and attention; elementwise ops count 0,
-    as in torch's counter). ``loss`` (output -> scalar) is profiled the same way.
-    The random state and the modules' buffers (BatchNorm's running statistics) are
-    left as they were (`buffers_kept`).
+    as in torch's counter), and whether its output requires grad. Each block runs
+    twice (once counted, once measured), on the real input (`run_plan` recomputes
+    it too): its output must depend on its input and parameters only. ``loss``
+    (output -> scalar) is profiled the same way. The random state and the modules'
+    buffers (BatchNorm's running statistics) are left as they were (`buffers_kept`).
 
     Args:
-        blocks: ``torch.nn.Module`` blocks applied in sequence.
+        blocks: ``torch.nn.Module`` blocks (or callables) applied in sequence.
         x: the stack's input (requires grad or not, as it will be run).
-        loss: optional callable on the last output.
+        loss: optional callable on the last output, returning a one-element tensor.
 
     Returns:
         A `minigrad.plan.ChainProfile` (cost in FLOPs).
+
+    Raises:
+        TypeError: ``x`` is not a tensor, or a block is not callable.
+        ValueError: what the chain model cannot describe, named: a block that returns
+            anything but a tensor, writes its input, a parameter or a buffer in place,
+            returns its input's storage (``nn.Identity``, a view), cuts the gradient
+            (``.detach()``), or saves a tensor another block or the loss saves too (a
+            shared constant that is not a parameter or buffer); a loss that saves a
+            block's tensor (``x``) or returns more than one element.
+            `trace_torch_graph` plans most of these.
     """
-    blocks = list(blocks)
-    if not blocks:
-        raise ValueError("profile_blocks: no blocks")
-    inputs, saves_in, saves_out, own, cost = [], [], [], [], []
+    who = "profile_blocks"
+    blocks = _as_blocks(blocks)
+    _check_blocks(blocks, who)
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{who}: x must be a tensor, got {type(x).__name__}")
+    inputs, saves_in, saves_out, own, cost, grad = [], [], [], [], [], [x.requires_grad]
+    owner = {}  # storage key -> what it is, or who saves it ("is block 2's output")
+    params = [b for b in blocks if isinstance(b, torch.nn.Module)]
     h = x
     with torch.random.fork_rng(), buffers_kept(*blocks, loss):
-        for block in blocks:
+        for k, block in enumerate(blocks):
             key_in = storage_key(h)
-            flops = forward_flops(block, h.detach().requires_grad_(h.requires_grad))
-            out, saved = _saved(block, h, block)
+            owner.setdefault(key_in, f"is block {k - 1}'s output" if k
+                             else "is the stack's input x")
+            # a copy that may be written in place (a leaf that requires grad may not)
+            probe = h.detach().clone().requires_grad_(h.requires_grad)
+            probe = probe * 1 if h.requires_grad else probe
+            version, state = probe._version, _state_versions(block)
+            flops = forward_flops(block, probe)
+            if probe._version != version:
+                raise ValueError(
+                    f"{who}: block {k} writes its input in place (relu_, "
+                    f"ReLU(inplace=True) first): a checkpoint's recomputation would "
+                    f"start from the overwritten input; make that op out of place")
+            _check_state_kept(block, state, who, k)
+            out, saved = _saved(block, h, block if isinstance(block, torch.nn.Module) else ())
+            if not isinstance(out, torch.Tensor):
+                raise ValueError(
+                    f"{who}: block {k} returned {type(out).__name__}, not a tensor: "
+                    f"each block must return the one tensor the next block (or the "
+                    f"loss) takes")
             key_out = storage_key(out)
+            if key_out == key_in:
+                raise ValueError(
+                    f"{who}: block {k} returns a tensor in its input's storage "
+                    f"(nn.Identity, a view): the chain model needs each block's output "
+                    f"in a storage of its own; fold it into a neighbouring block, or "
+                    f"plan with trace_torch_graph")
+            if h.requires_grad and not _reaches(out, h):
+                raise _cut_gradient(who, k)
+            for key in saved:
+                if key not in (key_in, key_out) and key in owner:
+                    raise ValueError(
+                        f"{who}: block {k} saves a tensor that {owner[key]} (a shared "
+                        f"constant, not a parameter or buffer of the block; a skip "
+                        f"connection across blocks): the chain model would count it "
+                        f"twice; register it as a buffer, or plan with "
+                        f"trace_torch_graph")
+                owner.setdefault(key, f"block {k} saves too")
             inputs.append(h.untyped_storage().nbytes())
             saves_in.append(key_in in saved)
             saves_out.append(key_out in saved)
-            own.append(sum(b for k, b in saved.items() if k not in (key_in, key_out)))
+            own.append(sum(b for key, b in saved.items() if key not in (key_in, key_out)))
             cost.append(flops)
+            grad.append(out.requires_grad)
             h = out
+        owner.setdefault(storage_key(h), f"is block {len(blocks) - 1}'s output")
         loss_in, loss_own, loss_cost = False, 0, 0
         if loss is not None:
             loss_cost = forward_flops(loss, h.detach().requires_grad_(True))
-            _, saved = _saved(loss, h, ())
+            value, saved = _saved(loss, h, params)
+            if not isinstance(value, torch.Tensor) or value.numel() != 1:
+                raise ValueError(f"{who}: loss must return a one-element tensor")
             loss_in = storage_key(h) in saved
-            loss_own = sum(b for k, b in saved.items() if k != storage_key(h))
+            for key in saved:
+                if key != storage_key(h) and key in owner:
+                    raise ValueError(
+                        f"{who}: the loss saves a tensor that {owner[key]}, besides the "
+                        f"last output: the chain model would count it twice; plan with "
+                        f"trace_torch_graph")
+            loss_own = sum(b for key, b in saved.items() if key != storage_key(h))
     _make_scratch(blocks)  # for run_plan's recomputations, outside any measured step
     return ChainProfile(input_bytes=tuple(inputs), output_bytes=h.untyped_storage().nbytes(),
                         saves_input=tuple(saves_in), saves_output=tuple(saves_out),
-                        own_bytes=tuple(own), cost=tuple(cost), loss_saves_input=loss_in,
+                        own_bytes=tuple(own), cost=tuple(cost),
+                        requires_grad=tuple(grad), loss_saves_input=loss_in,
                         loss_own_bytes=int(loss_own), loss_cost=loss_cost)
 
 
@@ -245,7 +375,7 @@ def run_plan(blocks, plan, x: torch.Tensor) -> torch.Tensor:
         made once per module by `profile_blocks` or `trace_torch_graph`, else
         by the first run).
     """
-    blocks = list(blocks)
+    blocks = _as_blocks(blocks)
     if not isinstance(plan, (SegmentPlan, NestedSchedule)):
         raise TypeError(f"run_plan: plan must be a SegmentPlan or a NestedSchedule, "
                         f"got {type(plan).__name__}")
@@ -282,12 +412,31 @@ def _run(blocks, plan, x):
 
 def saved_after_forward(profile: ChainProfile, plan: SegmentPlan) -> int:
     """Bytes autograd holds when the forward pass (and the loss) ends under a segment
-    plan: each checkpointed segment's input, and what the last segment and the loss
-    save (each storage once)."""
+    plan: each checkpointed segment's input (where the segment saves anything and
+    its output requires grad), and what the last segment and the loss save (each
+    storage once). The random state each checkpoint keeps for its recomputation
+    (`measure_step` does not count it either) is not included.
+
+    Raises:
+        TypeError: ``plan`` is not a `SegmentPlan`.
+        ValueError: the plan is for another number of blocks.
+    """
+    if not isinstance(plan, SegmentPlan):
+        raise TypeError(f"saved_after_forward: plan must be a SegmentPlan, got "
+                        f"{type(plan).__name__}")
     n = len(profile.input_bytes)
+    if plan.n != n:
+        raise ValueError(f"saved_after_forward: the plan is for {plan.n} blocks, the "
+                         f"profile has {n}")
+    rg = profile.requires_grad or (True,) * (n + 1)
     starts = list(plan.starts)
     last = starts[-1]
-    held = {("in", a): profile.input_bytes[a] for a in starts[:-1]}
+    held = {}
+    for a, b in zip(starts[:-1], starts[1:]):
+        saves = any(profile.saves_input[i] or profile.saves_output[i] or profile.own_bytes[i]
+                    for i in range(a, b))
+        if saves and rg[b]:
+            held[("in", a)] = profile.input_bytes[a]
     for i in range(last, n):
         if profile.saves_input[i]:
             held[("in", i)] = profile.input_bytes[i]
@@ -413,7 +562,7 @@ class TorchGraphProfile(GraphProfile):
             block's recomputation.
         saves_output: for each forward node, whether its backward saves one of its
             own outputs (then a recomputation that stops at it still runs it).
-        region_calls: for each block, ``(op, output shape)`` of each ATen op a policy
+        region_calls: for each block, ``(op, output shape, dtype)`` of each ATen op a policy
             sees there, in call order (views included: they are not nodes, and are
             always recomputed); the policy checks them as it runs.
         mutated: forward nodes torch's selective checkpoint cannot save: an
@@ -449,6 +598,11 @@ def _saved_tensors(grad_fn):
         except RuntimeError:       # released, or an undefined optional tensor
             continue
         out.extend(_tensors_in(v) if isinstance(v, (tuple, list, torch.Tensor)) else [])
+    if isinstance(grad_fn, torch.autograd.function.BackwardCFunction):
+        try:  # a custom autograd.Function's node: what its forward saved for backward
+            out.extend(_tensors_in(grad_fn.saved_tensors))
+        except RuntimeError:
+            pass
     return out
 
 
@@ -484,7 +638,11 @@ def trace_torch_graph(blocks, x: torch.Tensor, loss=None) -> TorchGraphProfile:
 
     Raises:
         TypeError: ``x`` is not a tensor, or a block is not callable.
-        ValueError: no blocks, or the loss is not a scalar that requires grad.
+        ValueError: no blocks; the loss is not a scalar that requires grad; or a
+            block does what a checkpoint's recomputation cannot repeat, named: it writes
+            its input, a parameter or a buffer (other than a norm's running statistics)
+            in place, writes through a view, or cuts the gradient to its input
+            (``.detach()``).
 
     Example:
         >>> import torch
@@ -496,14 +654,8 @@ def trace_torch_graph(blocks, x: torch.Tensor, loss=None) -> TorchGraphProfile:
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils.checkpoint import SAC_IGNORED_OPS
 
-    if isinstance(blocks, torch.nn.Module) and not isinstance(blocks, torch.nn.Sequential):
-        blocks = [blocks]
-    blocks = list(blocks)
-    if not blocks:
-        raise ValueError("trace_torch_graph: no blocks")
-    bad = [type(b).__name__ for b in blocks if not callable(b)]
-    if bad:
-        raise TypeError(f"trace_torch_graph: blocks must be callable, got {bad[0]}")
+    blocks = _as_blocks(blocks)
+    _check_blocks(blocks, "trace_torch_graph")
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"trace_torch_graph: x must be a tensor, got {type(x).__name__}")
     loss = loss if loss is not None else (lambda y: y.square().mean())
@@ -553,7 +705,14 @@ def trace_torch_graph(blocks, x: torch.Tensor, loss=None) -> TorchGraphProfile:
             for r, block in enumerate(blocks):
                 region[0] = r
                 block_in.append(h)
-                h = block(h)
+                version, state = h._version, _state_versions(block)
+                h_in, h = h, block(h)
+                if h_in._version != version:
+                    raise ValueError(
+                        f"trace_torch_graph: block {r} writes its input in place (relu_, "
+                        f"ReLU(inplace=True) first): a checkpoint's recomputation would "
+                        f"start from the overwritten input; make that op out of place")
+                _check_state_kept(block, state, "trace_torch_graph", r)
                 if not isinstance(h, torch.Tensor):
                     raise ValueError(
                         f"trace_torch_graph: block {r} returned {type(h).__name__}, not "
@@ -564,6 +723,9 @@ def trace_torch_graph(blocks, x: torch.Tensor, loss=None) -> TorchGraphProfile:
         if not isinstance(value, torch.Tensor) or value.numel() != 1 or not value.requires_grad:
             raise ValueError("trace_torch_graph: loss must return a one-element tensor that "
                              "requires grad")
+        for r in reversed(range(len(blocks))):
+            if block_in[r].requires_grad and not _reaches(value, block_in[r]):
+                raise _cut_gradient("trace_torch_graph", r)
         if view_writes:
             r, func = view_writes[0]
             raise ValueError(
@@ -711,7 +873,8 @@ def _build_torch_graph(ops, value, n_regions, param_keys, x_key, x, block_in):
         made = [i for i in range(nf) if regions[i] == r]
         if made:                   # (a block of views only, nn.Identity, makes none)
             pinned.add(max(made))
-    calls = tuple(tuple((f, tuple(outs[0].shape) if outs else None)
+    calls = tuple(tuple((f, tuple(outs[0].shape) if outs else None,
+                         outs[0].dtype if outs else None)
                         for f, rr, _, _, outs, _ in ops if rr == r) for r in range(n_regions))
     block_inputs = tuple(-1 if storage_key(h) == x_key
                          else node_of_tensor.get(id(h), creator.get(storage_key(h)))
@@ -838,13 +1001,15 @@ class SelectivePolicy:
             k = count[0]
             count[0] += 1
             outs = _tensors_in(ctx.op_output)
-            got = (func, tuple(outs[0].shape) if outs else None)
+            got = (func, tuple(outs[0].shape) if outs else None,
+                   outs[0].dtype if outs else None)
             if k >= len(expected) or expected[k] != got:
-                want = expected[k] if k < len(expected) else "no such call"
+                want = ("{} with output shape {} ({})".format(*expected[k])
+                        if k < len(expected) else "no such call")
                 raise RuntimeError(
                     f"selective policy: block {region} call {k} is {got[0]} with output "
-                    f"shape {got[1]}, but the plan was traced with {want}; trace the graph "
-                    f"again for this model and input")
+                    f"shape {got[1]} ({got[2]}), but the plan was traced with {want}; "
+                    f"trace the graph again for this model and input")
             return (CheckpointPolicy.MUST_SAVE if k in save_calls
                     else CheckpointPolicy.PREFER_RECOMPUTE)
         return policy
@@ -978,7 +1143,7 @@ def selective_frontier(graph: TorchGraphProfile, max_ops: int = 14) -> list:
         raise TypeError(f"selective_frontier: graph must be a TorchGraphProfile, got "
                         f"{type(graph).__name__}")
     nf = graph.n_forward
-    calls = [tuple((f, shape) for f, shape in c) for c in graph.region_calls]
+    calls = [tuple(c) for c in graph.region_calls]
     if len(set(calls)) != 1:
         raise ValueError("selective_frontier: the blocks run different ops (or shapes); "
                          "it enumerates one choice for identical blocks")
@@ -1012,9 +1177,7 @@ def run_selective(blocks, policy: SelectivePolicy, x: torch.Tensor) -> torch.Ten
         are updated by each block's first run only, as without checkpoints: a
         recomputation updates scratch copies instead (`run_plan`).
     """
-    if isinstance(blocks, torch.nn.Module) and not isinstance(blocks, torch.nn.Sequential):
-        blocks = [blocks]
-    blocks = list(blocks)
+    blocks = _as_blocks(blocks)
     if len(blocks) != policy.graph.n_regions:
         raise ValueError(f"run_selective: {len(blocks)} blocks for a policy traced on "
                          f"{policy.graph.n_regions}")
@@ -1037,7 +1200,8 @@ def measure_step(blocks, x: torch.Tensor, loss, run=None) -> StepMeasure:
 
     ``held_bytes``: the storages ATen ops made in the forward pass (and the loss)
     that are still alive when it ends, the loss's own excepted
-    (`bookkit.torchmem.ForwardMemoryMeter`; it sees what a checkpoint caches).
+    (`bookkit.torchmem.ForwardMemoryMeter`; it sees what a checkpoint caches, not
+    the copy of the random state each checkpoint keeps for its recomputation).
     ``backward_flops``: the backward pass's FLOPs under `op_flops` (`FlopCount`),
     recomputation included. ``peak_bytes``: the CPU allocator's peak over a whole
     step, forward and backward (`bookkit.torchmem.AllocatorTrace`, one thread), with
@@ -1068,8 +1232,8 @@ def measure_step(blocks, x: torch.Tensor, loss, run=None) -> StepMeasure:
 
     if not isinstance(x, torch.Tensor) or not x.requires_grad:
         raise ValueError("measure_step: x must be a tensor that requires grad")
-    if not isinstance(blocks, torch.nn.Module):
-        blocks = torch.nn.Sequential(*blocks)
+    if not isinstance(blocks, torch.nn.Module) or isinstance(blocks, torch.nn.ModuleList):
+        blocks = torch.nn.Sequential(*_as_blocks(blocks))
     run = blocks if run is None else run
     params = list(blocks.parameters()) + [x]
     for p in params:

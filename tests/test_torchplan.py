@@ -149,3 +149,158 @@ def test_a_norm_a_block_does_not_own_is_refused():
     run_plan(blocks, plan.explicit(3, [0, 1]), x).sum().backward()
     assert x.grad is not None
 
+
+
+class _LinTanh(torch.nn.Module):
+    def __init__(self, width=8):
+        super().__init__()
+        self.lin = torch.nn.Linear(width, width)
+
+    def forward(self, h):
+        return torch.tanh(self.lin(h))
+
+
+def _held_and_recomputed(blocks, x, p, loss=_loss):
+    """(bytes saved-tensor hooks see held when the forward ends, FLOPs recomputed)
+    of one step under ``p``."""
+    params = torch.nn.ModuleList([b for b in blocks if isinstance(b, torch.nn.Module)])
+    with SavedTensorMeter(params=params) as meter:
+        out = loss(run_plan(blocks, p, x))
+        held = meter.live_bytes
+    out.backward()
+    n = len(blocks)
+    plain = forward_flops(lambda: loss(run_plan(blocks, plan.explicit(n, [0]), x)).backward())
+    total = forward_flops(lambda: loss(run_plan(blocks, p, x)).backward())
+    return held, total - plain
+
+
+@pytest.mark.parametrize("case", ["tied-weight-in-loss", "input-without-grad"])
+def test_a_tied_weight_and_a_prefix_without_gradient_are_predicted_exactly(case):
+    """A loss that reads a block's weight (an output projection tied to it) does not
+    save that weight as an activation (it was counted: 896 B predicted, 640
+    measured); an input that needs no grad before a parameter-free block makes the
+    first boundaries need none (their checkpoints hold and recompute nothing: 512 B
+    and 512 FLOPs predicted, 384 B and 0 measured)."""
+    torch.manual_seed(0)
+    if case == "tied-weight-in-loss":
+        blocks = [_LinTanh() for _ in range(3)]
+        weight = blocks[0].lin.weight
+
+        def loss(y):
+            return (y @ weight).square().mean()
+        x = torch.randn(4, 8, requires_grad=True)
+    else:
+        blocks = [torch.nn.Tanh()] + [_LinTanh() for _ in range(2)]
+        loss = _loss
+        x = torch.randn(4, 8)
+    profile = profile_blocks(blocks, x, loss=loss)
+    if case == "input-without-grad":
+        assert profile.requires_grad == (False, False, True, True)
+    for p in (plan.explicit(3, [0]), plan.explicit(3, [0, 1]), plan.explicit(3, [0, 1, 2]),
+              plan.explicit(3, [0, 2]), plan.optimal_segments(profile)):
+        assert _held_and_recomputed(blocks, x, p, loss) == (
+            saved_after_forward(profile, p), plan.recompute_cost(profile, p)), p.starts
+
+
+class _Detached(_LinTanh):
+    def forward(self, h):
+        return torch.tanh(self.lin(h.detach()))
+
+
+class _WritesInput(_LinTanh):
+    def forward(self, h):
+        return self.lin(h.relu_())
+
+
+class _WritesWeight(_LinTanh):
+    def forward(self, h):
+        with torch.no_grad():
+            self.lin.weight.mul_(0.5)
+        return super().forward(h)
+
+
+class _WritesBuffer(_LinTanh):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, h):
+        self.calls += 1
+        return super().forward(h)
+
+
+class _SharedConstant(_LinTanh):
+    table = None
+
+    def forward(self, h):
+        return super().forward(h) * self.table
+
+
+@pytest.mark.parametrize("case, match", [
+    ("identity", "block 1 returns a tensor in its input's storage"),
+    ("detach", "block 1 does not pass the gradient back to its input"),
+    ("writes-input", "block 1 writes its input in place"),
+    ("writes-weight", r"block 1 writes a parameter in place \(lin.weight\)"),
+    ("writes-buffer", r"block 1 writes a buffer in place \(calls\)"),
+    ("shared-constant", "block 1 saves a tensor that block 0 saves too"),
+    ("loss-saves-x", "the loss saves a tensor that is the stack's input x"),
+    ("tuple", "block 1 returned tuple, not a tensor"),
+])
+def test_what_the_chain_model_cannot_describe_is_refused_by_name(case, match):
+    """Each of these was planned with a silently wrong prediction (bytes counted
+    twice, a recomputation that never runs, a weight halved by each rerun) or
+    failed inside torch: the chain profile refuses it and says why; the model and
+    the caller's input are left as they were."""
+    torch.manual_seed(0)
+    _SharedConstant.table = torch.rand(4, 8)
+    middle = {"identity": torch.nn.Identity(), "detach": _Detached(),
+              "writes-input": _WritesInput(), "writes-weight": _WritesWeight(),
+              "writes-buffer": _WritesBuffer(), "shared-constant": _SharedConstant(),
+              "loss-saves-x": _LinTanh(), "tuple": lambda h: (h, h)}[case]
+    first = _SharedConstant() if case == "shared-constant" else _LinTanh()
+    blocks = [first, middle, _LinTanh()]
+    x = torch.randn(4, 8, requires_grad=True)
+    loss = (lambda y: (y * x).mean()) if case == "loss-saves-x" else _loss
+    weights = [b.lin.weight.clone() for b in blocks if isinstance(b, _LinTanh)]
+    kept = x.clone()
+    with pytest.raises(ValueError, match=match):
+        profile_blocks(blocks, x, loss=loss)
+    assert torch.equal(x, kept)
+    if case != "writes-weight":
+        assert all(torch.equal(b.lin.weight, w) for b, w in
+                   zip([b for b in blocks if isinstance(b, _LinTanh)], weights))
+
+
+def test_profiling_never_writes_the_callers_input():
+    """A first block that writes its input in place, on an input that needs no grad,
+    multiplied the caller's x by 4 while it was profiled; now it is refused first."""
+    x = torch.ones(4, 8)
+    with pytest.raises(ValueError, match="block 0 writes its input in place"):
+        profile_blocks([lambda h: h.mul_(2), _LinTanh()], x)
+    assert torch.equal(x, torch.ones(4, 8))
+
+
+def test_saved_after_forward_refuses_a_plan_it_cannot_price():
+    blocks, x = _stack(n=3)
+    profile = profile_blocks(blocks, x, loss=_loss)
+    for wrong in (plan.explicit(6, [0, 3]), plan.explicit(2, [0, 1])):
+        with pytest.raises(ValueError, match="the plan is for .* blocks, the profile has 3"):
+            saved_after_forward(profile, wrong)
+    for wrong in (plan.rotor(profile), [0, 1]):
+        with pytest.raises(TypeError, match="plan must be a SegmentPlan"):
+            saved_after_forward(profile, wrong)
+
+
+def test_a_module_list_is_a_stack_of_blocks():
+    from bookkit.torchplan import (measure_step, run_selective, selective_policy,
+                                   trace_torch_graph)
+    torch.manual_seed(0)
+    blocks = torch.nn.ModuleList([_LinTanh() for _ in range(3)])
+    x = torch.randn(4, 8, requires_grad=True)
+    profile = profile_blocks(blocks, x, loss=_loss)
+    assert profile.n == 3
+    run_plan(blocks, plan.explicit(3, [0, 2]), x)
+    g = trace_torch_graph(blocks, x, loss=_loss)
+    policy = selective_policy(g, plan.store_all(g))
+    m = measure_step(blocks, x, _loss, run=lambda h: run_selective(blocks, policy, h))
+    assert g.n_regions == 3 and m.held_bytes == policy.held_bytes

@@ -467,3 +467,102 @@ def test_a_block_input_no_op_saves_is_held_by_its_checkpoint(layout):
         assert (m.held_bytes, m.backward_flops - base.backward_flops) == (
             policy.held_bytes, policy.recompute_flops)
         assert all(torch.equal(a, b) for a, b in zip(m.grads, base.grads))
+
+
+class _LinTanh(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, h):
+        return torch.tanh(self.lin(h))
+
+
+class _SavesOutput(torch.autograd.Function):
+    """tanh as a custom Function: it saves its output, as torch.tanh does."""
+
+    @staticmethod
+    def forward(ctx, h):
+        y = torch.tanh(h)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return grad * (1 - y * y)
+
+
+class _CustomTanh(_LinTanh):
+    def forward(self, h):
+        return _SavesOutput.apply(self.lin(h))
+
+
+def test_what_a_custom_function_saves_is_traced():
+    """A custom ``autograd.Function`` keeps what it saves in ``saved_tensors``,
+    not in ``_saved_*`` fields: the trace saw nothing saved, and the policy that
+    keeps everything predicted 0 recomputed FLOPs where torch reran 1536."""
+    torch.manual_seed(0)
+    blocks = torch.nn.Sequential(*[_CustomTanh() for _ in range(3)])
+    x = torch.randn(4, 8, requires_grad=True)
+    g = trace_torch_graph(blocks, x, loss=_loss)
+    assert g.names[:2] == ("addmm", "tanh") and g.saves_output[1]
+    base = measure_step(blocks, x, _loss)
+    for schedule in (plan.store_all(g), plan.keeping(g, [])):
+        policy = selective_policy(g, schedule)
+        m = measure_step(blocks, x, _loss,
+                         run=lambda h, p=policy: run_selective(blocks, p, h))
+        assert (m.held_bytes, m.backward_flops - base.backward_flops) == (
+            policy.held_bytes, policy.recompute_flops)
+        assert all(torch.equal(a, b) for a, b in zip(m.grads, base.grads))
+
+
+def test_a_policy_refuses_another_dtype():
+    """Traced in float32, run in float64: the same ops and shapes, twice the bytes
+    (held 1024 B where 512 were predicted, silently)."""
+    torch.manual_seed(0)
+    blocks = torch.nn.Sequential(*[_LinTanh() for _ in range(2)])
+    x = torch.randn(4, 8, requires_grad=True)
+    g = trace_torch_graph(blocks, x, loss=_loss)
+    policy = selective_policy(g, plan.store_all(g))
+    blocks.double()
+    with pytest.raises(RuntimeError, match=r"\(torch.float64\), but the plan was traced "
+                                           r"with .*\(torch.float32\)"):
+        _loss(run_selective(blocks, policy, x.double())).backward()
+
+
+class _Detached(_LinTanh):
+    def forward(self, h):
+        return torch.tanh(self.lin(h.detach()))
+
+
+class _WritesInput(_LinTanh):
+    def forward(self, h):
+        return self.lin(h.relu_())
+
+
+class _WritesWeight(_LinTanh):
+    def forward(self, h):
+        with torch.no_grad():
+            self.lin.weight.mul_(0.5)
+        return super().forward(h)
+
+
+@pytest.mark.parametrize("middle, match", [
+    (_Detached, "block 1 does not pass the gradient back to its input"),
+    (_WritesInput, "block 1 writes its input in place"),
+    (_WritesWeight, r"block 1 writes a parameter in place \(lin.weight\)"),
+])
+def test_what_a_recomputation_cannot_repeat_is_refused_at_trace_time(middle, match):
+    """A block that detaches its input left the blocks before it alive but
+    unplanned (held 512 B, predicted 384); one that writes its input in place made
+    every schedule fail in backward; one that writes its weight halved it again in
+    each recomputation (and in the trace)."""
+    torch.manual_seed(0)
+    blocks = torch.nn.Sequential(_LinTanh(), middle(), _LinTanh())
+    x = torch.randn(4, 8, requires_grad=True)
+    weights = [b.lin.weight.clone() for b in blocks]
+    with pytest.raises(ValueError, match=match):
+        trace_torch_graph(blocks, x, loss=_loss)
+    if middle is not _WritesWeight:
+        assert all(torch.equal(b.lin.weight, w) for b, w in zip(blocks, weights))
