@@ -197,7 +197,7 @@ def _check_graph(g, where: str) -> None:
 
 
 def lower_bound(g: GraphProfile) -> int:
-    """The smallest budget any schedule of the model can meet (Checkmate's bytes).
+    """A lower bound on the budget any schedule of the model can meet (Checkmate's bytes).
 
     At stage ``t``, node ``t``'s inputs and its output are live, and so is every earlier
     value that a later node reads and that cannot be recomputed before then (forward values
