@@ -10,6 +10,7 @@ from bookkit.torchmodels import GPTBlock  # noqa: E402
 from bookkit.torchplan import (forward_flops, profile_blocks, run_plan,  # noqa: E402
                                saved_after_forward)
 from minigrad import plan  # noqa: E402
+from torch_blocks import Detached, LinTanh, WritesInput, WritesWeight  # noqa: E402
 
 
 def _stack(n=6):
@@ -151,15 +152,6 @@ def test_a_norm_a_block_does_not_own_is_refused():
 
 
 
-class _LinTanh(torch.nn.Module):
-    def __init__(self, width=8):
-        super().__init__()
-        self.lin = torch.nn.Linear(width, width)
-
-    def forward(self, h):
-        return torch.tanh(self.lin(h))
-
-
 def _held_and_recomputed(blocks, x, p, loss=_loss):
     """(bytes saved-tensor hooks see held when the forward ends, FLOPs recomputed)
     of one step under ``p``."""
@@ -183,14 +175,14 @@ def test_a_tied_weight_and_a_prefix_without_gradient_are_predicted_exactly(case)
     and 512 FLOPs predicted, 384 B and 0 measured)."""
     torch.manual_seed(0)
     if case == "tied-weight-in-loss":
-        blocks = [_LinTanh() for _ in range(3)]
+        blocks = [LinTanh() for _ in range(3)]
         weight = blocks[0].lin.weight
 
         def loss(y):
             return (y @ weight).square().mean()
         x = torch.randn(4, 8, requires_grad=True)
     else:
-        blocks = [torch.nn.Tanh()] + [_LinTanh() for _ in range(2)]
+        blocks = [torch.nn.Tanh()] + [LinTanh() for _ in range(2)]
         loss = _loss
         x = torch.randn(4, 8)
     profile = profile_blocks(blocks, x, loss=loss)
@@ -202,24 +194,7 @@ def test_a_tied_weight_and_a_prefix_without_gradient_are_predicted_exactly(case)
             saved_after_forward(profile, p), plan.recompute_cost(profile, p)), p.starts
 
 
-class _Detached(_LinTanh):
-    def forward(self, h):
-        return torch.tanh(self.lin(h.detach()))
-
-
-class _WritesInput(_LinTanh):
-    def forward(self, h):
-        return self.lin(h.relu_())
-
-
-class _WritesWeight(_LinTanh):
-    def forward(self, h):
-        with torch.no_grad():
-            self.lin.weight.mul_(0.5)
-        return super().forward(h)
-
-
-class _WritesBuffer(_LinTanh):
+class _WritesBuffer(LinTanh):
     def __init__(self):
         super().__init__()
         self.register_buffer("calls", torch.zeros(()))
@@ -229,7 +204,7 @@ class _WritesBuffer(_LinTanh):
         return super().forward(h)
 
 
-class _SharedConstant(_LinTanh):
+class _SharedConstant(LinTanh):
     table = None
 
     def forward(self, h):
@@ -253,22 +228,22 @@ def test_what_the_chain_model_cannot_describe_is_refused_by_name(case, match):
     the caller's input are left as they were."""
     torch.manual_seed(0)
     _SharedConstant.table = torch.rand(4, 8)
-    middle = {"identity": torch.nn.Identity(), "detach": _Detached(),
-              "writes-input": _WritesInput(), "writes-weight": _WritesWeight(),
+    middle = {"identity": torch.nn.Identity(), "detach": Detached(),
+              "writes-input": WritesInput(), "writes-weight": WritesWeight(),
               "writes-buffer": _WritesBuffer(), "shared-constant": _SharedConstant(),
-              "loss-saves-x": _LinTanh(), "tuple": lambda h: (h, h)}[case]
-    first = _SharedConstant() if case == "shared-constant" else _LinTanh()
-    blocks = [first, middle, _LinTanh()]
+              "loss-saves-x": LinTanh(), "tuple": lambda h: (h, h)}[case]
+    first = _SharedConstant() if case == "shared-constant" else LinTanh()
+    blocks = [first, middle, LinTanh()]
     x = torch.randn(4, 8, requires_grad=True)
     loss = (lambda y: (y * x).mean()) if case == "loss-saves-x" else _loss
-    weights = [b.lin.weight.clone() for b in blocks if isinstance(b, _LinTanh)]
+    weights = [b.lin.weight.clone() for b in blocks if isinstance(b, LinTanh)]
     kept = x.clone()
     with pytest.raises(ValueError, match=match):
         profile_blocks(blocks, x, loss=loss)
     assert torch.equal(x, kept)
     if case != "writes-weight":
         assert all(torch.equal(b.lin.weight, w) for b, w in
-                   zip([b for b in blocks if isinstance(b, _LinTanh)], weights))
+                   zip([b for b in blocks if isinstance(b, LinTanh)], weights))
 
 
 def test_profiling_never_writes_the_callers_input():
@@ -276,7 +251,7 @@ def test_profiling_never_writes_the_callers_input():
     multiplied the caller's x by 4 while it was profiled; now it is refused first."""
     x = torch.ones(4, 8)
     with pytest.raises(ValueError, match="block 0 writes its input in place"):
-        profile_blocks([lambda h: h.mul_(2), _LinTanh()], x)
+        profile_blocks([lambda h: h.mul_(2), LinTanh()], x)
     assert torch.equal(x, torch.ones(4, 8))
 
 
@@ -295,7 +270,7 @@ def test_a_module_list_is_a_stack_of_blocks():
     from bookkit.torchplan import (measure_step, run_selective, selective_policy,
                                    trace_torch_graph)
     torch.manual_seed(0)
-    blocks = torch.nn.ModuleList([_LinTanh() for _ in range(3)])
+    blocks = torch.nn.ModuleList([LinTanh() for _ in range(3)])
     x = torch.randn(4, 8, requires_grad=True)
     profile = profile_blocks(blocks, x, loss=_loss)
     assert profile.n == 3

@@ -12,6 +12,7 @@ from bookkit.torchplan import (FlopCount, measure_step, op_flops,  # noqa: E402
                                run_selective, selective_frontier, selective_policy,
                                trace_torch_graph)
 from minigrad import plan  # noqa: E402
+from torch_blocks import Detached, LinTanh, WritesInput, WritesWeight  # noqa: E402
 
 
 def _loss(y):
@@ -444,6 +445,19 @@ class _TanhLinear(torch.nn.Module):
         return out
 
 
+def _assert_keep_all_and_keep_nothing_as_predicted(blocks, x, g):
+    """Held bytes and recomputed FLOPs measured equal to the policy's prediction,
+    gradients bit-identical, keeping every op's output and keeping none."""
+    base = measure_step(blocks, x, _loss)
+    for schedule in (plan.store_all(g), plan.keeping(g, [])):
+        policy = selective_policy(g, schedule)
+        m = measure_step(blocks, x, _loss,
+                         run=lambda h, p=policy: run_selective(blocks, p, h))
+        assert (m.held_bytes, m.backward_flops - base.backward_flops) == (
+            policy.held_bytes, policy.recompute_flops)
+        assert all(torch.equal(a, b) for a, b in zip(m.grads, base.grads))
+
+
 @pytest.mark.parametrize("layout", ["plain", "residual", "identity-between"])
 def test_a_block_input_no_op_saves_is_held_by_its_checkpoint(layout):
     """torch's checkpoint keeps its block's input while the block has saved
@@ -459,23 +473,7 @@ def test_a_block_input_no_op_saves_is_held_by_its_checkpoint(layout):
     x = torch.randn(6, 8, requires_grad=True)
     g = trace_torch_graph(blocks, x, loss=_loss)
     assert g.block_inputs[0] == -1 and g.input_bytes == x.numel() * 4
-    base = measure_step(blocks, x, _loss)
-    for schedule in (plan.store_all(g), plan.keeping(g, [])):
-        policy = selective_policy(g, schedule)
-        m = measure_step(blocks, x, _loss,
-                         run=lambda h, p=policy: run_selective(blocks, p, h))
-        assert (m.held_bytes, m.backward_flops - base.backward_flops) == (
-            policy.held_bytes, policy.recompute_flops)
-        assert all(torch.equal(a, b) for a, b in zip(m.grads, base.grads))
-
-
-class _LinTanh(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = torch.nn.Linear(8, 8)
-
-    def forward(self, h):
-        return torch.tanh(self.lin(h))
+    _assert_keep_all_and_keep_nothing_as_predicted(blocks, x, g)
 
 
 class _SavesOutput(torch.autograd.Function):
@@ -493,7 +491,7 @@ class _SavesOutput(torch.autograd.Function):
         return grad * (1 - y * y)
 
 
-class _CustomTanh(_LinTanh):
+class _CustomTanh(LinTanh):
     def forward(self, h):
         return _SavesOutput.apply(self.lin(h))
 
@@ -507,21 +505,14 @@ def test_what_a_custom_function_saves_is_traced():
     x = torch.randn(4, 8, requires_grad=True)
     g = trace_torch_graph(blocks, x, loss=_loss)
     assert g.names[:2] == ("addmm", "tanh") and g.saves_output[1]
-    base = measure_step(blocks, x, _loss)
-    for schedule in (plan.store_all(g), plan.keeping(g, [])):
-        policy = selective_policy(g, schedule)
-        m = measure_step(blocks, x, _loss,
-                         run=lambda h, p=policy: run_selective(blocks, p, h))
-        assert (m.held_bytes, m.backward_flops - base.backward_flops) == (
-            policy.held_bytes, policy.recompute_flops)
-        assert all(torch.equal(a, b) for a, b in zip(m.grads, base.grads))
+    _assert_keep_all_and_keep_nothing_as_predicted(blocks, x, g)
 
 
 def test_a_policy_refuses_another_dtype():
     """Traced in float32, run in float64: the same ops and shapes, twice the bytes
     (held 1024 B where 512 were predicted, silently)."""
     torch.manual_seed(0)
-    blocks = torch.nn.Sequential(*[_LinTanh() for _ in range(2)])
+    blocks = torch.nn.Sequential(*[LinTanh() for _ in range(2)])
     x = torch.randn(4, 8, requires_grad=True)
     g = trace_torch_graph(blocks, x, loss=_loss)
     policy = selective_policy(g, plan.store_all(g))
@@ -531,27 +522,10 @@ def test_a_policy_refuses_another_dtype():
         _loss(run_selective(blocks, policy, x.double())).backward()
 
 
-class _Detached(_LinTanh):
-    def forward(self, h):
-        return torch.tanh(self.lin(h.detach()))
-
-
-class _WritesInput(_LinTanh):
-    def forward(self, h):
-        return self.lin(h.relu_())
-
-
-class _WritesWeight(_LinTanh):
-    def forward(self, h):
-        with torch.no_grad():
-            self.lin.weight.mul_(0.5)
-        return super().forward(h)
-
-
 @pytest.mark.parametrize("middle, match", [
-    (_Detached, "block 1 does not pass the gradient back to its input"),
-    (_WritesInput, "block 1 writes its input in place"),
-    (_WritesWeight, r"block 1 writes a parameter in place \(lin.weight\)"),
+    (Detached, "block 1 does not pass the gradient back to its input"),
+    (WritesInput, "block 1 writes its input in place"),
+    (WritesWeight, r"block 1 writes a parameter in place \(lin.weight\)"),
 ])
 def test_what_a_recomputation_cannot_repeat_is_refused_at_trace_time(middle, match):
     """A block that detaches its input left the blocks before it alive but
@@ -559,10 +533,10 @@ def test_what_a_recomputation_cannot_repeat_is_refused_at_trace_time(middle, mat
     every schedule fail in backward; one that writes its weight halved it again in
     each recomputation (and in the trace)."""
     torch.manual_seed(0)
-    blocks = torch.nn.Sequential(_LinTanh(), middle(), _LinTanh())
+    blocks = torch.nn.Sequential(LinTanh(), middle(), LinTanh())
     x = torch.randn(4, 8, requires_grad=True)
     weights = [b.lin.weight.clone() for b in blocks]
     with pytest.raises(ValueError, match=match):
         trace_torch_graph(blocks, x, loss=_loss)
-    if middle is not _WritesWeight:
+    if middle is not WritesWeight:
         assert all(torch.equal(b.lin.weight, w) for b, w in zip(blocks, weights))
