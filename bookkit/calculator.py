@@ -842,8 +842,8 @@ ONEDNN_BF16_MIN_WORK = 16 ** 3
 # inside the fused attention backward (13 to 18 KB). Their sizes depend on the CPU's
 # oneDNN kernels (a 411 KB GPT-2 step measured 14.6 KB above the estimate on an
 # AVX512-BF16 CPU without AMX, 1.4 KB with oneDNN held to AVX512_CORE), so a
-# comparison with a CPU measurement allows
-# them besides its relative tolerance; they matter only for steps under about 1 MB.
+# comparison with a CPU measurement allows them besides its relative tolerance; they
+# matter only for steps under about 1 MB.
 ONEDNN_LEFT_OUT_BYTES = 48_000
 
 
